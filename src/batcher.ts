@@ -1,0 +1,114 @@
+import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import Redlock from 'redlock';
+import { commandClient } from './connection';
+import { performBatchLater, type EnqueueDeps } from './enqueue';
+import { InvalidOptionError } from './errors';
+import { validateKey } from './input';
+import { Keyspace } from './keys';
+import { log } from './logger';
+import { resolveOptions, type ResolvedOptions } from './options';
+import { keyProcessor } from './processor';
+import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
+import { defineScripts } from './scripts';
+import { backlog, storeFor } from './store';
+import type { KeyQueue } from './enqueue';
+import type { Batcher, BatchByKeyOptions, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor } from './types';
+
+/**
+ * Wires one batcher: options, Redis clients, the BullMQ queue, and the workers it creates.
+ * `handler` is late-bound so the class form can supply its method.
+ * @internal
+ */
+export function createBatcher(options: BatchByKeyOptions, handler: () => EachIteration, requireHandler: boolean): Batcher {
+  const opts: ResolvedOptions = resolveOptions(options, requireHandler);
+  // ioredis' own options type lacks the index signature of BullMQ's; the values are the same.
+  const connection = opts.connection as ConnectionOptions;
+  const keyspace = new Keyspace(opts.prefix, opts.name);
+  const store = storeFor(opts.store);
+  const workers = new Set<Worker>();
+  const timers = new Set<NodeJS.Timeout>();
+  let queue: KeyQueue | undefined;
+  let redis: ReturnType<typeof commandClient> | undefined;
+  let redlock: Redlock | undefined;
+  let closed = false;
+
+  // Connections open on first use, so building a batcher (e.g. at import time) costs nothing.
+  const client = () => {
+    if (closed) throw new InvalidOptionError(`batcher ${opts.name} is closed`);
+    if (!redis) {
+      redis = commandClient(opts.connection, opts.logger);
+      defineScripts(redis.client);
+    }
+    return redis.client;
+  };
+  const getQueue = (): KeyQueue => {
+    if (!queue) {
+      const created: KeyQueue = new Queue(opts.name, { connection, prefix: opts.prefix });
+      created.on('error', (err: Error) => log(opts.logger, 'warn', 'batch-by-key: queue error', { err }));
+      queue = created;
+    }
+    return queue;
+  };
+  const getRedlock = () => {
+    if (!redlock) {
+      redlock = new Redlock([client()], { retryCount: 0 });
+      redlock.on('error', (err) => log(opts.logger, 'warn', 'batch-by-key: redlock error', { err }));
+    }
+    return redlock;
+  };
+  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key });
+  const recoveryDeps = (): RecoveryDeps => ({
+    client: client(),
+    queue: getQueue,
+    keyspace,
+    store,
+    graceMs: opts.recoveryIntervalMs,
+    logger: opts.logger,
+  });
+
+  const batcher: Batcher = {
+    name: opts.name,
+    performBatchLater: (ids, performOptions) => performBatchLater(enqueueDeps(), ids, performOptions),
+    processor(fallback?: FallbackProcessor): KeyProcessor {
+      return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler }, fallback);
+    },
+    attach(worker) {
+      worker.on('error', (err) => log(opts.logger, 'error', 'batch-by-key: worker error', { err }));
+      worker.on('failed', (job, err) => log(opts.logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }));
+      // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
+      // after the current slice, release the key and requeue it for another worker at once.
+      worker.on('closing', () => worker.cancelAllJobs('worker closing'));
+      const timer = setInterval(() => {
+        recoverStrandedKeys(recoveryDeps()).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
+      }, opts.recoveryIntervalMs);
+      timer.unref();
+      timers.add(timer);
+      worker.on('closed', () => {
+        clearInterval(timer);
+        timers.delete(timer);
+      });
+    },
+    createWorker(workerOptions: CreateWorkerOptions = {}) {
+      const worker = new Worker<KeyJobData, void, string>(opts.name, batcher.processor(), {
+        ...workerOptions,
+        connection: (workerOptions.connection as ConnectionOptions | undefined) ?? connection,
+        prefix: workerOptions.prefix ?? opts.prefix,
+      });
+      batcher.attach(worker as unknown as Worker);
+      workers.add(worker as unknown as Worker);
+      worker.on('closed', () => workers.delete(worker as unknown as Worker));
+      return worker;
+    },
+    backlog: (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
+    recover: () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const timer of timers) clearInterval(timer);
+      await Promise.all([...workers].map((w) => w.close()));
+      await queue?.close();
+      if (redis?.owned) await redis.client.quit().catch(() => redis?.client.disconnect());
+    },
+  };
+  return batcher;
+}

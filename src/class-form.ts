@@ -1,0 +1,68 @@
+import { createBatcher } from './batcher';
+import { resolveOptions } from './options';
+import type {
+  Backlog,
+  Batcher,
+  BatchByKeyOptions,
+  CreateWorkerOptions,
+  FallbackProcessor,
+  Id,
+  IterationContext,
+  Key,
+  KeyProcessor,
+  PerformOptions,
+  PerformResult,
+} from './types';
+import type { Worker } from 'bullmq';
+
+type JobClass = new () => { eachIteration(ids: Id[], ctx: IterationContext): Promise<void> | void };
+
+/**
+ * The class form, for people coming from the Ruby concern:
+ * `class SegmentRefresher extends BatchByKey({ ... }) { async eachIteration(ids, ctx) {} }`.
+ * Each subclass gets its own batcher on first use; one instance serves one job run.
+ */
+export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
+  resolveOptions(options, false); // fail at class definition, not at the first push
+  const batchers = new WeakMap<JobClass, Batcher>();
+  const batcherOf = (cls: JobClass): Batcher => {
+    let batcher = batchers.get(cls);
+    if (!batcher) {
+      batcher = createBatcher(options, () => {
+        const instance = new cls();
+        return (ids, ctx) => instance.eachIteration(ids, ctx);
+      }, false);
+      batchers.set(cls, batcher);
+    }
+    return batcher;
+  };
+
+  abstract class BatchByKeyJob {
+    abstract eachIteration(ids: Id[], ctx: IterationContext): Promise<void> | void;
+
+    static performBatchLater(this: JobClass, ids: ReadonlyArray<Id | number>, opts?: PerformOptions): Promise<PerformResult> {
+      return batcherOf(this).performBatchLater(ids, opts);
+    }
+    static createWorker(this: JobClass, opts?: CreateWorkerOptions): ReturnType<Batcher['createWorker']> {
+      return batcherOf(this).createWorker(opts);
+    }
+    static processor(this: JobClass, fallback?: FallbackProcessor): KeyProcessor {
+      return batcherOf(this).processor(fallback);
+    }
+    static attach(this: JobClass, worker: Worker): void {
+      batcherOf(this).attach(worker);
+    }
+    static backlog(this: JobClass, key: Key): Promise<Backlog> {
+      return batcherOf(this).backlog(key);
+    }
+    static recover(this: JobClass): Promise<number> {
+      return batcherOf(this).recover();
+    }
+    static close(this: JobClass): Promise<void> {
+      const batcher = batchers.get(this);
+      batchers.delete(this);
+      return batcher ? batcher.close() : Promise.resolve();
+    }
+  }
+  return BatchByKeyJob;
+}

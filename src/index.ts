@@ -1,0 +1,26 @@
+import { createBatcher } from './batcher';
+import type { Batcher, BatchByKeyOptions, EachIteration } from './types';
+
+/**
+ * Defines a batcher: `performBatchLater(ids)` stores ids per key, and one BullMQ job per key
+ * works through them in slices under a runtime budget, yielding to other keys.
+ */
+export function batchByKey(options: BatchByKeyOptions & { eachIteration: EachIteration }): Batcher {
+  return createBatcher(options, () => options.eachIteration, true);
+}
+
+export { BatchByKey } from './class-form';
+export { withKey, currentKey } from './context';
+export { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
+export { DEFAULTS } from './options';
+export { JOB_NAME } from './processor';
+export {
+  BatchByKeyError,
+  InvalidOptionError,
+  InvalidIdsError,
+  InvalidKeyError,
+  MissingKeyError,
+  LockLostError,
+  type ErrorCode,
+} from './errors';
+export type * from './types';

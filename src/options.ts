@@ -1,0 +1,120 @@
+import { describe, InvalidOptionError } from './errors';
+import { silentLogger } from './logger';
+import type { Backoff, BatchByKeyOptions, EachIteration, Logger, StoreKind } from './types';
+
+/** Options after defaults are applied; `eachIteration` may still come from a class (see class-form). */
+export interface ResolvedOptions {
+  name: string;
+  connection: BatchByKeyOptions['connection'];
+  store: StoreKind;
+  sliceSize: number;
+  maxRuntimeMs: number;
+  lockTtlMs: number;
+  key: BatchByKeyOptions['key'];
+  eachIteration: EachIteration | undefined;
+  attempts: number;
+  backoff: Backoff;
+  prefix: string;
+  recoveryIntervalMs: number;
+  logger: Logger;
+}
+
+export const DEFAULTS = {
+  store: 'list',
+  sliceSize: 100,
+  maxRuntimeMs: 5 * 60_000,
+  lockTtlMs: 5 * 60_000,
+  attempts: 5,
+  backoff: { type: 'exponential', delayMs: 1_000, maxDelayMs: 60_000 },
+  prefix: 'bull',
+  recoveryIntervalMs: 60_000,
+} as const satisfies Partial<ResolvedOptions>;
+
+const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
+const NAME = /^[A-Za-z0-9._-]{1,100}$/;
+/** Short TTLs would expire between renewals on a busy event loop. */
+const MIN_LOCK_TTL_MS = 1_000;
+
+function positiveInt(options: object, field: string, value: unknown, fallback: number, min = 1): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new InvalidOptionError(
+      `options.${field} must be an integer >= ${min}, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+function validateBackoff(backoff: unknown): Backoff {
+  if (backoff === undefined) return DEFAULTS.backoff;
+  if (typeof backoff === 'function') return backoff as Backoff;
+  if (typeof backoff === 'object' && backoff !== null) {
+    const b = backoff as Record<string, unknown>;
+    if ((b.type === 'fixed' || b.type === 'exponential') && typeof b.delayMs === 'number' && b.delayMs >= 0) {
+      if (b.maxDelayMs === undefined || (typeof b.maxDelayMs === 'number' && b.maxDelayMs >= 0)) {
+        return backoff as Backoff;
+      }
+    }
+  }
+  throw new InvalidOptionError(
+    "options.backoff must be { type: 'fixed' | 'exponential', delayMs >= 0, maxDelayMs? } or (failures, error) => ms",
+  );
+}
+
+/** Validates everything up front, so a typo fails at startup and not at the first push. */
+export function resolveOptions(options: BatchByKeyOptions, requireHandler: boolean): ResolvedOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError(`options must be an object, got ${describe(options)}`);
+  }
+  const o = options as Partial<BatchByKeyOptions>;
+  if (typeof o.name !== 'string' || !NAME.test(o.name)) {
+    throw new InvalidOptionError(
+      `options.name must be 1-100 letters, digits, '.', '_' or '-' (it names the BullMQ queue), got ${describe(o.name)}`,
+    );
+  }
+  if (o.connection === undefined || o.connection === null || typeof o.connection !== 'object') {
+    throw new InvalidOptionError('options.connection is required: ioredis options or an ioredis instance');
+  }
+  const store = o.store ?? DEFAULTS.store;
+  if (!STORES.includes(store)) {
+    throw new InvalidOptionError(`options.store must be one of ${STORES.join(', ')}, got ${describe(store)}`);
+  }
+  if (o.eachIteration !== undefined && typeof o.eachIteration !== 'function') {
+    throw new InvalidOptionError(`options.eachIteration must be a function, got ${describe(o.eachIteration)}`);
+  }
+  if (requireHandler && o.eachIteration === undefined) {
+    throw new InvalidOptionError('options.eachIteration is required: async (ids, ctx) => { ... }');
+  }
+  if (o.key !== undefined && typeof o.key !== 'function') {
+    throw new InvalidOptionError(`options.key must be a function returning the current key, got ${describe(o.key)}`);
+  }
+  if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
+    throw new InvalidOptionError(`options.prefix must be a non-empty string, got ${describe(o.prefix)}`);
+  }
+  if (o.logger !== undefined && (typeof o.logger !== 'object' || o.logger === null)) {
+    throw new InvalidOptionError('options.logger must be console-like: { debug?, info?, warn?, error? }');
+  }
+  return {
+    name: o.name,
+    connection: o.connection,
+    store,
+    sliceSize: positiveInt(o, 'sliceSize', o.sliceSize, DEFAULTS.sliceSize),
+    maxRuntimeMs: positiveInt(o, 'maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs),
+    lockTtlMs: positiveInt(o, 'lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
+    key: o.key,
+    eachIteration: o.eachIteration,
+    attempts: positiveInt(o, 'attempts', o.attempts, DEFAULTS.attempts),
+    backoff: validateBackoff(o.backoff),
+    prefix: o.prefix ?? DEFAULTS.prefix,
+    recoveryIntervalMs: positiveInt(o, 'recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs),
+    logger: o.logger ?? silentLogger,
+  };
+}
+
+/** Milliseconds to wait before the key runs again after `failures` failed slices in a row. */
+export function backoffDelay(backoff: Backoff, failures: number, error: unknown): number {
+  if (typeof backoff === 'function') return Math.max(0, backoff(failures, error));
+  if (backoff.type === 'fixed') return backoff.delayMs;
+  const exp = backoff.delayMs * 2 ** (failures - 1);
+  return Math.min(exp, backoff.maxDelayMs ?? Number.POSITIVE_INFINITY);
+}

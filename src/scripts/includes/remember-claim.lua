@@ -1,0 +1,7 @@
+-- Records the claim id (ARGV[2]) for as long as the lock (KEYS[3]) lives, so a resent claim is a no-op.
+local lockTtl = redis.call('PTTL', KEYS[3])
+if lockTtl > 0 then
+  redis.call('SET', KEYS[4], ARGV[2], 'PX', lockTtl)
+else
+  redis.call('SET', KEYS[4], ARGV[2])
+end

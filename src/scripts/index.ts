@@ -1,0 +1,89 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ChainableCommander, Cluster, Redis } from 'ioredis';
+import { VERSION } from '../version';
+
+/** @internal */
+export type RedisClient = Redis | Cluster;
+
+/** One name per `.lua` file beside this module. */
+export type ScriptName =
+  | 'claim-list'
+  | 'claim-set'
+  | 'claim-zset'
+  | 'push-zset'
+  | 'release'
+  | 'forget-key';
+
+const NAMES: readonly ScriptName[] = ['claim-list', 'claim-set', 'claim-zset', 'push-zset', 'release', 'forget-key'];
+
+/** Lua status codes shared by the scripts. */
+export const enum ScriptStatus {
+  Ok = 1,
+  LockNotHeld = -1,
+}
+
+const INCLUDE = /^--- @include "([a-z-]+)"$/gm;
+
+function load(file: string, seen: ReadonlySet<string> = new Set()): string {
+  const source = readFileSync(join(__dirname, file), 'utf8');
+  return source.replace(INCLUDE, (_line, name: string) => {
+    if (seen.has(name)) throw new Error(`script include cycle at ${name}`);
+    return load(join('includes', `${name}.lua`), new Set([...seen, name]));
+  });
+}
+
+let sources: Map<ScriptName, string> | undefined;
+
+/** Read once per process; ioredis then sends each by SHA and handles NOSCRIPT after a Redis restart. */
+function allSources(): Map<ScriptName, string> {
+  sources ??= new Map(NAMES.map((name) => [name, load(`${name}.lua`)]));
+  return sources;
+}
+
+/** The command name carries the version, so two library versions on one Redis never run each other's scripts. */
+function commandName(name: ScriptName): string {
+  return `bbk_${VERSION.replace(/\W/g, '_')}_${name.replace(/-/g, '_')}`;
+}
+
+type Caller = Record<string, ((...args: (string | number)[]) => unknown) | undefined>;
+
+const defined = new WeakSet<object>();
+
+/** Registers every script on a client (once) so it can be called there and in its pipelines. */
+export function defineScripts(client: RedisClient): void {
+  if (defined.has(client)) return;
+  for (const [name, lua] of allSources()) {
+    client.defineCommand(commandName(name), { lua });
+  }
+  defined.add(client);
+}
+
+function command(target: object, name: ScriptName): (...args: (string | number)[]) => unknown {
+  const fn = (target as Caller)[commandName(name)];
+  if (fn === undefined) throw new Error(`script ${name} is not defined on this client: call defineScripts first`);
+  return fn.bind(target);
+}
+
+/**
+ * Runs a script. Keys are given by the caller (built by `Keyspace`), never assembled inside
+ * Lua, so every script is Redis Cluster safe.
+ */
+export function runScript(
+  client: RedisClient,
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  return command(client, name)(keys.length, ...keys, ...args) as Promise<unknown>;
+}
+
+/** Queues a script on a pipeline; its reply comes with the pipeline's. */
+export function queueScript(
+  pipeline: ChainableCommander,
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): void {
+  command(pipeline, name)(keys.length, ...keys, ...args);
+}

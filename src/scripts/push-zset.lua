@@ -1,0 +1,25 @@
+--[[
+  Adds ids to a key's sorted set, ready at the Redis server's now + delay. Re-adding an id moves
+  it to the new time (debounce).
+
+  KEYS[1] pending sorted set (score: ready-at ms)
+  ARGV[1] delay in ms (>= 0)
+  ARGV[2..] ids
+
+  Returns ms until the earliest pending id of the key is ready (0 if one is ready now).
+]]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local at = now + tonumber(ARGV[1])
+local args = {}
+for i = 2, #ARGV do
+  args[#args + 1] = at
+  args[#args + 1] = ARGV[i]
+  if #args >= 1000 then
+    redis.call('ZADD', KEYS[1], unpack(args))
+    args = {}
+  end
+end
+if #args > 0 then redis.call('ZADD', KEYS[1], unpack(args)) end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return math.max(0, tonumber(first[2]) - now)

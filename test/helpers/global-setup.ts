@@ -1,0 +1,19 @@
+import type { TestProject } from 'vitest/node';
+import { startRedis } from '../../tools/redis-server';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    redisUrl: string;
+  }
+}
+
+/** One redis-server for the whole run (or REDIS_URL); every test uses its own queue name. */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  if (process.env.REDIS_URL) {
+    project.provide('redisUrl', process.env.REDIS_URL);
+    return async () => {};
+  }
+  const redis = await startRedis();
+  project.provide('redisUrl', redis.url);
+  return () => redis.stop();
+}

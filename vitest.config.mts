@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    globalSetup: ['./test/helpers/global-setup.ts'],
+    setupFiles: ['./test/helpers/setup.ts'],
+    include: ['test/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 30_000,
+    // Fault and race tests run worker processes of their own; two files at a time fit two cores.
+    maxWorkers: 2,
+  },
+});
