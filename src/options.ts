@@ -32,15 +32,16 @@ export const DEFAULTS = {
 
 const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
+/** Ids per slice at most: a slice is moved by one Lua call, which blocks Redis while it runs. */
+export const MAX_SLICE_SIZE = 10_000;
 /** Short TTLs would expire between renewals on a busy event loop. */
 const MIN_LOCK_TTL_MS = 1_000;
 
-function positiveInt(options: object, field: string, value: unknown, fallback: number, min = 1): number {
+function integer(field: string, value: unknown, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    throw new InvalidOptionError(
-      `options.${field} must be an integer >= ${min}, got ${describe(value)}`,
-    );
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `between ${min} and ${max}`;
+    throw new InvalidOptionError(`options.${field} must be an integer ${range}, got ${describe(value)}`);
   }
   return value;
 }
@@ -98,15 +99,15 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     name: o.name,
     connection: o.connection,
     store,
-    sliceSize: positiveInt(o, 'sliceSize', o.sliceSize, DEFAULTS.sliceSize),
-    maxRuntimeMs: positiveInt(o, 'maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs),
-    lockTtlMs: positiveInt(o, 'lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
+    sliceSize: integer('sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
+    maxRuntimeMs: integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs),
+    lockTtlMs: integer('lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
     key: o.key,
     eachIteration: o.eachIteration,
-    attempts: positiveInt(o, 'attempts', o.attempts, DEFAULTS.attempts),
+    attempts: integer('attempts', o.attempts, DEFAULTS.attempts),
     backoff: validateBackoff(o.backoff),
     prefix: o.prefix ?? DEFAULTS.prefix,
-    recoveryIntervalMs: positiveInt(o, 'recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs),
+    recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs),
     logger: o.logger ?? silentLogger,
   };
 }

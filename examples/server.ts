@@ -1,0 +1,44 @@
+import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
+import { pathToFileURL } from 'node:url';
+import { BatchByKeyError, withKey } from '../src';
+import { SegmentRefresher } from './segment-refresher';
+
+/** Every request of an account runs inside withKey, so code below it can push without a key. */
+const accountContext: RequestHandler = (req, _res, next) => {
+  const account = req.get('x-account-id');
+  // No header: no key. performBatchLater then throws MissingKeyError, answered with a 400 below.
+  if (account === undefined) return next();
+  withKey(account, next);
+};
+
+const refreshSegments: RequestHandler = async (req: Request<unknown, unknown, { ids?: unknown } | undefined>, res) => {
+  // Unchecked on purpose: the library validates ids and throws InvalidIdsError before touching Redis.
+  const ids = req.body?.ids as ReadonlyArray<string | number>;
+  const { key, pushed } = await SegmentRefresher.performBatchLater(ids);
+  res.status(202).json({ key, pushed });
+};
+
+/** Only the library's own errors are the client's fault; anything else stays a 500. */
+const batchErrors: ErrorRequestHandler = (err, _req, res, next) => {
+  if (!(err instanceof BatchByKeyError)) return next(err);
+  res.status(400).json({ error: { code: err.code, message: err.message } });
+};
+
+export function createApp(): express.Express {
+  const app = express();
+  // The body parser must run before withKey: it resumes from stream events, which would
+  // carry the request's original async context and lose the key.
+  app.use(express.json({ limit: '1mb' }));
+  app.use(accountContext);
+  app.post('/segments/refresh', refreshSegments);
+  app.use(batchErrors);
+  return app;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const port = Number(process.env.PORT ?? 3000);
+  const server = createApp().listen(port, () => console.log(`listening on http://localhost:${port}`));
+  const stop = () => server.close(() => void SegmentRefresher.close().then(() => process.exit(0)));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}

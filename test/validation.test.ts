@@ -1,0 +1,91 @@
+import { describe, expect, it } from 'vitest';
+import {
+  batchByKey,
+  BatchByKey,
+  BatchByKeyError,
+  InvalidIdsError,
+  InvalidKeyError,
+  InvalidOptionError,
+  MAX_ID_LENGTH,
+  MAX_KEY_LENGTH,
+  MissingKeyError,
+  type BatchByKeyOptions,
+} from '../src';
+import { parseUrl, redisClient, redisUrl, testBatcher } from './helpers/redis';
+
+const connection = () => parseUrl(redisUrl());
+
+describe('bad input is refused before anything reaches Redis', () => {
+  const cases: [string, unknown, Record<string, unknown>, new (...a: never[]) => BatchByKeyError, string, RegExp][] = [
+    ['a non-array', 'abc', { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /must be an array/],
+    ['null', null, { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /must be an array/],
+    ['an object id', [{ id: 1 }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\] must be a string or a finite number/],
+    ['NaN', ['a', Number.NaN], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[1\]/],
+    ['Infinity', [Infinity], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /finite/],
+    ['an empty id', ['a', ''], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[1\] is an empty string/],
+    ['an id over the limit', ['x'.repeat(MAX_ID_LENGTH + 1)], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /limit is 1024/],
+    ['a lone surrogate id', ['\uD800'], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /surrogate/],
+    ['a missing key', ['a'], {}, MissingKeyError, 'ERR_MISSING_KEY', /withKey/],
+    ['an empty key', ['a'], { key: '' }, InvalidKeyError, 'ERR_INVALID_KEY', /non-empty string/],
+    ['a key over the limit', ['a'], { key: 'k'.repeat(MAX_KEY_LENGTH + 1) }, InvalidKeyError, 'ERR_INVALID_KEY', /limit is 1024/],
+    ['a non-string key', ['a'], { key: 42 }, InvalidKeyError, 'ERR_INVALID_KEY', /number 42/],
+    ['delayMs on a list store', ['a'], { key: 'k', delayMs: 10 }, InvalidOptionError, 'ERR_INVALID_OPTION', /needs store 'zset'/],
+  ];
+
+  it.each(cases)('%s', async (_label, ids, opts, ErrorClass, code, message) => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const err = await b.performBatchLater(ids as string[], opts).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ErrorClass);
+    expect(err).toBeInstanceOf(BatchByKeyError);
+    expect((err as BatchByKeyError).code).toBe(code);
+    expect((err as Error).message).toMatch(message);
+    expect((err as Error).name).toBe(ErrorClass.name);
+    expect(await redisClient().keys(`*${b.name}*`)).toEqual([]);
+  });
+
+  it('refuses a key resolver that returns a non-string', async () => {
+    const b = testBatcher({ eachIteration: () => {}, key: () => 7 as unknown as string });
+    await expect(b.performBatchLater(['a'])).rejects.toThrow(InvalidKeyError);
+  });
+
+  it('refuses a bad delayMs on a zset store', async () => {
+    const b = testBatcher({ eachIteration: () => {}, store: 'zset' });
+    await expect(b.performBatchLater(['a'], { key: 'k', delayMs: -1 })).rejects.toThrow(/delayMs must be an integer >= 0, got number -1/);
+    expect(await redisClient().keys(`*${b.name}*`)).toEqual([]);
+  });
+});
+
+describe('invalid options throw InvalidOptionError at definition', () => {
+  const base = (): BatchByKeyOptions & { eachIteration: () => void } => ({ name: 'ok', connection: connection(), eachIteration: () => {} });
+  const cases: [string, Record<string, unknown>, RegExp][] = [
+    ['sliceSize 0', { sliceSize: 0 }, /options.sliceSize must be an integer between 1 and 10000, got number 0/],
+    ['sliceSize over the cap', { sliceSize: 1e9 }, /options.sliceSize must be an integer between 1 and 10000/],
+    ['sliceSize 1.5', { sliceSize: 1.5 }, /options.sliceSize/],
+    ['maxRuntimeMs 0', { maxRuntimeMs: 0 }, /options.maxRuntimeMs must be an integer >= 1/],
+    ['maxRuntimeMs negative', { maxRuntimeMs: -5 }, /options.maxRuntimeMs/],
+    ['lockTtlMs too short', { lockTtlMs: 10 }, /options.lockTtlMs must be an integer >= 1000/],
+    ['an unknown store', { store: 'queue' }, /options.store must be one of list, set, zset, got "queue"/],
+    ['an empty name', { name: '' }, /options.name must be 1-100 letters/],
+    ['a name with a colon', { name: 'a:b' }, /options.name/],
+    ['a non-function eachIteration', { eachIteration: 'nope' }, /options.eachIteration must be a function/],
+    ['a missing eachIteration', { eachIteration: undefined }, /options.eachIteration is required/],
+    ['a missing connection', { connection: undefined }, /options.connection is required/],
+    ['a non-function key resolver', { key: 'acct' }, /options.key must be a function/],
+    ['attempts 0', { attempts: 0 }, /options.attempts must be an integer >= 1/],
+    ['a bad backoff', { backoff: { type: 'linear', delayMs: 5 } }, /options.backoff must be/],
+    ['an empty prefix', { prefix: '' }, /options.prefix must be a non-empty string/],
+  ];
+  it.each(cases)('%s', (_label, override, message) => {
+    const make = () => batchByKey({ ...base(), ...override } as Parameters<typeof batchByKey>[0]);
+    expect(make).toThrow(InvalidOptionError);
+    expect(make).toThrow(message);
+  });
+
+  it('the class form validates when the class is defined', () => {
+    expect(() => BatchByKey({ name: 'ok', connection: connection(), sliceSize: -1 })).toThrow(InvalidOptionError);
+  });
+
+  it('a non-object options value is refused', () => {
+    expect(() => batchByKey(null as never)).toThrow(/options must be an object, got null/);
+  });
+});

@@ -1,0 +1,66 @@
+// Builds the published package: CommonJS + .d.ts from tsc, plus a thin ESM entry over it.
+// Node built-ins only, so the build needs nothing beyond the dev dependencies already installed.
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+const src = join(root, 'src');
+const cjs = join(root, 'dist', 'cjs');
+const esm = join(root, 'dist', 'esm');
+
+// Start clean: stale files from renamed or deleted modules would otherwise ship.
+rmSync(join(root, 'dist'), { recursive: true, force: true });
+
+// Run the project's own tsc through this node (no npx, no shell), so the version is the locked one.
+const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json'], {
+  cwd: root,
+  stdio: 'inherit',
+});
+if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+
+// tsc only emits .ts; src/scripts/index.ts reads the .lua files at runtime from beside itself
+// (join(__dirname, file)), includes/ too, so they must land at the same relative paths.
+for (const file of readdirSync(join(src, 'scripts'), { recursive: true })) {
+  if (!file.endsWith('.lua')) continue;
+  const to = join(cjs, 'scripts', file);
+  mkdirSync(dirname(to), { recursive: true });
+  copyFileSync(join(src, 'scripts', file), to);
+}
+
+// ESM entry = the CJS module re-exported, not a second compile: one module instance means
+// one set of classes, so `instanceof InvalidIdsError` holds whether a caller imports or requires.
+// Names are listed explicitly (Node's CJS named-export detection is heuristic) and sorted for a stable file.
+const names = Object.keys(require(join(cjs, 'index.js'))).filter((n) => n !== '__esModule').sort();
+mkdirSync(esm, { recursive: true });
+writeFileSync(
+  join(esm, 'index.mjs'),
+  `import cjs from '../cjs/index.js';\n\nexport const {\n${names.map((n) => `  ${n},\n`).join('')}} = cjs;\n`,
+);
+writeFileSync(join(esm, 'index.d.mts'), `export * from '../cjs/index.js';\n`);
+
+// src/redlock.d.ts is an ambient `declare module 'redlock'` (redlock's own types are ESM-only and
+// do not resolve for a CommonJS importer). tsc neither emits nor copies it. If the public .d.ts
+// graph imports 'redlock', ship it and reference it from index.d.ts so consumers' tsc loads it too.
+const reachable = new Set();
+const visit = (file) => {
+  if (reachable.has(file) || !existsSync(file)) return;
+  reachable.add(file);
+  for (const [, spec] of readFileSync(file, 'utf8').matchAll(/\bfrom\s+'(\.{1,2}\/[^']*)'/g)) {
+    const base = join(dirname(file), spec);
+    visit(existsSync(`${base}.d.ts`) ? `${base}.d.ts` : join(base, 'index.d.ts'));
+  }
+};
+visit(join(cjs, 'index.d.ts'));
+const usesRedlock = [...reachable].filter((f) => /\bfrom\s+'redlock'/.test(readFileSync(f, 'utf8')));
+if (usesRedlock.length > 0) {
+  copyFileSync(join(src, 'redlock.d.ts'), join(cjs, 'redlock.d.ts'));
+  const index = join(cjs, 'index.d.ts');
+  writeFileSync(index, `/// <reference path="./redlock.d.ts" />\n${readFileSync(index, 'utf8')}`);
+  console.log(`build: copied redlock.d.ts (imported by ${usesRedlock.map((f) => relative(cjs, f)).join(', ')})`);
+}
+
+console.log(`build: dist/cjs + dist/esm (${names.length} exports)`);
