@@ -1,0 +1,102 @@
+import { Queue } from 'bullmq';
+import { describe, expect, it } from 'vitest';
+import { DEFAULTS, type KeyJobData } from '../src';
+import { backoffDelay } from '../src/options';
+import { parseUrl, range, Recorder, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
+
+describe('a slice that throws', () => {
+  it('keeps its ids, releases the key, and is retried with backoff without another push', async () => {
+    const rec = new Recorder();
+    let failuresLeft = 2;
+    const b = testBatcher({
+      sliceSize: 10,
+      backoff: { type: 'fixed', delayMs: 20 },
+      eachIteration(ids, ctx) {
+        if (ctx.key === 'flaky' && failuresLeft > 0) {
+          failuresLeft--;
+          throw new Error('boom');
+        }
+        rec.handler(ids, ctx);
+      },
+    });
+    b.createWorker({ concurrency: 2 });
+    await b.performBatchLater(range(25), { key: 'flaky' });
+    await b.performBatchLater(range(5, 'ok-'), { key: 'healthy' });
+    await waitFor(() => rec.idsOf('flaky').length === 25, { what: 'flaky key to finish' });
+    // The failed slice came back first, in order: nothing lost, nothing reordered.
+    expect(rec.idsOf('flaky')).toEqual(range(25));
+    expect(rec.idsOf('healthy')).toEqual(range(5, 'ok-'));
+    expect(await b.backlog('flaky')).toEqual({ pending: 0, inFlight: 0 });
+  });
+
+  it('does not delay other keys while a key backs off', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({
+      backoff: { type: 'fixed', delayMs: 60_000 },
+      eachIteration(ids, ctx) {
+        if (ctx.key === 'broken') throw new Error('always');
+        rec.handler(ids, ctx);
+      },
+    });
+    b.createWorker({ concurrency: 1 });
+    await b.performBatchLater(['x'], { key: 'broken' });
+    for (const k of range(5, 'other-')) await b.performBatchLater(['y'], { key: k });
+    await waitFor(() => rec.calls.length === 5, { what: 'other keys' });
+    expect(await b.backlog('broken')).toEqual({ pending: 1, inFlight: 0 });
+  });
+
+  it('after `attempts` failures in a row the job fails in BullMQ, the ids stay pending, and recover() resumes the key', async () => {
+    let broken = true;
+    const rec = new Recorder();
+    const b = testBatcher({
+      attempts: 3,
+      backoff: { type: 'fixed', delayMs: 5 },
+      eachIteration(ids, ctx) {
+        if (broken) throw new Error('still broken');
+        rec.handler(ids, ctx);
+      },
+    });
+    const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
+    const worker = b.createWorker();
+    const failed = new Promise<Error>((resolve) => worker.on('failed', (_job, err) => resolve(err)));
+    await b.performBatchLater(range(7), { key: 'k' });
+    expect((await failed).message).toBe('still broken');
+    expect(await b.backlog('k')).toEqual({ pending: 7, inFlight: 0 });
+    expect(await queue.getFailedCount()).toBe(1);
+
+    broken = false;
+    expect(await b.recover()).toBe(1);
+    await waitFor(() => rec.all.length === 7);
+    expect(rec.all).toEqual(range(7));
+  });
+
+  it('counts failures per run of bad luck: a success resets the count', async () => {
+    let calls = 0;
+    const rec = new Recorder();
+    const b = testBatcher({
+      sliceSize: 1,
+      attempts: 2,
+      backoff: { type: 'fixed', delayMs: 1 },
+      eachIteration(ids, ctx) {
+        calls++;
+        // Every other call fails: never two failures in a row, so the key never gives up.
+        if (calls % 2 === 1) throw new Error('odd');
+        rec.handler(ids, ctx);
+      },
+    });
+    b.createWorker();
+    await b.performBatchLater(range(6), { key: 'k' });
+    await waitFor(() => rec.all.length === 6);
+    expect(rec.all).toEqual(range(6));
+  });
+});
+
+describe('backoff', () => {
+  it('computes fixed, exponential (capped) and custom delays', () => {
+    expect(backoffDelay({ type: 'fixed', delayMs: 50 }, 3, null)).toBe(50);
+    expect([1, 2, 3, 4].map((n) => backoffDelay({ type: 'exponential', delayMs: 100, maxDelayMs: 500 }, n, null))).toEqual([100, 200, 400, 500]);
+    expect(backoffDelay((n) => n * 7, 3, null)).toBe(21);
+    expect(backoffDelay(() => -5, 1, null)).toBe(0);
+    expect(DEFAULTS.backoff).toEqual({ type: 'exponential', delayMs: 1000, maxDelayMs: 60000 });
+  });
+});

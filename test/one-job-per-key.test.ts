@@ -1,0 +1,57 @@
+import { Queue } from 'bullmq';
+import { describe, expect, it } from 'vitest';
+import { JOB_NAME, type KeyJobData } from '../src';
+import { parseUrl, range, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('one job per key', () => {
+  it('never has two jobs for a key, nor two slices of a key at once, under concurrent pushes', async () => {
+    const active = new Map<string, number>();
+    let overlaps = 0;
+    const seen: string[] = [];
+    const b = testBatcher({
+      sliceSize: 5,
+      maxRuntimeMs: 20,
+      async eachIteration(ids, ctx) {
+        const n = (active.get(ctx.key) ?? 0) + 1;
+        active.set(ctx.key, n);
+        if (n > 1) overlaps++;
+        await sleep(2);
+        seen.push(...ids);
+        active.set(ctx.key, n - 1);
+      },
+    });
+    const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
+    b.createWorker({ concurrency: 8 });
+
+    let maxJobsPerKey = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const jobs = await queue.getJobs(['waiting', 'active', 'delayed', 'prioritized', 'paused']);
+        const perKey = new Map<string, number>();
+        for (const job of jobs) {
+          if (job?.name === JOB_NAME) perKey.set(job.data.key, (perKey.get(job.data.key) ?? 0) + 1);
+        }
+        maxJobsPerKey = Math.max(maxJobsPerKey, ...perKey.values(), 0);
+        await sleep(5);
+      }
+    })();
+
+    const keys = ['k1', 'k2', 'k3'];
+    await Promise.all(
+      range(60).map(async (i) => {
+        await sleep(i % 7);
+        await b.performBatchLater(range(20, `${i}-`), { key: keys[i % 3]! });
+      }),
+    );
+    await waitFor(() => seen.length === 60 * 20, { what: 'all ids' });
+    sampling = false;
+    await sampler;
+
+    expect(overlaps).toBe(0);
+    expect(maxJobsPerKey).toBe(1);
+    expect(new Set(seen).size).toBe(1200);
+  });
+});
