@@ -26,8 +26,8 @@ const batchErrors: ErrorRequestHandler = (err, _req, res, next) => {
 
 export function createApp(): express.Express {
   const app = express();
-  // The body parser must run before withKey: it resumes from stream events, which would
-  // carry the request's original async context and lose the key.
+  // Parse before withKey: middleware resumed from stream events can drop the async context,
+  // and with it the key (Express 5's body parser keeps it; other stream-based ones may not).
   app.use(express.json({ limit: '1mb' }));
   app.use(accountContext);
   app.post('/segments/refresh', refreshSegments);

@@ -21,6 +21,7 @@ export {
   InvalidKeyError,
   MissingKeyError,
   LockLostError,
+  ShutdownError,
   type ErrorCode,
 } from './errors';
 export type * from './types';

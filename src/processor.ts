@@ -1,5 +1,6 @@
 import { DelayedError, type Job } from 'bullmq';
 import type Redlock from 'redlock';
+import { ShutdownError } from './errors';
 import { aborted, maxRuntime } from './interrupt';
 import { iterate, type RunOutcome } from './iteration';
 import type { Keyspace, KeyNames } from './keys';
@@ -54,7 +55,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, shutdown:
     return requeue(job, token, acquired.retryInMs);
   }
   const lock = acquired.lock;
-  const signals = shutdown ? [shutdown, lock.signal] : [lock.signal];
+  const stopping = asShutdown(shutdown);
 
   let outcome: RunOutcome;
   try {
@@ -65,8 +66,8 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, shutdown:
       lock,
       sliceSize: options.sliceSize,
       handler: deps.handler(),
-      ctx: { key, job, signal: AbortSignal.any(signals) },
-      interrupts: [aborted(lock.signal, 'lock_lost'), ...(shutdown ? [aborted(shutdown, 'shutdown')] : []), maxRuntime(Date.now(), options.maxRuntimeMs)],
+      ctx: { key, job, signal: AbortSignal.any([stopping, lock.signal]) },
+      interrupts: [aborted(lock.signal, 'lock_lost'), aborted(stopping, 'shutdown'), maxRuntime(Date.now(), options.maxRuntimeMs)],
       onFirstSuccess: job.data.failures ? () => job.updateData({ key }) : undefined,
     });
   } catch (err) {
@@ -91,6 +92,15 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, shutdown:
       log(options.logger, 'warn', 'batch-by-key: lost the key lock; the slice will be retried by the next run', { key });
       return requeue(job, token, 0);
   }
+}
+
+/** BullMQ aborts a job's signal with whatever reason was given to cancelJob; ours is always a ShutdownError. */
+function asShutdown(bullSignal: AbortSignal | undefined): AbortSignal {
+  const controller = new AbortController();
+  const relay = () => controller.abort(new ShutdownError(`the worker is closing or cancelled the job: ${String(bullSignal?.reason)}`));
+  if (bullSignal?.aborted) relay();
+  else bullSignal?.addEventListener('abort', relay, { once: true });
+  return controller.signal;
 }
 
 /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+
+const WEIRD_KEYS = [
+  'a',
+  'a:',
+  ':a',
+  '{a}',
+  'a}{b',
+  '}',
+  'line\nbreak',
+  'tab\tand space',
+  'ключ-🙂-鍵',
+  '%61', // would collide with 'a' under a careless decode
+  'x'.repeat(300),
+  'bbk:keys', // looks like one of our own key names
+];
+
+describe('keys', () => {
+  it('any key string works and never collides with another', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ eachIteration: rec.handler });
+    for (const [i, key] of WEIRD_KEYS.entries()) {
+      await b.performBatchLater([`id-${i}-0`, `id-${i}-1`], { key });
+    }
+    b.createWorker({ concurrency: 4 });
+    await waitFor(() => rec.all.length === WEIRD_KEYS.length * 2);
+    for (const [i, key] of WEIRD_KEYS.entries()) {
+      expect(rec.idsOf(key)).toEqual([`id-${i}-0`, `id-${i}-1`]);
+    }
+  });
+
+  it('all Redis keys of one logical key share one hash tag, distinct per logical key', async () => {
+    const b = testBatcher({ eachIteration: () => {}, sliceSize: 1 });
+    for (const key of WEIRD_KEYS) await b.performBatchLater(['1', '2'], { key });
+    const redisKeys = await redisClient().keys(`bull:${b.name}:bbk:{*`);
+    const tagOf = (k: string) => k.slice(k.indexOf('{') + 1, k.indexOf('}'));
+    const tags = new Set(redisKeys.map(tagOf));
+    expect(tags.size).toBe(WEIRD_KEYS.length);
+    for (const tag of tags) {
+      expect(tag).not.toMatch(/[{}:]/);
+      expect(WEIRD_KEYS).toContain(decodeURIComponent(tag));
+    }
+  });
+});

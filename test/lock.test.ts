@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { LockLostError } from '../src';
+import { Keyspace } from '../src/keys';
+import { range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+
+describe('per-key lock and fencing', () => {
+  it('a run that loses its lock sees ctx.signal abort, commits nothing, and the slice is processed again', async () => {
+    const rec = new Recorder();
+    const reasons: unknown[] = [];
+    const redis = redisClient();
+    let names!: ReturnType<Keyspace['forKey']>;
+    let calls = 0;
+    let backlogWhileLost: unknown;
+    const b = testBatcher({
+      sliceSize: 5,
+      lockTtlMs: 1000,
+      async eachIteration(ids, ctx) {
+        calls++;
+        if (calls === 1) {
+          // Another holder takes the key (as after an expiry): our renewals and commits must fail.
+          await redis.set(names.lock, 'intruder', 'PX', 1500);
+          await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+          reasons.push(ctx.signal.reason);
+          backlogWhileLost = await b.backlog('k');
+          return;
+        }
+        rec.handler(ids, ctx);
+      },
+    });
+    names = new Keyspace('bull', b.name).forKey('k');
+    await b.performBatchLater(range(10), { key: 'k' });
+    b.createWorker();
+    await waitFor(() => rec.all.length === 10, { what: 'all ids after the intruder left' });
+    expect(reasons[0]).toBeInstanceOf(LockLostError);
+    expect((reasons[0] as LockLostError).code).toBe('ERR_LOCK_LOST');
+    expect(backlogWhileLost).toEqual({ pending: 5, inFlight: 5 });
+    // The aborted slice was not acked by the run that lost the lock: it came back first.
+    expect(rec.all).toEqual(range(10));
+  });
+
+  it('the claim script refuses a caller that does not hold the lock', async () => {
+    const { claim } = await import('../src/store');
+    const { defineScripts } = await import('../src/scripts');
+    const redis = redisClient();
+    defineScripts(redis);
+    const names = new Keyspace('bull', 'fencing-unit').forKey('k');
+    await redis.rpush(names.pending, 'a', 'b');
+    await redis.set(names.lock, 'holder', 'PX', 5000);
+    expect(await claim(redis, 'list', names, 'not-holder', 'c1', 'ack', 10)).toEqual({ held: false });
+    expect(await redis.llen(names.pending)).toBe(2);
+    expect(await claim(redis, 'list', names, 'holder', 'c1', 'restore', 1)).toEqual({ held: true, ids: ['a'], waitMs: 0 });
+    // A resent claim (same id) changes nothing and answers with what is in flight.
+    expect(await claim(redis, 'list', names, 'holder', 'c1', 'ack', 1)).toEqual({ held: true, ids: ['a'], waitMs: 0 });
+    expect(await redis.lrange(names.inFlight, 0, -1)).toEqual(['a']);
+    await redis.del(names.pending, names.inFlight, names.lock, names.lastClaim);
+  });
+});

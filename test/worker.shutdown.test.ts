@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { ShutdownError } from '../src';
+import { range, testBatcher, waitFor } from './helpers/redis';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('worker.close()', () => {
+  it('lets the running slice finish, releases the key, and another worker resumes it at once', async () => {
+    const byWorker: Record<string, string[]> = { first: [], second: [] };
+    let current: 'first' | 'second' = 'first';
+    const abortedDuringSlice: boolean[] = [];
+    const b = testBatcher({
+      sliceSize: 10,
+      // Long enough that the test would time out if the second worker had to wait for the TTL.
+      lockTtlMs: 120_000,
+      async eachIteration(ids, ctx) {
+        const owner = current;
+        await sleep(10);
+        abortedDuringSlice.push(ctx.signal.aborted);
+        byWorker[owner]!.push(...ids);
+      },
+    });
+    const first = b.createWorker();
+    await b.performBatchLater(range(400), { key: 'k' });
+    await waitFor(() => byWorker.first!.length >= 50, { what: 'the first worker to be busy' });
+
+    const closing = first.close();
+    current = 'second';
+    b.createWorker();
+    await closing;
+    await waitFor(() => byWorker.first!.length + byWorker.second!.length === 400, { timeoutMs: 20_000 });
+
+    const all = [...byWorker.first!, ...byWorker.second!];
+    expect(all).toEqual(range(400)); // each id once, in order
+    expect(byWorker.second!.length).toBeGreaterThan(0);
+    expect(abortedDuringSlice).toContain(true); // the slice running at close() saw the signal
+  });
+
+  it('the signal reason says why', async () => {
+    let reason: unknown;
+    let started!: () => void;
+    const running = new Promise<void>((r) => (started = r));
+    const b = testBatcher({
+      async eachIteration(_ids, ctx) {
+        started();
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+        reason = ctx.signal.reason;
+      },
+    });
+    const worker = b.createWorker();
+    await b.performBatchLater(['a', 'b'], { key: 'k' });
+    await running;
+    await worker.close();
+    expect(reason).toBeInstanceOf(ShutdownError);
+    expect((reason as ShutdownError).code).toBe('ERR_SHUTDOWN');
+    expect((reason as Error).message).toContain('worker closing');
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0 });
+  });
+});
