@@ -1,0 +1,61 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { batchByKey, type Logger } from '../src';
+import { startRedis, type LocalRedis } from '../tools/redis-server';
+import { range, track, waitFor } from './helpers/redis';
+
+// A Redis of its own: killing every client must not disturb the other test files.
+let server: LocalRedis;
+beforeAll(async () => {
+  server = await startRedis();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
+  it('workers reconnect and carry on: nothing lost, no unhandled error, close() returns', async () => {
+    const warnings: unknown[] = [];
+    const logger: Logger = { warn: (_m, meta) => void warnings.push(meta), error: (_m, meta) => void warnings.push(meta) };
+    const seen = new Set<string>();
+    const connection = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
+    const b = track(
+      batchByKey({
+        name: 'faults',
+        connection,
+        sliceSize: 20,
+        maxRuntimeMs: 50,
+        logger,
+        backoff: { type: 'fixed', delayMs: 50 },
+        attempts: 1000,
+        async eachIteration(ids) {
+          await sleep(5);
+          for (const id of ids) seen.add(id);
+        },
+      }),
+    );
+    const keys = range(5, 'k');
+    for (const k of keys) await b.performBatchLater(range(600, `${k}-`), { key: k });
+    b.createWorker({ concurrency: 4 });
+
+    const admin = track(new Redis({ host: '127.0.0.1', port: server.port }));
+    let kills = 0;
+    const acknowledged: string[] = [];
+    while (seen.size < 3000 && kills < 15) {
+      await sleep(60);
+      await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      kills++;
+      // Pushes during the outage: every push that resolved must be processed.
+      const ids = range(10, `late-${kills}-`);
+      await b.performBatchLater(ids, { key: 'late' }).then(() => acknowledged.push(...ids), () => {});
+    }
+    const expected = 3000 + acknowledged.length;
+    await waitFor(() => seen.size === expected, { what: `all ${expected} ids`, timeoutMs: 40_000 });
+    expect(acknowledged.length).toBeGreaterThan(0);
+    for (const id of acknowledged) expect(seen.has(id)).toBe(true);
+    expect(kills).toBeGreaterThan(3);
+    for (const k of keys) expect(await b.backlog(k)).toEqual({ pending: 0, inFlight: 0 });
+  });
+});

@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { startWorkerProcess, stopProcess } from './helpers/processes';
+import { batchByKey } from '../src';
+import { parseUrl, range, redisClient, redisUrl, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
+
+// Short BullMQ lock and stall check, short key lock: the recovery window is their sum.
+const FAST_RECOVERY = { lockTtlMs: 2000 };
+const FAST_STALL = { lockDuration: 1000, stalledInterval: 500 };
+
+describe('a worker process killed with SIGKILL mid-slice', () => {
+  it('loses nothing: the claimed ids go back to pending and are processed by another worker', async () => {
+    const name = uniqueName('crash');
+    const redis = redisClient();
+    const victim = await startWorkerProcess({ redisUrl: redisUrl(), name, mode: 'hang', options: { sliceSize: 10, ...FAST_RECOVERY }, worker: FAST_STALL });
+    const processed: string[] = [];
+    const survivor = track(
+      batchByKey({
+        name,
+        connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null },
+        sliceSize: 10,
+        ...FAST_RECOVERY,
+        eachIteration: (ids) => void processed.push(...ids),
+      }),
+    );
+    await survivor.performBatchLater(range(50), { key: 'k' });
+    await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the victim to claim a slice' });
+    expect(await survivor.backlog('k')).toEqual({ pending: 40, inFlight: 10 });
+
+    await stopProcess(victim, 'SIGKILL');
+    survivor.createWorker(FAST_STALL);
+    await waitFor(() => processed.length === 50, { what: 'all 50 ids', timeoutMs: 30_000 });
+    // The victim's slice comes back first (list order), and nothing is left over.
+    expect(processed).toEqual(range(50));
+    expect(await redis.lrange(`${name}:started`, 0, -1)).toEqual(range(10));
+    expect(await survivor.backlog('k')).toEqual({ pending: 0, inFlight: 0 });
+  });
+});
+
+describe('two worker processes on the same keys', () => {
+  it('never run two slices of one key at once and process every id exactly once', async () => {
+    const name = uniqueName('multi');
+    const redis = redisClient();
+    const options = { sliceSize: 10, maxRuntimeMs: 30 };
+    const workers = await Promise.all(
+      [1, 2].map(() => startWorkerProcess({ redisUrl: redisUrl(), name, options, worker: { concurrency: 4 }, sliceDelayMs: 2 })),
+    );
+    const pusher = testBatcher({ name, ...options, eachIteration: () => {} });
+    for (const k of range(8, 'key-')) await pusher.performBatchLater(range(250, `${k}:`), { key: k });
+    await waitFor(async () => (await redis.llen(`${name}:processed`)) >= 2000, { what: '2000 ids', timeoutMs: 45_000 });
+    await Promise.all(workers.map((w) => stopProcess(w)));
+
+    const processed = await redis.lrange(`${name}:processed`, 0, -1);
+    expect(processed).toHaveLength(2000);
+    expect(new Set(processed).size).toBe(2000);
+    expect(await redis.get(`${name}:overlaps`)).toBeNull();
+  });
+});
