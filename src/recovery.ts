@@ -1,5 +1,5 @@
 import { ensureJob, type KeyQueue } from './enqueue';
-import type { Keyspace } from './keys';
+import { encodeKey, type Keyspace } from './keys';
 import { log } from './logger';
 import { runScript, type RedisClient } from './scripts';
 import { backlog, type Store } from './store';
@@ -19,6 +19,13 @@ export interface RecoveryDeps {
   logger: Logger;
 }
 
+const FINISHED = new Set(['completed', 'failed', 'unknown']);
+
+async function hasLiveJob(queue: KeyQueue, key: string): Promise<boolean> {
+  const jobId = await queue.getDeduplicationJobId(encodeKey(key));
+  return jobId !== null && !FINISHED.has(await queue.getJobState(jobId));
+}
+
 /**
  * Finds keys that have ids but no job and adds one: the path back for a pusher that died
  * between storing ids and adding the job, or a job that failed or was removed. Keys with
@@ -36,6 +43,7 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
     const [{ pending, inFlight }, locked] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock)]);
     if (locked) continue; // a run holds the key (or a crashed one, until its TTL ends and its job is retried)
     if (pending || inFlight) {
+      if (await hasLiveJob(deps.queue(), key)) continue; // waiting, delayed (backoff, zset) or active
       await ensureJob(deps.queue(), key, 0, false);
       // Moves the key behind the others, so the next sweep looks at different keys first.
       await client.zadd(keyspace.index, 'XX', Date.now(), key);

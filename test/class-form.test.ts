@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { BatchByKey, type IterationContext } from '../src';
+import { parseUrl, range, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
+
+describe('class form: BatchByKey', () => {
+  it('a subclass defines eachIteration; static performBatchLater/createWorker/backlog/close work', async () => {
+    const seen: string[] = [];
+    class SegmentRefresher extends BatchByKey({ name: uniqueName('cls'), connection: parseUrl(redisUrl()), sliceSize: 4 }) {
+      readonly prefix = 'seg:';
+      async eachIteration(ids: string[], ctx: IterationContext): Promise<void> {
+        seen.push(...ids.map((id) => `${this.prefix}${ctx.key}:${id}`));
+      }
+    }
+    track({ close: () => SegmentRefresher.close() });
+    await SegmentRefresher.performBatchLater(range(10), { key: 'acct' });
+    expect(await SegmentRefresher.backlog('acct')).toEqual({ pending: 10, inFlight: 0 });
+    SegmentRefresher.createWorker();
+    await waitFor(() => seen.length === 10);
+    expect(seen).toEqual(range(10).map((i) => `seg:acct:${i}`));
+  });
+
+  it('two subclasses of one definition get separate batchers', async () => {
+    const name = uniqueName('cls');
+    const Base = BatchByKey({ name, connection: parseUrl(redisUrl()) });
+    class A extends Base {
+      eachIteration(): void {}
+    }
+    class B extends Base {
+      eachIteration(): void {}
+    }
+    track({ close: () => A.close() });
+    track({ close: () => B.close() });
+    await A.performBatchLater(['1'], { key: 'k' });
+    // Same name, same Redis namespace: B sees what A pushed.
+    expect(await B.backlog('k')).toEqual({ pending: 1, inFlight: 0 });
+    expect(await A.recover()).toBe(0);
+  });
+});

@@ -1,0 +1,9 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { VERSION } from '../src/version';
+
+describe('VERSION', () => {
+  it('matches package.json (it names the Redis scripts per version)', () => {
+    expect(VERSION).toBe(JSON.parse(readFileSync(new URL('../package.json', `file://${__filename}`), 'utf8')).version);
+  });
+});
