@@ -57,6 +57,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, shutdown:
   const lock = acquired.lock;
   const stopping = asShutdown(shutdown);
 
+  const signal = AbortSignal.any([stopping, lock.signal]);
   let outcome: RunOutcome;
   try {
     outcome = await iterate({
@@ -66,13 +67,15 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, shutdown:
       lock,
       sliceSize: options.sliceSize,
       handler: deps.handler(),
-      ctx: { key, job, signal: AbortSignal.any([stopping, lock.signal]) },
+      ctx: { key, job, signal },
       interrupts: [aborted(lock.signal, 'lock_lost'), aborted(stopping, 'shutdown'), maxRuntime(Date.now(), options.maxRuntimeMs)],
       onFirstSuccess: job.data.failures ? () => job.updateData({ key }) : undefined,
     });
   } catch (err) {
     lock.stop();
     await giveBack(client, options.store, names, lock.value, deps.options);
+    // A handler that gives up because ctx.signal fired is stopping, not failing.
+    if (signal.aborted) return requeue(job, token, 0);
     return retryLater(deps.options, job, token, err);
   }
   lock.stop();

@@ -48,12 +48,13 @@ describe("store: 'zset'", () => {
 
   it('claims ready ids in time order', async () => {
     const { rec, b } = setup();
-    await b.performBatchLater(['c'], { key: 'k', delayMs: 30 });
-    await b.performBatchLater(['b'], { key: 'k', delayMs: 20 });
-    await b.performBatchLater(['a'], { key: 'k', delayMs: 10 });
-    await new Promise((r) => setTimeout(r, 50));
+    // Pushed in reverse, far enough apart in time that push latency cannot reorder them.
+    await b.performBatchLater(['c'], { key: 'k', delayMs: 3000 });
+    await b.performBatchLater(['b'], { key: 'k', delayMs: 2000 });
+    await b.performBatchLater(['a'], { key: 'k', delayMs: 1000 });
     b.createWorker();
     await waitFor(() => rec.all.length === 3);
     expect(rec.all).toEqual(['a', 'b', 'c']);
+    expect(rec.calls).toHaveLength(3); // each woke the job at its own time
   });
 });

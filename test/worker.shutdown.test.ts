@@ -57,3 +57,34 @@ describe('worker.close()', () => {
     expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0 });
   });
 });
+
+describe('a handler that throws because ctx.signal fired', () => {
+  it('is a stop, not a failure: the slice comes back, no retry is counted, and the key resumes at once', async () => {
+    const seen: string[] = [];
+    let started!: () => void;
+    const running = new Promise<void>((r) => (started = r));
+    const errors: unknown[] = [];
+    let first = true;
+    const b = testBatcher({
+      attempts: 1, // one counted failure would fail the job
+      logger: { error: (_m, meta) => void errors.push(meta) },
+      async eachIteration(ids, ctx) {
+        if (first) {
+          first = false;
+          started();
+          await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true }));
+        }
+        seen.push(...ids);
+      },
+    });
+    const worker = b.createWorker();
+    await b.performBatchLater(['a', 'b'], { key: 'k' });
+    await running;
+    await worker.close();
+    expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0 });
+    b.createWorker();
+    await waitFor(() => seen.length === 2);
+    expect(seen).toEqual(['a', 'b']);
+    expect(errors).toEqual([]);
+  });
+});
