@@ -2,7 +2,7 @@ import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redlock from 'redlock';
 import { commandClient } from './connection';
 import { performBatchLater, type EnqueueDeps } from './enqueue';
-import { InvalidOptionError } from './errors';
+import { ClosedError } from './errors';
 import { validateKey } from './input';
 import { Keyspace } from './keys';
 import { log } from './logger';
@@ -11,7 +11,7 @@ import { keyProcessor } from './processor';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts } from './scripts';
 import { backlog, storeFor } from './store';
-import type { KeyQueue } from './enqueue';
+import type { KeyQueue } from './job';
 import type { Batcher, BatchByKeyOptions, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor } from './types';
 
 /**
@@ -34,7 +34,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
 
   // Connections open on first use, so building a batcher (e.g. at import time) costs nothing.
   const client = () => {
-    if (closed) throw new InvalidOptionError(`batcher ${opts.name} is closed`);
+    if (closed) throw new ClosedError(`batcher ${opts.name} is closed; create a new one`);
     if (!redis) {
       redis = commandClient(opts.connection, opts.logger);
       defineScripts(redis.client);
@@ -68,7 +68,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
 
   const batcher: Batcher = {
     name: opts.name,
-    performBatchLater: (ids, performOptions) => performBatchLater(enqueueDeps(), ids, performOptions),
+    performBatchLater: async (ids, performOptions) => performBatchLater(enqueueDeps(), ids, performOptions),
     processor(fallback?: FallbackProcessor): KeyProcessor {
       return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler }, fallback);
     },
@@ -99,8 +99,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       worker.on('closed', () => workers.delete(worker as unknown as Worker));
       return worker;
     },
-    backlog: (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
-    recover: () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
+    backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
+    recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
     async close() {
       if (closed) return;
       closed = true;

@@ -1,15 +1,39 @@
-import { Redis, Cluster } from 'ioredis';
+import { Redis, Cluster, type RedisOptions } from 'ioredis';
+import { InvalidOptionError } from './errors';
 import { log } from './logger';
 import type { RedisClient } from './scripts';
 import type { Connection, Logger } from './types';
 
+
+/** `redis://[user:password@]host[:port][/db]` or `rediss://...` (TLS) as ioredis options, which BullMQ also takes. */
+export function fromUrl(url: string): RedisOptions {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new InvalidOptionError(`options.connection is not a valid Redis URL: ${JSON.stringify(url)}`);
+  }
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
+    throw new InvalidOptionError(`options.connection must be a redis:// or rediss:// URL, got ${u.protocol}//`);
+  }
+  const db = u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0;
+  if (!Number.isInteger(db) || db < 0) throw new InvalidOptionError(`options.connection has a bad database number: ${u.pathname}`);
+  return {
+    host: u.hostname || '127.0.0.1',
+    port: u.port ? Number(u.port) : 6379,
+    db,
+    ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+    ...(u.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+}
 
 export function isClient(connection: Connection): connection is Redis | Cluster {
   return connection instanceof Redis || connection instanceof Cluster;
 }
 
 /** Our command connection: the user's client when given one (theirs to close), else one we own. */
-export function commandClient(connection: Connection, logger: Logger): { client: RedisClient; owned: boolean } {
+export function commandClient(connection: Redis | Cluster | RedisOptions, logger: Logger): { client: RedisClient; owned: boolean } {
   if (isClient(connection)) return { client: connection, owned: false };
   const client = new Redis(connection);
   // An 'error' event without a listener would crash the process; ioredis reconnects by itself.

@@ -1,15 +1,11 @@
-import type { Queue } from 'bullmq';
 import { currentKey } from './context';
 import { describe, InvalidOptionError, MissingKeyError } from './errors';
 import { normalizeIds, validateKey } from './input';
-import { encodeKey, type Keyspace } from './keys';
-import { JOB_NAME } from './processor';
+import { ensureJob, type KeyQueue } from './job';
+import type { Keyspace } from './keys';
 import type { RedisClient } from './scripts';
 import type { Store } from './store';
-import type { BatchByKeyOptions, Id, Key, KeyJobData, PerformOptions, PerformResult } from './types';
-
-/** The queue of a batcher's key jobs. */
-export type KeyQueue = Queue<KeyJobData, void, string>;
+import type { BatchByKeyOptions, Id, Key, PerformOptions, PerformResult } from './types';
 
 /** Ids per Redis command: large enough for few round trips, small enough not to block Redis. */
 export const PUSH_CHUNK = 1000;
@@ -55,25 +51,6 @@ export async function performBatchLater(
   const waitMs = deps.store.kind === 'zset' ? Number(last) : 0;
   await ensureJob(deps.queue(), key, waitMs, deps.store.kind === 'zset');
   return { key, pushed: ids.length };
-}
-
-/**
- * Adds the key's job unless one exists. With `reschedule` (zset), an existing delayed job is
- * moved to `delayMs`, the time the earliest pending id is ready.
- */
-export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number, reschedule: boolean): Promise<void> {
-  await queue.add(
-    JOB_NAME,
-    { key },
-    {
-      deduplication: { id: encodeKey(key), keepLastIfActive: true, ...(reschedule ? { reschedule: true } : {}) },
-      delay: delayMs,
-      // Retries are ours (per slice, with a failure count that resets on success), not BullMQ's.
-      attempts: 1,
-      removeOnComplete: true,
-      removeOnFail: { count: 1000 },
-    },
-  );
 }
 
 function validateDelay(store: Store, delayMs: unknown): number {

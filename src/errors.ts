@@ -8,7 +8,8 @@ export type ErrorCode =
   | 'ERR_INVALID_KEY'
   | 'ERR_MISSING_KEY'
   | 'ERR_LOCK_LOST'
-  | 'ERR_SHUTDOWN';
+  | 'ERR_SHUTDOWN'
+  | 'ERR_CLOSED';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -61,6 +62,13 @@ export class LockLostError extends BatchByKeyError {
 export class ShutdownError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_SHUTDOWN', message);
+  }
+}
+
+/** The batcher was closed; create a new one to push or work again. */
+export class ClosedError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_CLOSED', message);
   }
 }
 

@@ -13,7 +13,7 @@ export { BatchByKey } from './class-form';
 export { withKey, currentKey } from './context';
 export { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
 export { DEFAULTS } from './options';
-export { JOB_NAME } from './processor';
+export { JOB_NAME } from './job';
 export {
   BatchByKeyError,
   InvalidOptionError,
@@ -22,6 +22,7 @@ export {
   MissingKeyError,
   LockLostError,
   ShutdownError,
+  ClosedError,
   type ErrorCode,
 } from './errors';
 export type * from './types';

@@ -1,11 +1,12 @@
 import { describe, InvalidOptionError } from './errors';
+import { fromUrl } from './connection';
 import { silentLogger } from './logger';
 import type { Backoff, BatchByKeyOptions, EachIteration, Logger, StoreKind } from './types';
 
 /** Options after defaults are applied; `eachIteration` may still come from a class (see class-form). */
 export interface ResolvedOptions {
   name: string;
-  connection: BatchByKeyOptions['connection'];
+  connection: Exclude<BatchByKeyOptions['connection'], string>;
   store: StoreKind;
   sliceSize: number;
   maxRuntimeMs: number;
@@ -73,8 +74,8 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
       `options.name must be 1-100 letters, digits, '.', '_' or '-' (it names the BullMQ queue), got ${describe(o.name)}`,
     );
   }
-  if (o.connection === undefined || o.connection === null || typeof o.connection !== 'object') {
-    throw new InvalidOptionError('options.connection is required: ioredis options or an ioredis instance');
+  if (o.connection === undefined || o.connection === null || (typeof o.connection !== 'object' && typeof o.connection !== 'string')) {
+    throw new InvalidOptionError('options.connection is required: a Redis URL, ioredis options or an ioredis client');
   }
   const store = o.store ?? DEFAULTS.store;
   if (!STORES.includes(store)) {
@@ -97,7 +98,7 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
   }
   return {
     name: o.name,
-    connection: o.connection,
+    connection: typeof o.connection === 'string' ? fromUrl(o.connection) : o.connection,
     store,
     sliceSize: integer('sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
     maxRuntimeMs: integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs),

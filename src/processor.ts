@@ -2,6 +2,7 @@ import { DelayedError, type Job } from 'bullmq';
 import type Redlock from 'redlock';
 import { ShutdownError } from './errors';
 import { aborted, maxRuntime } from './interrupt';
+import { JOB_NAME } from './job';
 import { iterate, type RunOutcome } from './iteration';
 import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
@@ -10,9 +11,6 @@ import { backoffDelay, type ResolvedOptions } from './options';
 import { claim } from './store';
 import { runScript, ScriptStatus, type RedisClient } from './scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor } from './types';
-
-/** The name of every job this library adds; other names go to the fallback processor. */
-export const JOB_NAME = 'batch-by-key';
 
 /** @internal */
 export interface ProcessorDeps {

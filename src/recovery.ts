@@ -1,4 +1,4 @@
-import { ensureJob, type KeyQueue } from './enqueue';
+import { ensureJob, type KeyQueue } from './job';
 import { encodeKey, type Keyspace } from './keys';
 import { log } from './logger';
 import { runScript, type RedisClient } from './scripts';

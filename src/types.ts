@@ -1,8 +1,8 @@
 import type { Job, Processor, Worker, WorkerOptions } from 'bullmq';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 
-/** An ioredis client (standalone or Cluster) or the options to build a standalone one. */
-export type Connection = Redis | Cluster | RedisOptions;
+/** An ioredis client (standalone or Cluster), ioredis options, or a `redis://` / `rediss://` URL. */
+export type Connection = Redis | Cluster | RedisOptions | string;
 
 /** The partition of work, usually an account id. Any non-empty string up to `MAX_KEY_LENGTH`. */
 export type Key = string;
@@ -56,7 +56,10 @@ export type Backoff =
 export interface BatchByKeyOptions {
   /** The BullMQ queue name and our Redis namespace. Letters, digits, `.`, `_`, `-`; at most 100. */
   name: string;
-  /** An ioredis client (`Redis` or `Cluster`), or ioredis options for a standalone one. */
+  /**
+   * An ioredis client (`Redis` or `Cluster`; yours to close), ioredis options, or a Redis URL.
+   * With options or a URL, the batcher opens its own connections and closes them in `close()`.
+   */
   connection: Connection;
   /**
    * `'list'`: FIFO, duplicates kept. `'set'`: duplicates collapse, no order.

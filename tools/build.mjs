@@ -42,9 +42,9 @@ writeFileSync(
 );
 writeFileSync(join(esm, 'index.d.mts'), `export * from '../cjs/index.js';\n`);
 
-// src/redlock.d.ts is an ambient `declare module 'redlock'` (redlock's own types are ESM-only and
-// do not resolve for a CommonJS importer). tsc neither emits nor copies it. If the public .d.ts
-// graph imports 'redlock', ship it and reference it from index.d.ts so consumers' tsc loads it too.
+// src/redlock.d.ts is an ambient `declare module 'redlock'` for our own build (redlock's types are
+// ESM-only and do not resolve for a CommonJS importer); tsc does not ship it. So no public .d.ts
+// may import 'redlock', or consumers' type checks would fail: refuse to build if one does.
 const reachable = new Set();
 const visit = (file) => {
   if (reachable.has(file) || !existsSync(file)) return;
@@ -57,10 +57,8 @@ const visit = (file) => {
 visit(join(cjs, 'index.d.ts'));
 const usesRedlock = [...reachable].filter((f) => /\bfrom\s+'redlock'/.test(readFileSync(f, 'utf8')));
 if (usesRedlock.length > 0) {
-  copyFileSync(join(src, 'redlock.d.ts'), join(cjs, 'redlock.d.ts'));
-  const index = join(cjs, 'index.d.ts');
-  writeFileSync(index, `/// <reference path="./redlock.d.ts" />\n${readFileSync(index, 'utf8')}`);
-  console.log(`build: copied redlock.d.ts (imported by ${usesRedlock.map((f) => relative(cjs, f)).join(', ')})`);
+  console.error(`build: public types import 'redlock': ${usesRedlock.map((f) => relative(cjs, f)).join(', ')}`);
+  process.exit(1);
 }
 
 console.log(`build: dist/cjs + dist/esm (${names.length} exports)`);

@@ -1,0 +1,57 @@
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { batchByKey, ClosedError, InvalidOptionError } from '../src';
+import { fromUrl } from '../src/connection';
+import { Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
+
+describe('connection', () => {
+  it('takes a Redis URL', async () => {
+    const rec = new Recorder();
+    const b = track(batchByKey({ name: uniqueName(), connection: redisUrl(), eachIteration: rec.handler }));
+    b.createWorker();
+    await b.performBatchLater(['a'], { key: 'k' });
+    await waitFor(() => rec.all.length === 1);
+  });
+
+  it('takes an ioredis client, and leaves it open on close()', async () => {
+    const rec = new Recorder();
+    const client = track(new Redis({ ...parseUrl(redisUrl()), maxRetriesPerRequest: null }));
+    const b = batchByKey({ name: uniqueName(), connection: client, eachIteration: rec.handler });
+    const worker = b.createWorker();
+    await b.performBatchLater(['a'], { key: 'k' });
+    await waitFor(() => rec.all.length === 1);
+    await worker.close();
+    await b.close();
+    expect(await client.ping()).toBe('PONG');
+  });
+
+  it('parses user, password, database and TLS from a URL', () => {
+    expect(fromUrl('rediss://me:p%40ss@cache.example:6380/3')).toEqual({
+      host: 'cache.example',
+      port: 6380,
+      db: 3,
+      username: 'me',
+      password: 'p@ss',
+      tls: {},
+    });
+    expect(fromUrl('redis://localhost')).toEqual({ host: 'localhost', port: 6379, db: 0 });
+  });
+
+  it.each([
+    ['not a url', /not a valid Redis URL/],
+    ['http://localhost:6379', /must be a redis:\/\/ or rediss:\/\/ URL, got http:\/\//],
+    ['redis://localhost/x', /bad database number/],
+  ])('refuses %s', (url, message) => {
+    expect(() => batchByKey({ name: 'n', connection: url, eachIteration: () => {} })).toThrow(InvalidOptionError);
+    expect(() => fromUrl(url)).toThrow(message);
+  });
+
+  it('close() is idempotent and a closed batcher refuses new pushes', async () => {
+    const b = batchByKey({ name: uniqueName(), connection: redisUrl(), eachIteration: () => {} });
+    await b.performBatchLater(['a'], { key: 'k' });
+    await b.close();
+    await b.close();
+    await expect(b.performBatchLater(['b'], { key: 'k' })).rejects.toThrow(ClosedError);
+    expect(() => b.createWorker()).toThrow(/is closed; create a new one/);
+  });
+});
