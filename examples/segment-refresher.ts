@@ -1,20 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { batchByKey } from '../src';
 
-const redisUrl = new URL(process.env.REDIS_URL ?? 'redis://localhost:6379');
-
 /**
  * Shared by the web process (which pushes) and the worker process (which runs the slices).
  * Defining it connects nothing: Redis connections open on first use.
  */
 export const SegmentRefresher = batchByKey({
   name: 'segment-refresher',
-  connection: {
-    host: redisUrl.hostname,
-    port: Number(redisUrl.port || 6379),
-    // BullMQ workers block on Redis; ioredis' default of 20 retries would make them throw instead of waiting.
-    maxRetriesPerRequest: null,
-  },
+  connection: process.env.REDIS_URL ?? 'redis://localhost:6379',
   // Not console itself: the library logs every time-boxed yield at debug level.
   logger: { warn: console.warn, error: console.error },
   async eachIteration(segmentIds, ctx) {

@@ -1,0 +1,68 @@
+import type { AddressInfo } from 'node:net';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { redisUrl, track, waitFor } from './helpers/redis';
+
+// Each test imports the examples afresh: the module-level SegmentRefresher is closed after a test.
+beforeEach(() => {
+  vi.resetModules();
+  process.env.REDIS_URL = redisUrl();
+});
+
+describe('examples/server.ts', () => {
+  it('pushes for the account of the request header, and answers bad input with the error code', async () => {
+    const { createApp } = await import('../examples/server');
+    const { SegmentRefresher } = await import('../examples/segment-refresher');
+    track(SegmentRefresher);
+    const server = createApp().listen(0);
+    track({ close: () => new Promise<void>((resolve) => server.close(() => resolve())) });
+    await new Promise((resolve) => server.once('listening', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const post = (body: unknown, account?: string) =>
+      fetch(`${base}/segments/refresh`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(account ? { 'x-account-id': account } : {}) },
+        body: JSON.stringify(body),
+      });
+
+    const ok = await post({ ids: [1, 2, 3] }, 'acct-42');
+    expect(ok.status).toBe(202);
+    expect(await ok.json()).toEqual({ key: 'acct-42', pushed: 3 });
+    expect(await SegmentRefresher.backlog('acct-42')).toEqual({ pending: 3, inFlight: 0 });
+
+    const noAccount = await post({ ids: [1] });
+    expect(noAccount.status).toBe(400);
+    expect((await noAccount.json()).error.code).toBe('ERR_MISSING_KEY');
+
+    const badIds = await post({ ids: 'nope' }, 'acct-42');
+    expect((await badIds.json()).error.code).toBe('ERR_INVALID_IDS');
+
+    SegmentRefresher.createWorker();
+    await waitFor(async () => (await SegmentRefresher.backlog('acct-42')).pending === 0);
+  });
+});
+
+describe('examples/worker.ts', () => {
+  it('on SIGTERM finishes the running slice, releases the key and exits 0; another worker resumes', async () => {
+    const { fork } = await import('node:child_process');
+    const { join } = await import('node:path');
+    const { SegmentRefresher } = await import('../examples/segment-refresher');
+    track(SegmentRefresher);
+    await SegmentRefresher.performBatchLater(Array.from({ length: 400 }, (_, i) => i), { key: 'sigterm' });
+
+    const child = fork(join(__dirname, '..', 'examples', 'worker.ts'), [], {
+      execArgv: ['--import', 'tsx'],
+      env: { ...process.env, REDIS_URL: redisUrl() },
+      stdio: 'pipe',
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    await waitFor(async () => (await SegmentRefresher.backlog('sigterm')).pending < 390, { what: 'the worker to make progress' });
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+
+    const left = await SegmentRefresher.backlog('sigterm');
+    expect(left.inFlight).toBe(0);
+    expect(left.pending).toBeGreaterThan(0);
+    SegmentRefresher.createWorker({ concurrency: 1 });
+    await waitFor(async () => (await SegmentRefresher.backlog('sigterm')).pending === 0, { timeoutMs: 30_000 });
+  });
+});
