@@ -29,9 +29,11 @@ describe('a slice that throws', () => {
     expect(await b.backlog('flaky')).toEqual({ pending: 0, inFlight: 0 });
   });
 
-  it('does not delay other keys while a key backs off', async () => {
+  it('does not delay other keys while a key backs off, and reports the failure to the logger', async () => {
     const rec = new Recorder();
+    const logged: { message: string; meta?: Record<string, unknown> }[] = [];
     const b = testBatcher({
+      logger: { error: (message, meta) => void logged.push({ message, meta }) },
       backoff: { type: 'fixed', delayMs: 60_000 },
       eachIteration(ids, ctx) {
         if (ctx.key === 'broken') throw new Error('always');
@@ -43,6 +45,8 @@ describe('a slice that throws', () => {
     for (const k of range(5, 'other-')) await b.performBatchLater(['y'], { key: k });
     await waitFor(() => rec.calls.length === 5, { what: 'other keys' });
     expect(await b.backlog('broken')).toEqual({ pending: 1, inFlight: 0 });
+    expect(logged[0]).toMatchObject({ message: 'batch-by-key: slice failed', meta: { key: 'broken', failures: 1, attempts: 5 } });
+    expect((logged[0]!.meta!.err as Error).message).toBe('always');
   });
 
   it('after `attempts` failures in a row the job fails in BullMQ, the ids stay pending, and recover() resumes the key', async () => {

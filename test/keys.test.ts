@@ -43,3 +43,17 @@ describe('keys', () => {
     }
   });
 });
+
+describe('prefix', () => {
+  it('puts our keys and the BullMQ queue under the given prefix', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ prefix: 'myapp', eachIteration: rec.handler });
+    await b.performBatchLater(['1'], { key: 'k' });
+    const keys = await redisClient().keys(`*${b.name}*`);
+    expect(keys.length).toBeGreaterThan(0);
+    expect(keys.every((k) => k.startsWith(`myapp:${b.name}:`))).toBe(true);
+    expect(keys).toContain(`myapp:${b.name}:bbk:{k}:pending`);
+    b.createWorker();
+    await waitFor(() => rec.all.length === 1);
+  });
+});

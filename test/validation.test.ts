@@ -3,6 +3,7 @@ import {
   batchByKey,
   BatchByKey,
   BatchByKeyError,
+  DEFAULTS,
   InvalidIdsError,
   InvalidKeyError,
   InvalidOptionError,
@@ -83,6 +84,19 @@ describe('invalid options throw InvalidOptionError at definition', () => {
 
   it('the class form validates when the class is defined', () => {
     expect(() => BatchByKey({ name: 'ok', connection: connection(), sliceSize: -1 })).toThrow(InvalidOptionError);
+  });
+
+  it('documents its defaults', () => {
+    expect(DEFAULTS).toEqual({
+      store: 'list',
+      sliceSize: 100,
+      maxRuntimeMs: 300_000,
+      lockTtlMs: 300_000,
+      attempts: 5,
+      backoff: { type: 'exponential', delayMs: 1000, maxDelayMs: 60_000 },
+      prefix: 'bull',
+      recoveryIntervalMs: 60_000,
+    });
   });
 
   it('a non-object options value is refused', () => {
