@@ -2,6 +2,8 @@ import type { AddressInfo } from 'node:net';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { redisUrl, track, waitFor } from './helpers/redis';
 
+type ErrorBody = { error: { code: string; message: string } };
+
 // Each test imports the examples afresh: the module-level SegmentRefresher is closed after a test.
 beforeEach(() => {
   vi.resetModules();
@@ -31,10 +33,10 @@ describe('examples/server.ts', () => {
 
     const noAccount = await post({ ids: [1] });
     expect(noAccount.status).toBe(400);
-    expect((await noAccount.json()).error.code).toBe('ERR_MISSING_KEY');
+    expect(((await noAccount.json()) as ErrorBody).error.code).toBe('ERR_MISSING_KEY');
 
     const badIds = await post({ ids: 'nope' }, 'acct-42');
-    expect((await badIds.json()).error.code).toBe('ERR_INVALID_IDS');
+    expect(((await badIds.json()) as ErrorBody).error.code).toBe('ERR_INVALID_IDS');
 
     SegmentRefresher.createWorker();
     await waitFor(async () => (await SegmentRefresher.backlog('acct-42')).pending === 0);
