@@ -1,6 +1,6 @@
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redlock from 'redlock';
-import { commandClient } from './connection';
+import { commandClient, fromUrl } from './connection';
 import { performBatchLater, type EnqueueDeps } from './enqueue';
 import { ClosedError } from './errors';
 import { validateKey } from './input';
@@ -12,7 +12,12 @@ import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts } from './scripts';
 import { backlog, storeFor } from './store';
 import type { KeyQueue } from './job';
-import type { Batcher, BatchByKeyOptions, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor } from './types';
+import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor } from './types';
+
+/** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
+function bullConnection(connection: Connection): ConnectionOptions {
+  return (typeof connection === 'string' ? fromUrl(connection) : connection) as ConnectionOptions;
+}
 
 /**
  * Wires one batcher: options, Redis clients, the BullMQ queue, and the workers it creates.
@@ -21,8 +26,7 @@ import type { Batcher, BatchByKeyOptions, CreateWorkerOptions, EachIteration, Fa
  */
 export function createBatcher(options: BatchByKeyOptions, handler: () => EachIteration, requireHandler: boolean): Batcher {
   const opts: ResolvedOptions = resolveOptions(options, requireHandler);
-  // ioredis' own options type lacks the index signature of BullMQ's; the values are the same.
-  const connection = opts.connection as ConnectionOptions;
+  const connection = bullConnection(opts.connection);
   const keyspace = new Keyspace(opts.prefix, opts.name);
   const store = storeFor(opts.store);
   const workers = new Set<Worker>();
@@ -78,6 +82,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
       // after the current slice, release the key and requeue it for another worker at once.
       worker.on('closing', () => worker.cancelAllJobs('worker closing'));
+      // BullMQ could not renew a job's lock (a blocked event loop?): another worker may take the
+      // job as stalled, so stop our run after its slice instead of running on beside it.
+      worker.on('lockRenewalFailed', (jobIds: string[]) => {
+        for (const id of jobIds) worker.cancelJob(id, 'BullMQ lost the job lock');
+      });
       const timer = setInterval(() => {
         recoverStrandedKeys(recoveryDeps()).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
       }, opts.recoveryIntervalMs);
@@ -91,8 +100,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     createWorker(workerOptions: CreateWorkerOptions = {}) {
       const worker = new Worker<KeyJobData, void, string>(opts.name, batcher.processor(), {
         ...workerOptions,
-        connection: (workerOptions.connection as ConnectionOptions | undefined) ?? connection,
-        prefix: workerOptions.prefix ?? opts.prefix,
+        connection: workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection),
+        // Not overridable: a worker on another prefix would serve a queue nobody feeds.
+        prefix: opts.prefix,
       });
       batcher.attach(worker as unknown as Worker);
       workers.add(worker as unknown as Worker);

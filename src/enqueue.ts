@@ -2,7 +2,9 @@ import { currentKey } from './context';
 import { describe, InvalidOptionError, MissingKeyError } from './errors';
 import { normalizeIds, validateKey } from './input';
 import { ensureJob, type KeyQueue } from './job';
-import type { Keyspace } from './keys';
+import { Cluster, type ChainableCommander } from 'ioredis';
+import type { KeyNames, Keyspace } from './keys';
+import { zsetReadyIn } from './store/zset';
 import type { RedisClient } from './scripts';
 import type { Store } from './store';
 import type { BatchByKeyOptions, Id, Key, PerformOptions, PerformResult } from './types';
@@ -35,22 +37,58 @@ export async function performBatchLater(
   const key = await resolveKey(deps.resolver, options.key);
   if (ids.length === 0) return { key, pushed: 0 };
 
+  const { client } = deps;
   const names = deps.keyspace.forKey(key);
-  const pipeline = deps.client.pipeline();
+  const pipeline = client.pipeline();
+  // The index of keys with recent pushes (for recovery) is written first, so stored ids are always
+  // findable. On a Cluster it sits in another slot than the key's data and cannot share the pipeline.
+  if (client instanceof Cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
+  else pipeline.zadd(deps.keyspace.index, Date.now(), key);
   for (let i = 0; i < ids.length; i += PUSH_CHUNK) {
     deps.store.push(pipeline, names, ids.slice(i, i + PUSH_CHUNK), delayMs);
   }
-  // The index lists keys with recent pushes for recovery; it lives in another Cluster slot,
-  // so it is a separate command, sent along with the pipeline.
-  const [, replies] = await Promise.all([deps.client.zadd(deps.keyspace.index, Date.now(), key), pipeline.exec()]);
-  let last: unknown = 0;
-  for (const [err, reply] of replies ?? []) {
-    if (err) throw err;
-    last = reply;
-  }
-  const waitMs = deps.store.kind === 'zset' ? Number(last) : 0;
-  await ensureJob(deps.queue(), key, waitMs, deps.store.kind === 'zset');
+  const stored = await execute(pipeline);
+  // Even if a command failed, earlier chunks may have landed: they must have a job all the same.
+  const zset = deps.store.kind === 'zset';
+  const waitMs = zset ? Math.max(0, Number(stored.last)) : 0;
+  let error = stored.error;
+  await ensureJob(deps.queue(), key, waitMs, zset).catch((err: unknown) => (error ??= err));
+  if (error !== undefined) throw error;
+  if (zset) await bringForward(deps, key, names, waitMs);
   return { key, pushed: ids.length };
+}
+
+/** Runs a pipeline; the first error (of the call or of any command) and the last reply. */
+async function execute(pipeline: ChainableCommander): Promise<{ error?: unknown; last?: unknown }> {
+  try {
+    let error: unknown;
+    let last: unknown;
+    for (const [err, reply] of (await pipeline.exec()) ?? []) {
+      if (err) error ??= err;
+      else last = reply;
+    }
+    return { error, last };
+  } catch (error) {
+    return { error };
+  }
+}
+
+/** A zset key's job is correct to within this much; closer readings are clock noise. */
+const RESCHEDULE_TOLERANCE_MS = 20;
+
+/**
+ * Concurrent zset pushes reschedule the key's delayed job last-writer-wins, so a push that read
+ * the key before another's earlier id landed can move the job too late. Each pusher reads the
+ * key again after its own add and brings the job forward if an id is now ready sooner.
+ */
+async function bringForward(deps: EnqueueDeps, key: Key, names: KeyNames, waitMs: number): Promise<void> {
+  let dueAt = Date.now() + waitMs;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const readyIn = await zsetReadyIn(deps.client, names);
+    if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
+    dueAt = Date.now() + readyIn;
+    await ensureJob(deps.queue(), key, readyIn, true);
+  }
 }
 
 function validateDelay(store: Store, delayMs: unknown): number {

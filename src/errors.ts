@@ -9,7 +9,8 @@ export type ErrorCode =
   | 'ERR_MISSING_KEY'
   | 'ERR_LOCK_LOST'
   | 'ERR_SHUTDOWN'
-  | 'ERR_CLOSED';
+  | 'ERR_CLOSED'
+  | 'ERR_SLICE_TIMEOUT';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -62,6 +63,13 @@ export class LockLostError extends BatchByKeyError {
 export class ShutdownError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_SHUTDOWN', message);
+  }
+}
+
+/** A slice ran longer than `sliceTimeoutMs`: the reason of its `ctx.signal`, and the slice counts as failed. */
+export class SliceTimeoutError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_SLICE_TIMEOUT', message);
   }
 }
 

@@ -23,6 +23,7 @@ export {
   LockLostError,
   ShutdownError,
   ClosedError,
+  SliceTimeoutError,
   type ErrorCode,
 } from './errors';
 export type * from './types';

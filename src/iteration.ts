@@ -1,9 +1,10 @@
-import { claim, type Settle } from './store';
+import { SliceTimeoutError } from './errors';
+import { firstReason, type InterruptCheck } from './interrupt';
 import type { KeyNames } from './keys';
 import type { KeyLock } from './lock';
-import { firstReason, type InterruptCheck } from './interrupt';
 import type { RedisClient } from './scripts';
-import type { EachIteration, IterationContext, StopReason, StoreKind } from './types';
+import { claim, type Settle } from './store';
+import type { EachIteration, Key, KeyJob, StopReason, StoreKind } from './types';
 
 /** How one job run ended, when it did not throw. */
 export type RunOutcome =
@@ -11,8 +12,11 @@ export type RunOutcome =
   | { kind: 'drained' }
   /** zset: ids are pending but none is ready for `waitMs`; the last slice is acked. */
   | { kind: 'waiting'; waitMs: number }
-  /** Stopped between slices; the last slice is done but not yet acked (release acks it). */
-  | { kind: 'stopped'; reason: StopReason }
+  /**
+   * Stopped between slices; the last slice is done but not yet acked (release acks it), or,
+   * with `restore`, it gave up because of the stop and goes back to pending.
+   */
+  | { kind: 'stopped'; reason: StopReason; restore?: boolean }
   /** The lock was lost; nothing can be acked, the in-flight ids wait for the next holder. */
   | { kind: 'lock_lost' };
 
@@ -22,11 +26,13 @@ export interface IterationParams {
   names: KeyNames;
   lock: KeyLock;
   sliceSize: number;
+  sliceTimeoutMs: number;
   handler: EachIteration;
-  ctx: IterationContext;
+  key: Key;
+  job: KeyJob;
+  /** Aborted on shutdown or a lost lock; each slice's ctx.signal also aborts on its timeout. */
+  stop: AbortSignal;
   interrupts: readonly InterruptCheck[];
-  /** Called once, after the first slice of the run succeeds. */
-  onFirstSuccess?: () => Promise<void>;
 }
 
 /**
@@ -43,11 +49,33 @@ export async function iterate(p: IterationParams): Promise<RunOutcome> {
     if (claimed.ids.length === 0) {
       return claimed.waitMs > 0 ? { kind: 'waiting', waitMs: claimed.waitMs } : { kind: 'drained' };
     }
-    await p.handler(claimed.ids, p.ctx);
-    if (n === 1) await p.onFirstSuccess?.();
+    await runSlice(p, claimed.ids);
     settle = 'ack';
     const reason = firstReason(p.interrupts);
     if (reason === 'lock_lost') return { kind: 'lock_lost' };
     if (reason) return { kind: 'stopped', reason };
+  }
+}
+
+/**
+ * Runs the handler on one slice, but waits for it at most `sliceTimeoutMs`: a handler that never
+ * returns would otherwise hold the key (and a worker slot) forever. On timeout ctx.signal aborts
+ * with a SliceTimeoutError and the slice counts as failed; the handler is not killed.
+ */
+async function runSlice(p: IterationParams, ids: string[]): Promise<void> {
+  const timeout = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new SliceTimeoutError(`a slice of key ${JSON.stringify(p.key)} ran longer than sliceTimeoutMs (${p.sliceTimeoutMs} ms)`);
+      timeout.abort(error);
+      reject(error);
+    }, p.sliceTimeoutMs);
+  });
+  try {
+    const ctx = { key: p.key, job: p.job, signal: AbortSignal.any([p.stop, timeout.signal]) };
+    await Promise.race([p.handler(ids, ctx), timedOut]);
+  } finally {
+    clearTimeout(timer);
   }
 }

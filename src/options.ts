@@ -10,6 +10,7 @@ export interface ResolvedOptions {
   store: StoreKind;
   sliceSize: number;
   maxRuntimeMs: number;
+  sliceTimeoutMs: number;
   lockTtlMs: number;
   key: BatchByKeyOptions['key'];
   eachIteration: EachIteration | undefined;
@@ -35,6 +36,8 @@ const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
 /** Ids per slice at most: a slice is moved by one Lua call, which blocks Redis while it runs. */
 export const MAX_SLICE_SIZE = 10_000;
+/** Sweeping more often than this only loads Redis. */
+const MIN_RECOVERY_INTERVAL_MS = 100;
 /** Short TTLs would expire between renewals on a busy event loop. */
 const MIN_LOCK_TTL_MS = 1_000;
 
@@ -96,26 +99,32 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
   if (o.logger !== undefined && (typeof o.logger !== 'object' || o.logger === null)) {
     throw new InvalidOptionError('options.logger must be console-like: { debug?, info?, warn?, error? }');
   }
+  const maxRuntimeMs = integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs);
   return {
     name: o.name,
     connection: typeof o.connection === 'string' ? fromUrl(o.connection) : o.connection,
     store,
     sliceSize: integer('sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
-    maxRuntimeMs: integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs),
+    maxRuntimeMs,
+    sliceTimeoutMs: integer('sliceTimeoutMs', o.sliceTimeoutMs, maxRuntimeMs),
     lockTtlMs: integer('lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
     key: o.key,
     eachIteration: o.eachIteration,
     attempts: integer('attempts', o.attempts, DEFAULTS.attempts),
     backoff: validateBackoff(o.backoff),
     prefix: o.prefix ?? DEFAULTS.prefix,
-    recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs),
+    recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
     logger: o.logger ?? silentLogger,
   };
 }
 
 /** Milliseconds to wait before the key runs again after `failures` failed slices in a row. */
 export function backoffDelay(backoff: Backoff, failures: number, error: unknown): number {
-  if (typeof backoff === 'function') return Math.max(0, backoff(failures, error));
+  if (typeof backoff === 'function') {
+    const ms = backoff(failures, error);
+    // A custom function that returns garbage must not make a failing key spin.
+    return Number.isFinite(ms) ? Math.max(0, ms) : DEFAULTS.backoff.delayMs;
+  }
   if (backoff.type === 'fixed') return backoff.delayMs;
   const exp = backoff.delayMs * 2 ** (failures - 1);
   return Math.min(exp, backoff.maxDelayMs ?? Number.POSITIVE_INFINITY);

@@ -2,13 +2,14 @@ import { DelayedError, type Job } from 'bullmq';
 import type Redlock from 'redlock';
 import { ShutdownError } from './errors';
 import { aborted, maxRuntime } from './interrupt';
-import { JOB_NAME } from './job';
 import { iterate, type RunOutcome } from './iteration';
+import { JOB_NAME } from './job';
 import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
 import { log } from './logger';
 import { backoffDelay, type ResolvedOptions } from './options';
 import { claim } from './store';
+import { zsetReadyIn } from './store/zset';
 import { runScript, ScriptStatus, type RedisClient } from './scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor } from './types';
 
@@ -21,12 +22,16 @@ export interface ProcessorDeps {
   handler: () => EachIteration;
 }
 
+/** A failure count outlives its last failure by this much, so a key that is never pushed again leaves no key behind. */
+const FAILURES_TTL_MS = 7 * 24 * 3600_000;
 
 /**
  * The BullMQ processor of a batcher. A run takes the key's lock, iterates slices, and then
  * completes (nothing left), or moves its own job to delayed: at once when interrupted (so it
  * lines up behind jobs already waiting), at the earliest ready time (zset), or after a backoff
- * when a slice failed. The job stays the same BullMQ job throughout, so a key never has two.
+ * when a slice failed. The job stays the same BullMQ job throughout, so a key never has two,
+ * and it never fails for Redis trouble (BullMQ's own attempts are 1): only after `attempts`
+ * failed slices in a row.
  */
 export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor): KeyProcessor {
   // Three declared parameters: BullMQ hands a cancellation signal only to processors of arity >= 3.
@@ -42,57 +47,136 @@ export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor):
   };
 }
 
-async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, shutdown: AbortSignal | undefined): Promise<void> {
+async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSignal: AbortSignal | undefined): Promise<void> {
   const { client, keyspace, options } = deps;
-  const key = job.data.key;
-  const names = keyspace.forKey(key);
-
-  const acquired = await KeyLock.acquire(deps.redlock, client, names.lock, options.lockTtlMs, options.logger);
-  if (!acquired.held) {
-    // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
-    return requeue(job, token, acquired.retryInMs);
-  }
-  const lock = acquired.lock;
-  const stopping = asShutdown(shutdown);
-
-  const signal = AbortSignal.any([stopping, lock.signal]);
-  let outcome: RunOutcome;
+  const names = keyspace.forKey(job.data.key);
+  let lock: KeyLock | undefined;
+  let giveUp: { error: unknown } | undefined;
   try {
-    outcome = await iterate({
-      client,
+    const acquired = await KeyLock.acquire(deps.redlock, client, names.lock, options.lockTtlMs, options.logger);
+    if (!acquired.held) {
+      // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
+      return await requeue(job, token, acquired.retryInMs);
+    }
+    lock = acquired.lock;
+    const outcome = await runSlices(deps, job, names, lock, bullSignal);
+    lock.stop();
+    giveUp = await conclude(deps, job, token, names, lock, outcome);
+  } catch (err) {
+    if (err instanceof DelayedError) throw err;
+    // Redis trouble outside a slice. Failing the job would leave the key to the recovery sweep;
+    // retrying it is better. The in-flight ids (if any) are restored by the next run.
+    log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key: job.data.key });
+    if (lock) await release(client, names, lock.value, 'keep', options).catch(() => undefined);
+    return await requeue(job, token, backoffDelay(options.backoff, 1, err));
+  } finally {
+    lock?.stop();
+  }
+  // Outside the try: this one is for BullMQ to record as the job's failure.
+  if (giveUp) throw giveUp.error;
+}
+
+type Outcome = RunOutcome | { kind: 'failed'; error: unknown };
+
+async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock: KeyLock, bullSignal: AbortSignal | undefined): Promise<Outcome> {
+  const { options } = deps;
+  const stopping = asShutdown(bullSignal);
+  try {
+    return await iterate({
+      client: deps.client,
       store: options.store,
       names,
       lock,
       sliceSize: options.sliceSize,
+      sliceTimeoutMs: options.sliceTimeoutMs,
       handler: deps.handler(),
-      ctx: { key, job, signal },
+      key: job.data.key,
+      job,
+      stop: AbortSignal.any([stopping, lock.signal]),
       interrupts: [aborted(lock.signal, 'lock_lost'), aborted(stopping, 'shutdown'), maxRuntime(Date.now(), options.maxRuntimeMs)],
-      onFirstSuccess: job.data.failures ? () => job.updateData({ key }) : undefined,
     });
-  } catch (err) {
-    lock.stop();
-    await giveBack(client, options.store, names, lock.value, deps.options);
-    // A handler that gives up because ctx.signal fired is stopping, not failing.
-    if (signal.aborted) return requeue(job, token, 0);
-    return retryLater(deps.options, job, token, err);
+  } catch (error) {
+    // A handler that gives up because ctx.signal fired for a shutdown or a lost lock is
+    // stopping, not failing (a slice timeout is a failure).
+    if (lock.signal.aborted) return { kind: 'lock_lost' };
+    if (stopping.aborted) return { kind: 'stopped', reason: 'shutdown', restore: true };
+    return { kind: 'failed', error };
   }
-  lock.stop();
+}
 
+/** Commits what the run ended with, releases the key and moves the job on; says so when the key gives up. */
+async function conclude(
+  deps: ProcessorDeps,
+  job: KeyJob,
+  token: string,
+  names: KeyNames,
+  lock: KeyLock,
+  outcome: Outcome,
+): Promise<{ error: unknown } | undefined> {
+  const { client, options } = deps;
+  const key = job.data.key;
   switch (outcome.kind) {
     case 'drained':
-      await release(client, names, lock.value, false, options);
+      await release(client, names, lock.value, 'ack', options);
       return;
     case 'waiting':
-      await release(client, names, lock.value, false, options);
-      return requeue(job, token, outcome.waitMs);
+      await release(client, names, lock.value, 'ack', options);
+      return delayUntilReady(client, job, token, names, outcome.waitMs);
     case 'stopped':
       log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
-      await release(client, names, lock.value, true, options);
+      if (outcome.restore) await claim(client, options.store, names, lock.value, `${lock.value}:restore`, 'restore', 0);
+      await release(client, names, lock.value, outcome.restore ? 'keep' : 'ack', options);
       return requeue(job, token, 0);
     case 'lock_lost':
       log(options.logger, 'warn', 'batch-by-key: lost the key lock; the slice will be retried by the next run', { key });
       return requeue(job, token, 0);
+    case 'failed':
+      return retryLater(deps, job, token, names, lock, outcome.error);
   }
+}
+
+/** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
+async function requeue(job: KeyJob, token: string, delayMs: number): Promise<never> {
+  await job.moveToDelayed(Date.now() + delayMs, token);
+  throw new DelayedError();
+}
+
+/**
+ * zset: waits for the earliest pending id. A push that landed after our last claim found the job
+ * still active, so it could not bring the delayed job forward: look again once it is delayed.
+ */
+async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, names: KeyNames, waitMs: number): Promise<never> {
+  await job.moveToDelayed(Date.now() + waitMs, token);
+  const now = await zsetReadyIn(client, names);
+  if (now >= 0 && now < waitMs) await job.changeDelay(now);
+  throw new DelayedError();
+}
+
+async function release(client: RedisClient, names: KeyNames, lockValue: string, mode: 'ack' | 'keep' | 'fail', options: ResolvedOptions): Promise<number> {
+  const status = Number(
+    await runScript(client, 'release', [names.lock, names.inFlight, names.lastClaim, names.failures], [lockValue, mode, FAILURES_TTL_MS]),
+  );
+  if (status === ScriptStatus.LockNotHeld) {
+    log(options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', { lock: names.lock });
+  }
+  return status;
+}
+
+/**
+ * Puts the failed slice back in front, counts the failure in Redis (per key, so it survives
+ * the job being re-created), and backs off; after `attempts` failures in a row the job fails
+ * and the ids stay pending.
+ */
+async function retryLater(deps: ProcessorDeps, job: KeyJob, token: string, names: KeyNames, lock: KeyLock, err: unknown): Promise<{ error: unknown }> {
+  const { client, options } = deps;
+  await claim(client, options.store, names, lock.value, `${lock.value}:restore`, 'restore', 0);
+  const failures = await release(client, names, lock.value, 'fail', options);
+  log(options.logger, 'error', 'batch-by-key: slice failed', { err, key: job.data.key, failures, attempts: options.attempts });
+  if (failures >= options.attempts) return { error: err };
+  const delayMs = backoffDelay(options.backoff, Math.max(failures, 1), err);
+  // zset pushes reschedule the job to their ready time; this marker keeps them from cutting the backoff short.
+  if (options.store === 'zset' && delayMs > 0) await client.set(names.backoff, '1', 'PX', delayMs);
+  return requeue(job, token, delayMs);
 }
 
 /** BullMQ aborts a job's signal with whatever reason was given to cancelJob; ours is always a ShutdownError. */
@@ -102,36 +186,4 @@ function asShutdown(bullSignal: AbortSignal | undefined): AbortSignal {
   if (bullSignal?.aborted) relay();
   else bullSignal?.addEventListener('abort', relay, { once: true });
   return controller.signal;
-}
-
-/** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
-async function requeue(job: KeyJob, token: string, delayMs: number): Promise<never> {
-  await job.moveToDelayed(Date.now() + delayMs, token);
-  throw new DelayedError();
-}
-
-async function release(client: RedisClient, names: KeyNames, lockValue: string, ack: boolean, options: ResolvedOptions): Promise<void> {
-  const status = await runScript(client, 'release', [names.lock, names.inFlight, names.lastClaim], [lockValue, ack ? '1' : '0']);
-  if (status !== ScriptStatus.Ok) {
-    log(options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', { lock: names.lock });
-  }
-}
-
-/** Puts the failed slice back in front and unlocks, best effort: if Redis is down, the next run recovers both. */
-async function giveBack(client: RedisClient, store: ResolvedOptions['store'], names: KeyNames, lockValue: string, options: ResolvedOptions): Promise<void> {
-  try {
-    await claim(client, store, names, lockValue, `${lockValue}:restore`, 'restore', 0);
-    await release(client, names, lockValue, false, options);
-  } catch (err) {
-    log(options.logger, 'error', 'batch-by-key: could not give back a failed slice; it is recovered when the lock expires', { err, lock: names.lock });
-  }
-}
-
-/** Backs off and runs the key again, until `attempts` failures in a row; then the job fails and the ids stay pending. */
-async function retryLater(options: ResolvedOptions, job: KeyJob, token: string, err: unknown): Promise<never> {
-  const failures = (job.data.failures ?? 0) + 1;
-  log(options.logger, 'error', 'batch-by-key: slice failed', { err, key: job.data.key, failures, attempts: options.attempts });
-  if (failures >= options.attempts) throw err;
-  await job.updateData({ key: job.data.key, failures });
-  return requeue(job, token, backoffDelay(options.backoff, failures, err));
 }

@@ -41,16 +41,17 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
     const seenScore = flat[i + 1] as string;
     const names = keyspace.forKey(key);
     const [{ pending, inFlight }, locked] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock)]);
-    if (locked) continue; // a run holds the key (or a crashed one, until its TTL ends and its job is retried)
-    if (pending || inFlight) {
-      if (await hasLiveJob(deps.queue(), key)) continue; // waiting, delayed (backoff, zset) or active
-      await ensureJob(deps.queue(), key, 0, false);
-      // Moves the key behind the others, so the next sweep looks at different keys first.
-      await client.zadd(keyspace.index, 'XX', Date.now(), key);
-      recovered++;
-    } else {
+    if (!pending && !inFlight && !locked) {
       await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
+      continue;
     }
+    // A run holds the key, or a job waits for it (delayed for a backoff or a zset time): fine.
+    if (!locked && !(await hasLiveJob(deps.queue(), key))) {
+      await ensureJob(deps.queue(), key, 0, false);
+      recovered++;
+    }
+    // Either way the key moves behind the others, so busy keys never hide the rest from the sweep.
+    await client.zadd(keyspace.index, 'XX', Date.now(), key);
   }
   if (recovered > 0) log(deps.logger, 'info', 'batch-by-key: re-enqueued keys that had ids but no job', { recovered });
   return recovered;

@@ -71,6 +71,12 @@ export interface BatchByKeyOptions {
   sliceSize?: number;
   /** Budget of one job run; checked between slices, then the job requeues behind other keys. @default 300000 */
   maxRuntimeMs?: number;
+  /**
+   * Longest wait for one `eachIteration` call; then its ctx.signal aborts with a SliceTimeoutError,
+   * the slice counts as failed and the key moves on (the handler itself is not killed).
+   * @default maxRuntimeMs
+   */
+  sliceTimeoutMs?: number;
   /** TTL of the per-key lock, renewed while the job runs. Bounds how long a crashed worker holds a key. @default 300000 */
   lockTtlMs?: number;
   /** Resolves the key when `performBatchLater` gets none (before `currentKey()` is consulted). */
@@ -110,7 +116,7 @@ export interface Backlog {
 }
 
 /** Options for `createWorker`: BullMQ's, minus what the batcher sets itself. */
-export type CreateWorkerOptions = Partial<Omit<WorkerOptions, 'connection'>> & {
+export type CreateWorkerOptions = Partial<Omit<WorkerOptions, 'connection' | 'prefix'>> & {
   connection?: Connection;
 };
 

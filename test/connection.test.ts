@@ -13,6 +13,14 @@ describe('connection', () => {
     await waitFor(() => rec.all.length === 1);
   });
 
+  it('createWorker takes its own connection, a URL too', async () => {
+    const rec = new Recorder();
+    const b = track(batchByKey({ name: uniqueName(), connection: { ...parseUrl(redisUrl()) }, eachIteration: rec.handler }));
+    b.createWorker({ connection: redisUrl() });
+    await b.performBatchLater(['a'], { key: 'k' });
+    await waitFor(() => rec.all.length === 1);
+  });
+
   it('takes an ioredis client, and leaves it open on close()', async () => {
     const rec = new Recorder();
     const client = track(new Redis({ ...parseUrl(redisUrl()), maxRetriesPerRequest: null }));

@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, type KeyJobData } from '../src';
+import { DEFAULTS, SliceTimeoutError, type KeyJobData } from '../src';
 import { backoffDelay } from '../src/options';
 import { parseUrl, range, Recorder, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
 
@@ -95,12 +95,67 @@ describe('a slice that throws', () => {
   });
 });
 
+describe('the failure count', () => {
+  it('lives in Redis per key: a job BullMQ re-creates after a failure does not start from zero', async () => {
+    let calls = 0;
+    const b = testBatcher({
+      attempts: 3,
+      backoff: { type: 'fixed', delayMs: 5 },
+      async eachIteration() {
+        calls++;
+        // A push while the job is active makes BullMQ start a new job when this one ends.
+        if (calls === 1) await b.performBatchLater(['more'], { key: 'k' });
+        throw new Error('broken');
+      },
+    });
+    const worker = b.createWorker();
+    let failedJobs = 0;
+    worker.on('failed', () => void failedJobs++);
+    await b.performBatchLater(['1'], { key: 'k' });
+    await waitFor(() => failedJobs === 2, { what: 'both jobs to fail' });
+    // 3 attempts for the first job; the re-created one starts at failure 3 and gives up after 1.
+    expect(calls).toBe(4);
+    expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0 });
+  });
+});
+
+describe('sliceTimeoutMs', () => {
+  it('stops waiting for a slice that never returns: its signal aborts, it counts as failed, the key goes on', async () => {
+    const rec = new Recorder();
+    const reasons: unknown[] = [];
+    const failures: unknown[] = [];
+    let first = true;
+    const b = testBatcher({
+      sliceSize: 2,
+      sliceTimeoutMs: 200,
+      backoff: { type: 'fixed', delayMs: 1 },
+      logger: { error: (_m, meta) => void failures.push(meta?.err) },
+      async eachIteration(ids, ctx) {
+        if (first) {
+          first = false;
+          ctx.signal.addEventListener('abort', () => reasons.push(ctx.signal.reason));
+          await new Promise(() => {}); // hangs forever
+        }
+        rec.handler(ids, ctx);
+      },
+    });
+    b.createWorker();
+    await b.performBatchLater(range(4), { key: 'k' });
+    await waitFor(() => rec.all.length === 4);
+    expect(rec.all).toEqual(range(4));
+    expect(reasons[0]).toBeInstanceOf(SliceTimeoutError);
+    expect((reasons[0] as SliceTimeoutError).code).toBe('ERR_SLICE_TIMEOUT');
+    expect(failures[0]).toBe(reasons[0]);
+  });
+});
+
 describe('backoff', () => {
   it('computes fixed, exponential (capped) and custom delays', () => {
     expect(backoffDelay({ type: 'fixed', delayMs: 50 }, 3, null)).toBe(50);
     expect([1, 2, 3, 4].map((n) => backoffDelay({ type: 'exponential', delayMs: 100, maxDelayMs: 500 }, n, null))).toEqual([100, 200, 400, 500]);
     expect(backoffDelay((n) => n * 7, 3, null)).toBe(21);
     expect(backoffDelay(() => -5, 1, null)).toBe(0);
+    expect(backoffDelay(() => Number.NaN, 1, null)).toBe(DEFAULTS.backoff.delayMs);
     expect(DEFAULTS.backoff).toEqual({ type: 'exponential', delayMs: 1000, maxDelayMs: 60000 });
   });
 });

@@ -45,6 +45,14 @@ describe('keys', () => {
 });
 
 describe('prefix', () => {
+  it('a hash-tagged BullMQ prefix does not become the hash tag of our keys', async () => {
+    const b = testBatcher({ prefix: '{app}', eachIteration: () => {} });
+    await b.performBatchLater(['1'], { key: 'acct' });
+    const ours = await redisClient().keys(`app:${b.name}:bbk:*`);
+    expect(ours).toContain(`app:${b.name}:bbk:{acct}:pending`);
+    expect(await redisClient().keys(`{app}:${b.name}:*`)).not.toHaveLength(0); // the BullMQ queue
+  });
+
   it('puts our keys and the BullMQ queue under the given prefix', async () => {
     const rec = new Recorder();
     const b = testBatcher({ prefix: 'myapp', eachIteration: rec.handler });

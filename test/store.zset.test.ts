@@ -46,6 +46,47 @@ describe("store: 'zset'", () => {
     expect(await b.backlog('k')).toEqual({ pending: 1, inFlight: 0 });
   });
 
+  it('a push during a backoff does not cut the backoff short', async () => {
+    const calls: number[] = [];
+    const b = testBatcher({
+      store: 'zset',
+      backoff: { type: 'fixed', delayMs: 1500 },
+      eachIteration() {
+        calls.push(Date.now());
+        if (calls.length === 1) throw new Error('first try fails');
+      },
+    });
+    b.createWorker();
+    await b.performBatchLater(['a'], { key: 'k' });
+    await waitFor(() => calls.length === 1);
+    await b.performBatchLater(['b'], { key: 'k' }); // ready now, but the key backs off
+    await waitFor(() => calls.length === 2, { timeoutMs: 10_000 });
+    expect(calls[1]! - calls[0]!).toBeGreaterThanOrEqual(1500 - 20);
+  });
+
+  it('ids pushed at random moments with random delays are each processed soon after they are ready', async () => {
+    const readyAt = new Map<string, number>();
+    const lateness: number[] = [];
+    const b = testBatcher({
+      store: 'zset',
+      eachIteration(ids) {
+        for (const id of ids) lateness.push(Date.now() - readyAt.get(id)!);
+      },
+    });
+    b.createWorker({ concurrency: 2 });
+    await Promise.all(
+      Array.from({ length: 150 }, async (_, i) => {
+        await new Promise((r) => setTimeout(r, (i * 37) % 400));
+        const delayMs = (i * 53) % 300;
+        readyAt.set(`id-${i}`, Date.now() + delayMs);
+        await b.performBatchLater([`id-${i}`], { key: `k${i % 3}`, delayMs });
+      }),
+    );
+    await waitFor(() => lateness.length === 150, { timeoutMs: 15_000 });
+    // No id waits behind another id's later schedule (which would be seconds late).
+    expect(Math.max(...lateness)).toBeLessThan(1000);
+  });
+
   it('claims ready ids in time order', async () => {
     const { rec, b } = setup();
     // Pushed in reverse, far enough apart in time that push latency cannot reorder them.

@@ -3,6 +3,7 @@
 
   KEYS[1] pending list      KEYS[2] in-flight list
   KEYS[3] lock              KEYS[4] id of the last claim applied
+  KEYS[5] failures in a row (deleted on ack: the previous slice succeeded)
   ARGV[1] lock value (fencing: nothing changes unless the caller holds the lock)
   ARGV[2] claim id, unique per call within a job run; a resent call with the same id
           changes nothing and returns the ids already in flight
@@ -18,7 +19,7 @@ local early = claimGuard(function() return redis.call('LRANGE', KEYS[2], 0, -1) 
 if early then return early end
 
 if ARGV[3] == 'ack' then
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[5])
 else
   -- Tail first onto the head keeps the in-flight ids in front, in their order.
   while redis.call('RPOPLPUSH', KEYS[2], KEYS[1]) do end

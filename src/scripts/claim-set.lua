@@ -3,6 +3,7 @@
 
   KEYS[1] pending set       KEYS[2] in-flight set
   KEYS[3] lock              KEYS[4] id of the last claim applied
+  KEYS[5] failures in a row (deleted on ack: the previous slice succeeded)
   ARGV[1] lock value (fencing: nothing changes unless the caller holds the lock)
   ARGV[2] claim id, unique per call within a job run; a resent call with the same id
           changes nothing and returns the ids already in flight
@@ -18,7 +19,7 @@ local early = claimGuard(function() return redis.call('SMEMBERS', KEYS[2]) end)
 if early then return early end
 
 if ARGV[3] == 'ack' then
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[5])
 else
   redis.call('SUNIONSTORE', KEYS[1], KEYS[1], KEYS[2])
   redis.call('DEL', KEYS[2])

@@ -4,6 +4,7 @@
 
   KEYS[1] pending sorted set (score: ready-at ms)    KEYS[2] in-flight sorted set
   KEYS[3] lock                                       KEYS[4] id of the last claim applied
+  KEYS[5] failures in a row (deleted on ack: the previous slice succeeded)
   ARGV[1] lock value (fencing: nothing changes unless the caller holds the lock)
   ARGV[2] claim id, unique per call within a job run; a resent call with the same id
           changes nothing and returns the ids already in flight
@@ -20,7 +21,7 @@ local early = claimGuard(function() return redis.call('ZRANGE', KEYS[2], 0, -1) 
 if early then return early end
 
 if ARGV[3] == 'ack' then
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[5])
 else
   local inFlight = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
   for i = 1, #inFlight, 2 do

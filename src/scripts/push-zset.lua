@@ -1,12 +1,14 @@
 --[[
   Adds ids to a key's sorted set, ready at the Redis server's now + delay. Re-adding an id moves
-  it to the new time (debounce).
+  it to the new time (debounce). With no ids, only answers how long the key's job should wait.
 
   KEYS[1] pending sorted set (score: ready-at ms)
+  KEYS[2] backoff marker (a TTL while the key backs off after a failure)
   ARGV[1] delay in ms (>= 0)
   ARGV[2..] ids
 
-  Returns ms until the earliest pending id of the key is ready (0 if one is ready now).
+  Returns ms until the key's job should run: when its earliest id is ready, but not before the
+  backoff ends (0: now); -1 when nothing is pending.
 ]]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -21,5 +23,7 @@ for i = 2, #ARGV do
   end
 end
 if #args > 0 then redis.call('ZADD', KEYS[1], unpack(args)) end
+
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return math.max(0, tonumber(first[2]) - now)
+if not first[2] then return -1 end
+return math.max(0, tonumber(first[2]) - now, redis.call('PTTL', KEYS[2]))

@@ -49,7 +49,7 @@ export async function claim(
   const reply = (await runScript(
     client,
     `claim-${kind}`,
-    [names.pending, names.inFlight, names.lock, names.lastClaim],
+    [names.pending, names.inFlight, names.lock, names.lastClaim, names.failures],
     [lockValue, claimId, settle, count],
   )) as [number, number, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false };

@@ -1,0 +1,52 @@
+import { Queue } from 'bullmq';
+import { describe, expect, it } from 'vitest';
+import type { KeyJobData } from '../src';
+import { Keyspace } from '../src/keys';
+import { parseUrl, range, Recorder, redisClient, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
+
+describe('Redis errors outside the handler', () => {
+  it('never fail the key job: the run is retried and nothing is lost', async () => {
+    const rec = new Recorder();
+    const redis = redisClient();
+    const warnings: string[] = [];
+    let names!: ReturnType<Keyspace['forKey']>;
+    let sabotaged = false;
+    const b = testBatcher({
+      sliceSize: 5,
+      backoff: { type: 'fixed', delayMs: 10 },
+      logger: { warn: (m) => void warnings.push(m) },
+      async eachIteration(ids, ctx) {
+        rec.handler(ids, ctx);
+        if (!sabotaged) {
+          sabotaged = true;
+          // The lock key turns into a list: every fenced script now fails with WRONGTYPE.
+          await redis.del(names.lock);
+          await redis.rpush(names.lock, 'not-a-lock');
+        }
+      },
+    });
+    names = new Keyspace('bull', b.name).forKey('k');
+    const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
+    b.createWorker();
+    await b.performBatchLater(range(10), { key: 'k' });
+    await waitFor(() => warnings.includes('batch-by-key: run interrupted by an error; retrying the key'));
+    expect(await queue.getFailedCount()).toBe(0);
+    expect(await queue.getDelayedCount() + (await queue.getWaitingCount()) + (await queue.getActiveCount())).toBe(1);
+
+    await redis.del(names.lock);
+    await waitFor(() => rec.all.length >= 15);
+    // The slice that was running when Redis broke is processed again (at least once); the rest once.
+    expect(rec.all).toEqual([...range(5), ...range(10)]);
+  });
+
+  it('a push whose commands fail still leaves a job for whatever landed, and rejects', async () => {
+    const redis = redisClient();
+    const b = testBatcher({ eachIteration: () => {} });
+    const names = new Keyspace('bull', b.name).forKey('k');
+    await redis.set(names.pending, 'a string, so RPUSH fails');
+    await expect(b.performBatchLater(['1'], { key: 'k' })).rejects.toThrow(/WRONGTYPE/);
+    const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
+    expect(await queue.getWaitingCount()).toBe(1);
+    expect(await redis.zscore(new Keyspace('bull', b.name).index, 'k')).not.toBeNull();
+  });
+});
