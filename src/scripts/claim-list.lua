@@ -14,16 +14,14 @@
   Returns {1, 0, id...}: the claimed ids, in FIFO order (0: nothing to wait for in a list)
           {-1}: the lock is not held with this value
 ]]
---- @include "claim-guard"
-local early = claimGuard(function() return redis.call('LRANGE', KEYS[2], 0, -1) end)
+--- @include "settle-previous"
+local early = settlePrevious(
+  function() return redis.call('LRANGE', KEYS[2], 0, -1) end,
+  function()
+    -- Tail first onto the head keeps the in-flight ids in front, in their order.
+    while redis.call('RPOPLPUSH', KEYS[2], KEYS[1]) do end
+  end)
 if early then return early end
-
-if ARGV[3] == 'ack' then
-  redis.call('DEL', KEYS[2], KEYS[5])
-else
-  -- Tail first onto the head keeps the in-flight ids in front, in their order.
-  while redis.call('RPOPLPUSH', KEYS[2], KEYS[1]) do end
-end
 
 local result = {1, 0}
 local count = tonumber(ARGV[4])

@@ -14,16 +14,14 @@
   Returns {1, 0, id...}: the claimed ids, in no particular order
           {-1}: the lock is not held with this value
 ]]
---- @include "claim-guard"
-local early = claimGuard(function() return redis.call('SMEMBERS', KEYS[2]) end)
+--- @include "settle-previous"
+local early = settlePrevious(
+  function() return redis.call('SMEMBERS', KEYS[2]) end,
+  function()
+    redis.call('SUNIONSTORE', KEYS[1], KEYS[1], KEYS[2])
+    redis.call('DEL', KEYS[2])
+  end)
 if early then return early end
-
-if ARGV[3] == 'ack' then
-  redis.call('DEL', KEYS[2], KEYS[5])
-else
-  redis.call('SUNIONSTORE', KEYS[1], KEYS[1], KEYS[2])
-  redis.call('DEL', KEYS[2])
-end
 
 local result = {1, 0}
 local count = tonumber(ARGV[4])

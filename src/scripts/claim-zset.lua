@@ -16,19 +16,17 @@
           pending, waitMs is how long until the earliest one is ready (else 0)
           {-1}: the lock is not held with this value
 ]]
---- @include "claim-guard"
-local early = claimGuard(function() return redis.call('ZRANGE', KEYS[2], 0, -1) end)
+--- @include "settle-previous"
+local early = settlePrevious(
+  function() return redis.call('ZRANGE', KEYS[2], 0, -1) end,
+  function()
+    local inFlight = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+    for i = 1, #inFlight, 2 do
+      redis.call('ZADD', KEYS[1], 'NX', inFlight[i + 1], inFlight[i])
+    end
+    redis.call('DEL', KEYS[2])
+  end)
 if early then return early end
-
-if ARGV[3] == 'ack' then
-  redis.call('DEL', KEYS[2], KEYS[5])
-else
-  local inFlight = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-  for i = 1, #inFlight, 2 do
-    redis.call('ZADD', KEYS[1], 'NX', inFlight[i + 1], inFlight[i])
-  end
-  redis.call('DEL', KEYS[2])
-end
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
