@@ -1,0 +1,67 @@
+import type { BenchRedis } from './redis';
+import { ADMIN_CLIENT_NAME } from './redis';
+import { scriptNames } from './scripts';
+
+/** Bounds the log's memory; a profile run that fills it says so (`truncated`). */
+const MAX_ENTRIES = 200_000;
+
+export interface CommandProfile {
+  /** A Redis command, or "bbk claim-list" / "bullmq moveToActive" / ... for a script. */
+  command: string;
+  calls: number;
+  /** Time Redis spent executing these calls (a script's whole run, its inner commands included). */
+  usec: number;
+}
+
+export interface SlowlogProfile {
+  commands: CommandProfile[];
+  roundTrips: number;
+  usec: number;
+  truncated: boolean;
+}
+
+/**
+ * Logs every command from now on. SLOWLOG, unlike INFO commandstats, records only what clients
+ * sent (a script once, not its inner calls) with its arguments, so it counts round trips and names
+ * each script by its SHA. Only for small profile runs: logging everything slows Redis down.
+ */
+export async function startSlowlog(redis: BenchRedis): Promise<void> {
+  await redis.admin.config('SET', 'slowlog-log-slower-than', '0');
+  await redis.admin.config('SET', 'slowlog-max-len', String(MAX_ENTRIES));
+  await redis.admin.slowlog('RESET');
+}
+
+/** The address SLOWLOG gives the commands a script runs. */
+const LUA_CLIENT_ADDR = '?:0';
+
+type Entry = [number, number, number, string[], string, string];
+
+function commandName(args: readonly string[]): string {
+  const command = (args[0] ?? '?').toLowerCase();
+  if (command === 'evalsha') return scriptNames().get((args[1] ?? '').toLowerCase()) ?? `script ${(args[1] ?? '').slice(0, 8)}`;
+  // ioredis sends a script's body once per connection; SLOWLOG truncates it, so it cannot be hashed.
+  if (command === 'eval') return 'eval (first call of a script on a connection)';
+  return command;
+}
+
+export async function readSlowlog(redis: BenchRedis): Promise<SlowlogProfile> {
+  const entries = (await redis.admin.slowlog('GET', '-1')) as Entry[];
+  await redis.admin.config('SET', 'slowlog-log-slower-than', '10000');
+  const byCommand = new Map<string, CommandProfile>();
+  for (const [, , usec, args, addr, client] of entries) {
+    // Commands a script runs are logged too, from Lua's fake client ("?:0"); they are not round trips.
+    if (client === ADMIN_CLIENT_NAME || addr === LUA_CLIENT_ADDR) continue;
+    const command = commandName(args);
+    const entry = byCommand.get(command) ?? { command, calls: 0, usec: 0 };
+    entry.calls++;
+    entry.usec += usec;
+    byCommand.set(command, entry);
+  }
+  const commands = [...byCommand.values()].sort((a, b) => b.usec - a.usec);
+  return {
+    commands,
+    roundTrips: commands.reduce((n, c) => n + c.calls, 0),
+    usec: commands.reduce((n, c) => n + c.usec, 0),
+    truncated: entries.length >= MAX_ENTRIES,
+  };
+}

@@ -1,0 +1,114 @@
+import { systemFor, type SystemSpec } from '../systems';
+import { WorkerPool } from '../worker/host';
+import { withTimeout } from './clock';
+import { LIGHT_PREFIX, LightPusher, type LightPlan, type LightResult } from './light';
+import { measuredFill, newTarget } from './fill';
+import { backlogCalls, keyNames } from './push';
+import { withFreshRedis } from './redis';
+import { readSlowlog, startSlowlog, type SlowlogProfile } from './slowlog';
+import { perSecond } from './stats';
+
+/** Calls that fill a backlog: performBatchLater-sized, four callers (setup speed only, not measured here). */
+const FILL_CALL_SIZE = 1000;
+const FILL_CALLERS = 4;
+
+/**
+ * One measured run of one system: fill a backlog, start worker processes, optionally push light
+ * keys during the drain, wait until every id is processed (or the deadline), and read the figures.
+ * Every scenario except enqueue and memory is this with other parameters.
+ */
+export interface Workload {
+  system: SystemSpec;
+  processes: number;
+  /** Per worker process. */
+  concurrency: number;
+  costPerIdUs: number;
+  backlog: { keys: number; idsPerKey: number };
+  light?: LightPlan;
+  timeoutMs: number;
+  /** Log every Redis command of the drain (SLOWLOG) to count round trips; slows the run down. */
+  profile?: boolean;
+}
+
+export interface WorkloadResult {
+  system: string;
+  backlogIds: number;
+  /** Redis used_memory added by the backlog, per id, before any was processed. */
+  bytesPerPendingId: number;
+  /** Ids processed; may exceed the total if a system redelivers. */
+  processed: number;
+  expected: number;
+  timedOut: boolean;
+  /** From the workers' start to the last id processed. */
+  drainMs: number;
+  idsPerSec: number;
+  light?: LightResult;
+  workerRssReadyMb: number;
+  workerRssEndMb: number;
+  /** Worker processes' CPU (all of them) per id processed. */
+  workerCpuUsPerId: number;
+  /** redis-server CPU per id processed, during the drain. */
+  redisCpuUsPerId: number;
+  slowlog?: SlowlogProfile;
+}
+
+const mb = (bytes: number) => bytes / (1024 * 1024);
+
+export async function runWorkload(w: Workload): Promise<WorkloadResult> {
+  const system = systemFor(w.system);
+  return withFreshRedis(async (redis) => {
+    const target = newTarget(redis);
+    const producer = await system.producer(target);
+    let pool: WorkerPool | undefined;
+    let light: LightPusher | undefined;
+    try {
+      const calls = backlogCalls(keyNames('heavy-', w.backlog.keys), w.backlog.idsPerKey, FILL_CALL_SIZE);
+      const fill = await measuredFill(redis, producer, calls, FILL_CALLERS, w.timeoutMs, system.label);
+      const backlogIds = fill.ids;
+      pool = await WorkerPool.fork(w.processes, {
+        system: w.system,
+        target,
+        concurrency: w.concurrency,
+        costPerIdUs: w.costPerIdUs,
+        lightPrefix: LIGHT_PREFIX,
+      });
+      if (w.profile) await startSlowlog(redis);
+      const cpuBefore = await redis.cpuMicros();
+      const startAt = pool.start();
+      if (w.light) {
+        light = new LightPusher(w.light, producer);
+        light.start();
+      }
+      const expected = backlogIds + (light?.total ?? 0);
+      const done = await pool.waitProcessed(expected, w.timeoutMs);
+      const redisCpu = (await redis.cpuMicros()) - cpuBefore;
+      const slowlog = w.profile ? await readSlowlog(redis) : undefined;
+      light?.cancel();
+      const running = pool;
+      pool = undefined;
+      const finals = await running.stop();
+      const processed = finals.reduce((n, f) => n + f.processed, 0);
+      const drainMs = Math.max(...finals.map((f) => f.lastAt)) - startAt;
+      return {
+        system: system.label,
+        backlogIds,
+        bytesPerPendingId: fill.bytesPerId,
+        processed,
+        expected,
+        timedOut: !done,
+        drainMs,
+        idsPerSec: perSecond(processed, drainMs),
+        ...(light ? { light: light.result(running.light) } : {}),
+        workerRssReadyMb: mb(Math.max(...finals.map((f) => f.rssReady))),
+        workerRssEndMb: mb(Math.max(...finals.map((f) => f.rssEnd))),
+        workerCpuUsPerId: finals.reduce((n, f) => n + f.cpuMicros, 0) / Math.max(1, processed),
+        redisCpuUsPerId: redisCpu / Math.max(1, processed),
+        ...(slowlog ? { slowlog } : {}),
+      };
+    } finally {
+      light?.cancel();
+      await pool?.stop().catch(() => undefined);
+      await withTimeout(producer.close(), 10_000, `${system.label} producer close`);
+    }
+  });
+}
