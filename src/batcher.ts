@@ -9,7 +9,7 @@ import { log } from './logger';
 import { resolveOptions, type ResolvedOptions } from './options';
 import { keyProcessor } from './processor';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
-import { defineScripts } from './scripts';
+import { defineScripts, scriptSource } from './scripts';
 import { backlog, storeFor } from './store';
 import type { KeyQueue } from './job';
 import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor } from './types';
@@ -55,7 +55,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
   };
   const getRedlock = () => {
     if (!redlock) {
-      redlock = new Redlock([client()], { retryCount: 0 });
+      redlock = new Redlock([client()], { retryCount: 0 }, { acquireScript: scriptSource('acquire-lock') });
       redlock.on('error', (err) => log(opts.logger, 'warn', 'batch-by-key: redlock error', { err }));
     }
     return redlock;

@@ -3,7 +3,7 @@ import { describe, InvalidOptionError, MissingKeyError } from './errors';
 import { normalizeIds, validateKey } from './input';
 import { ensureJob, type KeyQueue } from './job';
 import { Cluster, type ChainableCommander } from 'ioredis';
-import type { KeyNames, Keyspace } from './keys';
+import { encodeKey, type KeyNames, type Keyspace } from './keys';
 import { zsetReadyIn } from './store/zset';
 import type { RedisClient } from './scripts';
 import type { Store } from './store';
@@ -39,18 +39,28 @@ export async function performBatchLater(
 
   const { client } = deps;
   const names = deps.keyspace.forKey(key);
-  const pipeline = client.pipeline();
-  // The index of keys with recent pushes (for recovery) is written first, so stored ids are always
-  // findable. On a Cluster it sits in another slot than the key's data and cannot share the pipeline.
-  if (client instanceof Cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
-  else pipeline.zadd(deps.keyspace.index, Date.now(), key);
-  for (let i = 0; i < ids.length; i += PUSH_CHUNK) {
-    deps.store.push(pipeline, names, ids.slice(i, i + PUSH_CHUNK), delayMs);
-  }
-  const stored = await execute(pipeline);
-  // Even if a command failed, earlier chunks may have landed: they must have a job all the same.
   const zset = deps.store.kind === 'zset';
-  const waitMs = zset ? Math.max(0, Number(stored.last)) : 0;
+  const cluster = client instanceof Cluster;
+  // Outside a Cluster the push is one transaction, which also tells whether the key's job will
+  // see these ids without an add (see jobWillSeeThem). On a Cluster the index and BullMQ's keys
+  // sit in other slots than the key's data, so they are separate commands.
+  const tx = cluster ? client.pipeline() : client.multi();
+  // The index of keys with recent pushes (for recovery) is written first, so stored ids are always findable.
+  if (cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
+  else tx.zadd(deps.keyspace.index, Date.now(), key);
+  const probe = !cluster && !zset;
+  if (probe) {
+    deps.store.count(tx, names);
+    tx.get(deps.queue().toKey(`de:${encodeKey(key)}`));
+  }
+  for (let i = 0; i < ids.length; i += PUSH_CHUNK) {
+    deps.store.push(tx, names, ids.slice(i, i + PUSH_CHUNK), delayMs);
+  }
+  const stored = await execute(tx);
+  if (probe && stored.error === undefined && jobWillSeeThem(stored.replies.slice(1, 4))) return { key, pushed: ids.length };
+
+  // Even if a command failed, earlier chunks may have landed: they must have a job all the same.
+  const waitMs = zset ? Math.max(0, Number(stored.replies.at(-1))) : 0;
   let error = stored.error;
   await ensureJob(deps.queue(), key, waitMs, zset).catch((err: unknown) => (error ??= err));
   if (error !== undefined) throw error;
@@ -58,18 +68,29 @@ export async function performBatchLater(
   return { key, pushed: ids.length };
 }
 
-/** Runs a pipeline; the first error (of the call or of any command) and the last reply. */
-async function execute(pipeline: ChainableCommander): Promise<{ error?: unknown; last?: unknown }> {
+/**
+ * Whether the add can be skipped. It can when, at the instant of the push (the transaction is
+ * atomic), ids were already pending and the key's job existed: that job has at least one more
+ * claim to make before it can complete, and that claim comes after these ids. When the pending
+ * structure was empty, the job may be between its last (empty) claim and its completion, and
+ * the add (kept by BullMQ as the next job) is what covers that window.
+ */
+function jobWillSeeThem([pendingBefore, , jobId]: unknown[]): boolean {
+  return Number(pendingBefore) > 0 && typeof jobId === 'string';
+}
+
+/** Runs a pipeline or transaction; every reply, and the first error (of the call or of any command). */
+async function execute(pipeline: ChainableCommander): Promise<{ error?: unknown; replies: unknown[] }> {
   try {
     let error: unknown;
-    let last: unknown;
+    const replies: unknown[] = [];
     for (const [err, reply] of (await pipeline.exec()) ?? []) {
       if (err) error ??= err;
-      else last = reply;
+      replies.push(reply);
     }
-    return { error, last };
+    return { error, replies };
   } catch (error) {
-    return { error };
+    return { error, replies: [] };
   }
 }
 

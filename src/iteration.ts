@@ -4,7 +4,7 @@ import type { KeyNames } from './keys';
 import type { KeyLock } from './lock';
 import type { RedisClient } from './scripts';
 import { claim, type Settle } from './store';
-import type { EachIteration, Key, KeyJob, StopReason, StoreKind } from './types';
+import type { EachIteration, Id, IterationContext, Key, KeyJob, StopReason, StoreKind } from './types';
 
 /** How one job run ended, when it did not throw. */
 export type RunOutcome =
@@ -42,6 +42,9 @@ export interface IterationParams {
  * The first claim of a run restores ids a crashed run left in flight.
  */
 export async function iterate(p: IterationParams): Promise<RunOutcome> {
+  // One context per run: a timed-out slice ends the run, so its signal never needs resetting.
+  const timeout = new AbortController();
+  const ctx: IterationContext = { key: p.key, job: p.job, signal: AbortSignal.any([p.stop, timeout.signal]) };
   let settle: Settle = 'restore';
   for (let n = 1; ; n++) {
     const claimed = await claim(p.client, p.store, p.names, p.lock.value, `${p.lock.value}:${n}`, settle, p.sliceSize);
@@ -49,7 +52,7 @@ export async function iterate(p: IterationParams): Promise<RunOutcome> {
     if (claimed.ids.length === 0) {
       return claimed.waitMs > 0 ? { kind: 'waiting', waitMs: claimed.waitMs } : { kind: 'drained' };
     }
-    await runSlice(p, claimed.ids);
+    await runSlice(p, ctx, timeout, claimed.ids);
     settle = 'ack';
     const reason = firstReason(p.interrupts);
     if (reason === 'lock_lost') return { kind: 'lock_lost' };
@@ -62,8 +65,9 @@ export async function iterate(p: IterationParams): Promise<RunOutcome> {
  * returns would otherwise hold the key (and a worker slot) forever. On timeout ctx.signal aborts
  * with a SliceTimeoutError and the slice counts as failed; the handler is not killed.
  */
-async function runSlice(p: IterationParams, ids: string[]): Promise<void> {
-  const timeout = new AbortController();
+async function runSlice(p: IterationParams, ctx: IterationContext, timeout: AbortController, ids: Id[]): Promise<void> {
+  const result = p.handler(ids, ctx);
+  if (!(result instanceof Promise)) return;
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
@@ -73,8 +77,7 @@ async function runSlice(p: IterationParams, ids: string[]): Promise<void> {
     }, p.sliceTimeoutMs);
   });
   try {
-    const ctx = { key: p.key, job: p.job, signal: AbortSignal.any([p.stop, timeout.signal]) };
-    await Promise.race([p.handler(ids, ctx), timedOut]);
+    await Promise.race([result, timedOut]);
   } finally {
     clearTimeout(timer);
   }

@@ -36,6 +36,11 @@ const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
 /** Ids per slice at most: a slice is moved by one Lua call, which blocks Redis while it runs. */
 export const MAX_SLICE_SIZE = 10_000;
+/**
+ * Abandoning a slice that is merely slow reprocesses it, so the default timeout never goes below
+ * this, even with a small maxRuntimeMs.
+ */
+const MIN_DEFAULT_SLICE_TIMEOUT_MS = 60_000;
 /** Sweeping more often than this only loads Redis. */
 const MIN_RECOVERY_INTERVAL_MS = 100;
 /** Short TTLs would expire between renewals on a busy event loop. */
@@ -106,7 +111,7 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     store,
     sliceSize: integer('sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
     maxRuntimeMs,
-    sliceTimeoutMs: integer('sliceTimeoutMs', o.sliceTimeoutMs, maxRuntimeMs),
+    sliceTimeoutMs: integer('sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS)),
     lockTtlMs: integer('lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
     key: o.key,
     eachIteration: o.eachIteration,

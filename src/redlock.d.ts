@@ -26,7 +26,15 @@ declare module 'redlock' {
   export class ResourceLockedError extends Error {}
 
   export default class Redlock extends EventEmitter {
-    constructor(clients: Iterable<Redis | Cluster>, settings?: Partial<Settings>);
+    constructor(
+      clients: Iterable<Redis | Cluster>,
+      settings?: Partial<Settings>,
+      scripts?: {
+        readonly acquireScript?: string | ((script: string) => string);
+        readonly extendScript?: string | ((script: string) => string);
+        readonly releaseScript?: string | ((script: string) => string);
+      },
+    );
     acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>;
     release(lock: Lock, settings?: Partial<Settings>): Promise<unknown>;
     extend(existing: Lock, duration: number, settings?: Partial<Settings>): Promise<Lock>;

@@ -74,7 +74,7 @@ export interface BatchByKeyOptions {
   /**
    * Longest wait for one `eachIteration` call; then its ctx.signal aborts with a SliceTimeoutError,
    * the slice counts as failed and the key moves on (the handler itself is not killed).
-   * @default maxRuntimeMs
+   * @default the larger of maxRuntimeMs and 60000
    */
   sliceTimeoutMs?: number;
   /** TTL of the per-key lock, renewed while the job runs. Bounds how long a crashed worker holds a key. @default 300000 */

@@ -55,3 +55,18 @@ describe('per-key lock and fencing', () => {
     await redis.del(names.pending, names.inFlight, names.lock, names.lastClaim);
   });
 });
+
+describe('lock acquire script (given to redlock)', () => {
+  it('is safe to resend: a lock held with the same value is taken again, another value is refused', async () => {
+    const { scriptSource } = await import('../src/scripts');
+    const redis = redisClient();
+    const lua = scriptSource('acquire-lock');
+    const key = `acquire-unit:${Date.now()}`;
+    expect(await redis.eval(lua, 1, key, 'mine', 5000)).toBe(1);
+    expect(await redis.eval(lua, 1, key, 'mine', 5000)).toBe(1); // the resend after a lost reply
+    expect(await redis.eval(lua, 1, key, 'theirs', 5000)).toBe(0);
+    expect(await redis.get(key)).toBe('mine');
+    expect(await redis.pttl(key)).toBeGreaterThan(4000);
+    await redis.del(key);
+  });
+});

@@ -1,25 +1,30 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { withKey } from '../src';
-import { range, Recorder, redisClient, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
+import { batchByKey, withKey } from '../src';
+import { startRedis, type LocalRedis } from '../tools/redis-server';
+import { range, Recorder, redisClient, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
 
-/** The commands Redis executed that mention `needle` while `run` ran, seen through MONITOR. */
-async function monitorCommands(needle: string, run: () => Promise<unknown>): Promise<string[][]> {
-  const monitor = await track(new Redis(redisUrl())).monitor();
-  const seen: string[][] = [];
-  let done = false;
-  const marker = `end-of-${needle}`;
-  monitor.on('monitor', (_time: string, args: string[]) => {
-    if (args.includes(marker)) done = true;
-    else if (args.some((a) => a.includes(needle))) seen.push(args);
-  });
+/** A Redis of its own, so command counts are not mixed with other test files' commands. */
+let isolated: LocalRedis;
+beforeAll(async () => {
+  isolated = await startRedis();
+});
+afterAll(async () => {
+  await isolated?.stop();
+});
+
+/** How many times Redis ran each command while `run` ran (INFO commandstats). */
+async function commandCounts(run: () => Promise<unknown>): Promise<Record<string, number>> {
+  const admin = track(new Redis(isolated.url));
+  await admin.config('RESETSTAT');
   await run();
-  // Redis runs commands in order, so once MONITOR shows this marker it has shown everything before.
-  await redisClient().echo(marker);
-  await waitFor(() => done, { what: 'the MONITOR marker' });
-  monitor.disconnect();
-  return seen;
+  const info = await admin.info('commandstats');
+  const counts: Record<string, number> = {};
+  for (const [, name, calls] of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[name!] = Number(calls);
+  return counts;
 }
+
+const isolatedBatcher = () => track(batchByKey({ name: uniqueName(), connection: isolated.url, eachIteration: () => {} }));
 
 describe('performBatchLater', () => {
   it('processes every pushed id of a key, in push order, in slices of sliceSize', async () => {
@@ -48,13 +53,25 @@ describe('performBatchLater', () => {
     expect(await redisClient().keys(`*${b.name}*`)).toEqual([]);
   });
 
-  it('pushes 5,000 ids in chunked commands, never one command per id', async () => {
-    const b = testBatcher({ eachIteration: () => {} });
-    const commands = await monitorCommands(b.name, () => b.performBatchLater(range(5000), { key: 'bulk' }));
-    const pushes = commands.filter(([cmd]) => cmd?.toLowerCase() === 'rpush');
-    expect(pushes).toHaveLength(5);
-    expect(pushes.reduce((n, args) => n + args.length - 2, 0)).toBe(5000);
+  it('pushes 5,000 ids in one transaction of chunked commands, never one command per id', async () => {
+    const b = isolatedBatcher();
+    await b.performBatchLater(['warm-up'], { key: 'other' }); // connections and scripts, outside the count
+    const counts = await commandCounts(() => b.performBatchLater(range(5000), { key: 'bulk' }));
+    expect(counts.rpush).toBe(5);
+    expect(counts.exec).toBe(1);
     expect(await b.backlog('bulk')).toEqual({ pending: 5000, inFlight: 0 });
+  });
+
+  it('adds no job when the key already has pending ids and a job: one transaction per push', async () => {
+    const b = isolatedBatcher();
+    await b.performBatchLater(['first'], { key: 'k' });
+    const counts = await commandCounts(async () => {
+      await b.performBatchLater(['second'], { key: 'k' });
+      await b.performBatchLater(['third'], { key: 'k' });
+    });
+    expect(counts.exec).toBe(2);
+    expect(counts.evalsha ?? 0).toBe(0); // BullMQ's add script
+    expect(await b.backlog('k')).toEqual({ pending: 3, inFlight: 0 });
   });
 
   it('takes the key from the options resolver, then from withKey, explicit key first', async () => {

@@ -8,6 +8,7 @@ export type RedisClient = Redis | Cluster;
 
 /** One name per `.lua` file beside this module. */
 export type ScriptName =
+  | 'acquire-lock'
   | 'claim-list'
   | 'claim-set'
   | 'claim-zset'
@@ -15,7 +16,7 @@ export type ScriptName =
   | 'release'
   | 'forget-key';
 
-const NAMES: readonly ScriptName[] = ['claim-list', 'claim-set', 'claim-zset', 'push-zset', 'release', 'forget-key'];
+const NAMES: readonly ScriptName[] = ['acquire-lock', 'claim-list', 'claim-set', 'claim-zset', 'push-zset', 'release', 'forget-key'];
 
 /** Lua status codes shared by the scripts. */
 export const enum ScriptStatus {
@@ -39,6 +40,11 @@ let sources: Map<ScriptName, string> | undefined;
 function allSources(): Map<ScriptName, string> {
   sources ??= new Map(NAMES.map((name) => [name, load(`${name}.lua`)]));
   return sources;
+}
+
+/** A script's source, for a library that runs it itself (redlock's acquire). */
+export function scriptSource(name: ScriptName): string {
+  return allSources().get(name) as string;
 }
 
 /** The command name carries the version, so two library versions on one Redis never run each other's scripts. */
