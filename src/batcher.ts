@@ -104,9 +104,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
         // Not overridable: a worker on another prefix would serve a queue nobody feeds.
         prefix: opts.prefix,
       });
-      batcher.attach(worker as unknown as Worker);
-      workers.add(worker as unknown as Worker);
-      worker.on('closed', () => workers.delete(worker as unknown as Worker));
+      // Typed for our job data to the caller; the bookkeeping here holds workers of any data.
+      const untyped = worker as unknown as Worker;
+      batcher.attach(untyped);
+      workers.add(untyped);
+      worker.on('closed', () => workers.delete(untyped));
       return worker;
     },
     backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
