@@ -1,11 +1,9 @@
-import type { Store } from './index';
+import { probedPush, type Store } from './index';
 
 /** Unordered, duplicates collapse: an id pushed while already pending is processed once. */
 export const setStore: Store = {
   kind: 'set',
-  push(pipeline, names, ids) {
-    pipeline.sadd(names.pending, ...ids);
-  },
+  push: probedPush('push-set'),
   count(pipeline, names) {
     pipeline.scard(names.pending).scard(names.inFlight);
   },
