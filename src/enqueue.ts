@@ -40,23 +40,27 @@ export async function performBatchLater(
   const { client } = deps;
   const names = deps.keyspace.forKey(key);
   const zset = deps.store.kind === 'zset';
-  const now = Date.now();
-  // Outside a Cluster each push script also records the key in the index (for recovery) and reads
-  // what decides whether the job add can be skipped (see jobWillSeeThem). On a Cluster the index
-  // and BullMQ's keys sit in other slots: the index is written first, on its own.
   const cluster = client instanceof Cluster;
-  if (cluster) await client.zadd(deps.keyspace.index, now, key);
-  const sideKeys = cluster ? [] : [deps.keyspace.index, deps.queue().toKey(`de:${encodeKey(key)}`)];
-  const pipeline = client.pipeline();
-  for (let i = 0; i < ids.length; i += PUSH_CHUNK) {
-    deps.store.push(pipeline, names, ids.slice(i, i + PUSH_CHUNK), { sideKeys, now, key, delayMs });
+  // Outside a Cluster the push is one transaction, which also tells whether the key's job will
+  // see these ids without an add (see jobWillSeeThem). On a Cluster the index and BullMQ's keys
+  // sit in other slots than the key's data, so they are separate commands.
+  const tx = cluster ? client.pipeline() : client.multi();
+  // The index of keys with recent pushes (for recovery) is written first, so stored ids are always findable.
+  if (cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
+  else tx.zadd(deps.keyspace.index, Date.now(), key);
+  const probe = !cluster && !zset;
+  if (probe) {
+    deps.store.count(tx, names);
+    tx.get(deps.queue().toKey(`de:${encodeKey(key)}`));
   }
-  const stored = await execute(pipeline);
-  const last = stored.replies.at(-1);
-  if (!zset && !cluster && stored.error === undefined && jobWillSeeThem(last)) return { key, pushed: ids.length };
+  for (let i = 0; i < ids.length; i += PUSH_CHUNK) {
+    deps.store.push(tx, names, ids.slice(i, i + PUSH_CHUNK), delayMs);
+  }
+  const stored = await execute(tx);
+  if (probe && stored.error === undefined && jobWillSeeThem(stored.replies.slice(1, 4))) return { key, pushed: ids.length };
 
   // Even if a command failed, earlier chunks may have landed: they must have a job all the same.
-  const waitMs = zset ? Math.max(0, Number(last)) : 0;
+  const waitMs = zset ? Math.max(0, Number(stored.replies.at(-1))) : 0;
   let error = stored.error;
   await ensureJob(deps.queue(), key, waitMs, zset).catch((err: unknown) => (error ??= err));
   if (error !== undefined) throw error;
@@ -65,20 +69,17 @@ export async function performBatchLater(
 }
 
 /**
- * Whether the add can be skipped, from the reply of the last chunk's script. It can when, at the
- * instant that chunk landed (atomically with the reading), ids were already pending and the key's
- * job existed: that job has at least one more claim to make before it can complete, and that
- * claim comes after every chunk of this push. When nothing was pending, the job may be between
- * its last (empty) claim and its completion, and the add (kept by BullMQ as the next job) is
- * what covers that window.
+ * Whether the add can be skipped. It can when, at the instant of the push (the transaction is
+ * atomic), ids were already pending and the key's job existed: that job has at least one more
+ * claim to make before it can complete, and that claim comes after these ids. When the pending
+ * structure was empty, the job may be between its last (empty) claim and its completion, and
+ * the add (kept by BullMQ as the next job) is what covers that window.
  */
-function jobWillSeeThem(reply: unknown): boolean {
-  if (!Array.isArray(reply)) return false;
-  const [pendingBefore, jobId] = reply as unknown[];
+function jobWillSeeThem([pendingBefore, , jobId]: unknown[]): boolean {
   return Number(pendingBefore) > 0 && typeof jobId === 'string';
 }
 
-/** Runs a pipeline; every reply, and the first error (of the call or of any command). */
+/** Runs a pipeline or transaction; every reply, and the first error (of the call or of any command). */
 async function execute(pipeline: ChainableCommander): Promise<{ error?: unknown; replies: unknown[] }> {
   try {
     let error: unknown;

@@ -12,13 +12,11 @@ export type ScriptName =
   | 'claim-list'
   | 'claim-set'
   | 'claim-zset'
-  | 'push-list'
-  | 'push-set'
   | 'push-zset'
   | 'release'
   | 'forget-key';
 
-const NAMES: readonly ScriptName[] = ['acquire-lock', 'claim-list', 'claim-set', 'claim-zset', 'push-list', 'push-set', 'push-zset', 'release', 'forget-key'];
+const NAMES: readonly ScriptName[] = ['acquire-lock', 'claim-list', 'claim-set', 'claim-zset', 'push-zset', 'release', 'forget-key'];
 
 /** Lua status codes shared by the scripts. */
 export const enum ScriptStatus {

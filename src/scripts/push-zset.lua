@@ -4,21 +4,17 @@
 
   KEYS[1] pending sorted set (score: ready-at ms)
   KEYS[2] backoff marker (a TTL while the key backs off after a failure)
-  KEYS[3] the batcher's index of keys (optional; left out on a Redis Cluster)
-  ARGV[1] push time in ms (index score)    ARGV[2] the user's key (index member)
-  ARGV[3] delay in ms (>= 0)
-  ARGV[4..] ids
+  ARGV[1] delay in ms (>= 0)
+  ARGV[2..] ids
 
   Returns ms until the key's job should run: when its earliest id is ready, but not before the
   backoff ends (0: now); -1 when nothing is pending.
 ]]
---- @include "index-push"
-indexPush(3)
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local at = now + tonumber(ARGV[3])
+local at = now + tonumber(ARGV[1])
 local args = {}
-for i = 4, #ARGV do
+for i = 2, #ARGV do
   args[#args + 1] = at
   args[#args + 1] = ARGV[i]
   if #args >= 1000 then

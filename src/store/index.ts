@@ -1,7 +1,7 @@
 import type { ChainableCommander } from 'ioredis';
 import type { KeyNames } from '../keys';
-import { queueScript, runScript, ScriptStatus, type RedisClient, type ScriptName } from '../scripts';
-import type { Backlog, Id, Key, StoreKind } from '../types';
+import { runScript, ScriptStatus, type RedisClient } from '../scripts';
+import type { Backlog, Id, StoreKind } from '../types';
 import { listStore } from './list';
 import { setStore } from './set';
 import { zsetStore } from './zset';
@@ -13,38 +13,16 @@ export type ClaimResult =
   | { held: true; ids: Id[]; /** zset: ms until the earliest pending id is ready */ waitMs: number }
   | { held: false };
 
-/** What a push carries besides the ids. */
-export interface PushContext {
-  /**
-   * Outside a Cluster: [the batcher's index, BullMQ's deduplication key of the key's job], written
-   * and read in the same script as the ids. On a Cluster they live in other slots: [].
-   */
-  sideKeys: readonly string[];
-  /** The push time (index score) and the user's key (index member). */
-  now: number;
-  key: Key;
-  /** zset only. */
-  delayMs: number;
-}
-
 /**
  * One Redis structure per key for pending ids and one for in-flight ids. A store knows how to
  * push, claim (atomically, fenced by the lock), and count; everything else is shared.
  */
 export interface Store {
   readonly kind: StoreKind;
-  /**
-   * Queues one push script for `ids` on a pipeline. Its reply: list and set, {ids pending before,
-   * job id or false}; zset, ms until the key's job should run.
-   */
-  push(pipeline: ChainableCommander, names: KeyNames, ids: readonly Id[], context: PushContext): void;
+  /** Queues the push commands for `ids` on a pipeline; the last one's reply is the wait in ms (zset) or unused. */
+  push(pipeline: ChainableCommander, names: KeyNames, ids: readonly Id[], delayMs: number): void;
   /** Commands that count pending and in-flight ids, in that order. */
   count(pipeline: ChainableCommander, names: KeyNames): void;
-}
-
-/** The push of list and set: the ids, plus the index and the job probe when given. */
-export function probedPush(script: ScriptName): Store['push'] {
-  return (pipeline, names, ids, { sideKeys, now, key }) => queueScript(pipeline, script, [names.pending, ...sideKeys], [now, key, ...ids]);
 }
 
 export function storeFor(kind: StoreKind): Store {

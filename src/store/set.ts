@@ -1,9 +1,11 @@
-import { probedPush, type Store } from './index';
+import type { Store } from './index';
 
 /** Unordered, duplicates collapse: an id pushed while already pending is processed once. */
 export const setStore: Store = {
   kind: 'set',
-  push: probedPush('push-set'),
+  push(pipeline, names, ids) {
+    pipeline.sadd(names.pending, ...ids);
+  },
   count(pipeline, names) {
     pipeline.scard(names.pending).scard(names.inFlight);
   },

@@ -5,9 +5,8 @@ import type { Store } from './index';
 /** Ready at a time (score, by the Redis clock); re-adding an id moves it (debounce). */
 export const zsetStore: Store = {
   kind: 'zset',
-  push(pipeline, names, ids, { sideKeys, now, key, delayMs }) {
-    // The job probe does not apply: a zset push always reschedules the key's job to its ready time.
-    queueScript(pipeline, 'push-zset', [names.pending, names.backoff, ...sideKeys.slice(0, 1)], [now, key, delayMs, ...ids]);
+  push(pipeline, names, ids, delayMs) {
+    queueScript(pipeline, 'push-zset', [names.pending, names.backoff], [delayMs, ...ids]);
   },
   count(pipeline, names) {
     pipeline.zcard(names.pending).zcard(names.inFlight);
@@ -16,5 +15,5 @@ export const zsetStore: Store = {
 
 /** Ms until a zset key's job should run (its earliest id, not before its backoff ends); -1 if nothing is pending. */
 export async function zsetReadyIn(client: RedisClient, names: KeyNames): Promise<number> {
-  return Number(await runScript(client, 'push-zset', [names.pending, names.backoff], [0, '', 0]));
+  return Number(await runScript(client, 'push-zset', [names.pending, names.backoff], [0]));
 }
