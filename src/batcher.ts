@@ -60,7 +60,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     }
     return redlock;
   };
-  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key });
+  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, attempts: opts.attempts });
   const recoveryDeps = (): RecoveryDeps => ({
     client: client(),
     queue: getQueue,

@@ -5,7 +5,7 @@ import { ensureJob, type KeyQueue } from './job';
 import { Cluster, type ChainableCommander } from 'ioredis';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
 import { zsetReadyIn } from './store/zset';
-import type { RedisClient } from './scripts';
+import { queueScript, type RedisClient } from './scripts';
 import type { Store } from './store';
 import type { BatchByKeyOptions, Id, Key, PerformOptions, PerformResult } from './types';
 
@@ -19,13 +19,16 @@ export interface EnqueueDeps {
   keyspace: Keyspace;
   store: Store;
   resolver: BatchByKeyOptions['key'];
+  /** The batcher's `attempts`: a job at its last attempt does not cover a push. */
+  attempts: number;
 }
 
 /**
- * Validates everything, then writes the ids in one pipelined round trip and makes sure a job
- * serves the key. The job is added after the ids are stored and deduplicated by key with
- * `keepLastIfActive`: if the key's job is finishing right now, BullMQ keeps this add and starts
- * it when that job ends, so no push is left without a job (no lost wakeup).
+ * Validates everything, then writes the ids in one transaction and makes sure a job serves the
+ * key. Unless the transaction shows a waiting job that will claim them, the job is added after the
+ * ids are stored, deduplicated by key with `keepLastIfActive`: if the key's job is finishing right
+ * now, BullMQ keeps this add and starts it when that job ends, so no push is left without a job
+ * (no lost wakeup).
  */
 export async function performBatchLater(
   deps: EnqueueDeps,
@@ -50,14 +53,17 @@ export async function performBatchLater(
   else tx.zadd(deps.keyspace.index, Date.now(), key);
   const probe = !cluster && !zset;
   if (probe) {
-    deps.store.count(tx, names);
-    tx.get(deps.queue().toKey(`de:${encodeKey(key)}`));
+    const queue = deps.queue();
+    queueScript(tx, 'job-waits', [queue.toKey(`de:${encodeKey(key)}`), queue.toKey('active')], []);
+    tx.get(names.failures);
   }
   for (let i = 0; i < ids.length; i += PUSH_CHUNK) {
     deps.store.push(tx, names, ids.slice(i, i + PUSH_CHUNK), delayMs);
   }
   const stored = await execute(tx);
-  if (probe && stored.error === undefined && jobWillSeeThem(stored.replies.slice(1, 4))) return { key, pushed: ids.length };
+  if (probe && stored.error === undefined && jobWillSeeThem(stored.replies[1], stored.replies[2], deps.attempts)) {
+    return { key, pushed: ids.length };
+  }
 
   // Even if a command failed, earlier chunks may have landed: they must have a job all the same.
   const waitMs = zset ? Math.max(0, Number(stored.replies.at(-1))) : 0;
@@ -69,14 +75,14 @@ export async function performBatchLater(
 }
 
 /**
- * Whether the add can be skipped. It can when, at the instant of the push (the transaction is
- * atomic), ids were already pending and the key's job existed: that job has at least one more
- * claim to make before it can complete, and that claim comes after these ids. When the pending
- * structure was empty, the job may be between its last (empty) claim and its completion, and
- * the add (kept by BullMQ as the next job) is what covers that window.
+ * Whether the add can be skipped, from what the transaction read at the instant the ids landed:
+ * the key's job exists and has not started (so it will claim after these ids), and it is not one
+ * failure away from giving up (a job that fails for good would leave them to the recovery sweep).
+ * An active job is never trusted: it may be between its last (empty) claim and its completion,
+ * and the add, which BullMQ keeps as the next job, is what covers that window.
  */
-function jobWillSeeThem([pendingBefore, , jobId]: unknown[]): boolean {
-  return Number(pendingBefore) > 0 && typeof jobId === 'string';
+function jobWillSeeThem(jobWaits: unknown, failures: unknown, attempts: number): boolean {
+  return Number(jobWaits) === 1 && Number(failures ?? 0) < attempts - 1;
 }
 
 /** Runs a pipeline or transaction; every reply, and the first error (of the call or of any command). */

@@ -6,6 +6,14 @@ import type { RedisClient } from './scripts';
 import { claim, type Settle } from './store';
 import type { EachIteration, Id, IterationContext, Key, KeyJob, StopReason, StoreKind } from './types';
 
+/**
+ * Wraps what the handler threw (or its timeout), so the run can tell a failed slice, which counts
+ * toward `attempts`, from Redis trouble on the way, which does not.
+ */
+export class SliceFailure {
+  constructor(readonly error: unknown) {}
+}
+
 /** How one job run ended, when it did not throw. */
 export type RunOutcome =
   /** No id left: the last slice is acked. */
@@ -66,6 +74,14 @@ export async function iterate(p: IterationParams): Promise<RunOutcome> {
  * with a SliceTimeoutError and the slice counts as failed; the handler is not killed.
  */
 async function runSlice(p: IterationParams, ctx: IterationContext, timeout: AbortController, ids: Id[]): Promise<void> {
+  try {
+    await callHandler(p, ctx, timeout, ids);
+  } catch (error) {
+    throw new SliceFailure(error);
+  }
+}
+
+async function callHandler(p: IterationParams, ctx: IterationContext, timeout: AbortController, ids: Id[]): Promise<void> {
   const result = p.handler(ids, ctx);
   if (!(result instanceof Promise)) return;
   let timer: NodeJS.Timeout | undefined;

@@ -35,7 +35,7 @@ export const DEFAULTS = {
 const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
 /** Ids per slice at most: a slice is moved by one Lua call, which blocks Redis while it runs. */
-export const MAX_SLICE_SIZE = 10_000;
+const MAX_SLICE_SIZE = 10_000;
 /**
  * Abandoning a slice that is merely slow reprocesses it, so the default timeout never goes below
  * this, even with a small maxRuntimeMs.

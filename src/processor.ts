@@ -2,7 +2,7 @@ import { DelayedError, type Job } from 'bullmq';
 import type Redlock from 'redlock';
 import { ShutdownError } from './errors';
 import { aborted, maxRuntime } from './interrupt';
-import { iterate, type RunOutcome } from './iteration';
+import { iterate, SliceFailure, type RunOutcome } from './iteration';
 import { JOB_NAME } from './job';
 import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
@@ -29,9 +29,9 @@ const FAILURES_TTL_MS = 7 * 24 * 3600_000;
  * The BullMQ processor of a batcher. A run takes the key's lock, iterates slices, and then
  * completes (nothing left), or moves its own job to delayed: at once when interrupted (so it
  * lines up behind jobs already waiting), at the earliest ready time (zset), or after a backoff
- * when a slice failed. The job stays the same BullMQ job throughout, so a key never has two,
- * and it never fails for Redis trouble (BullMQ's own attempts are 1): only after `attempts`
- * failed slices in a row.
+ * when a slice failed. The job stays the same BullMQ job throughout, so a key never has two.
+ * It fails (BullMQ's own attempts are 1) after `attempts` failed slices in a row, or when Redis
+ * is too broken even to move it to delayed; the recovery sweep brings such a key back.
  */
 export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor): KeyProcessor {
   // Three declared parameters: BullMQ hands a cancellation signal only to processors of arity >= 3.
@@ -95,12 +95,14 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
       stop: AbortSignal.any([stopping, lock.signal]),
       interrupts: [aborted(lock.signal, 'lock_lost'), aborted(stopping, 'shutdown'), maxRuntime(Date.now(), options.maxRuntimeMs)],
     });
-  } catch (error) {
+  } catch (thrown) {
+    // Redis trouble in a claim is not the slice's fault: the safety net in runKey retries the run.
+    if (!(thrown instanceof SliceFailure)) throw thrown;
     // A handler that gives up because ctx.signal fired for a shutdown or a lost lock is
     // stopping, not failing (a slice timeout is a failure).
     if (lock.signal.aborted) return { kind: 'lock_lost' };
     if (stopping.aborted) return { kind: 'stopped', reason: 'shutdown', restore: true };
-    return { kind: 'failed', error };
+    return { kind: 'failed', error: thrown.error };
   }
 }
 
@@ -121,7 +123,7 @@ async function conclude(
       return;
     case 'waiting':
       await release(client, names, lock.value, 'ack', options);
-      return delayUntilReady(client, job, token, names, outcome.waitMs);
+      return delayUntilReady(client, job, token, names, outcome.waitMs, options);
     case 'stopped':
       log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
       if (outcome.restore) await claim(client, options.store, names, lock.value, `${lock.value}:restore`, 'restore', 0);
@@ -145,10 +147,15 @@ async function requeue(job: KeyJob, token: string, delayMs: number): Promise<nev
  * zset: waits for the earliest pending id. A push that landed after our last claim found the job
  * still active, so it could not bring the delayed job forward: look again once it is delayed.
  */
-async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, names: KeyNames, waitMs: number): Promise<never> {
+async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, names: KeyNames, waitMs: number, options: ResolvedOptions): Promise<never> {
   await job.moveToDelayed(Date.now() + waitMs, token);
-  const now = await zsetReadyIn(client, names);
-  if (now >= 0 && now < waitMs) await job.changeDelay(now);
+  try {
+    const now = await zsetReadyIn(client, names);
+    if (now >= 0 && now < waitMs) await job.changeDelay(now);
+  } catch (err) {
+    // The job is delayed already; at worst a push that raced with it waits for its earlier time.
+    log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed zset key', { err, key: job.data.key });
+  }
   throw new DelayedError();
 }
 
@@ -171,6 +178,8 @@ async function retryLater(deps: ProcessorDeps, job: KeyJob, token: string, names
   const { client, options } = deps;
   await claim(client, options.store, names, lock.value, `${lock.value}:restore`, 'restore', 0);
   const failures = await release(client, names, lock.value, 'fail', options);
+  // The lock was lost meanwhile: nothing was counted, and the next holder restores the slice.
+  if (failures === ScriptStatus.LockNotHeld) return requeue(job, token, 0);
   log(options.logger, 'error', 'batch-by-key: slice failed', { err, key: job.data.key, failures, attempts: options.attempts });
   if (failures >= options.attempts) return { error: err };
   const delayMs = backoffDelay(options.backoff, Math.max(failures, 1), err);

@@ -16,8 +16,6 @@ export type StoreKind = 'list' | 'set' | 'zset';
 /** The data of the single BullMQ job that serves a key. */
 export interface KeyJobData {
   key: Key;
-  /** Failures in a row of this key's slices; reset by the first slice that succeeds. */
-  failures?: number;
 }
 
 export type KeyJob = Job<KeyJobData, void, string>;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { batchByKey, withKey } from '../src';
+import { Keyspace } from '../src/keys';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
 import { range, Recorder, redisClient, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
 
@@ -62,7 +63,7 @@ describe('performBatchLater', () => {
     expect(await b.backlog('bulk')).toEqual({ pending: 5000, inFlight: 0 });
   });
 
-  it('adds no job when the key already has pending ids and a job: one transaction per push', async () => {
+  it('adds no job when the key job is waiting: one transaction per push', async () => {
     const b = isolatedBatcher();
     await b.performBatchLater(['first'], { key: 'k' });
     const counts = await commandCounts(async () => {
@@ -70,8 +71,16 @@ describe('performBatchLater', () => {
       await b.performBatchLater(['third'], { key: 'k' });
     });
     expect(counts.exec).toBe(2);
-    expect(counts.evalsha ?? 0).toBe(0); // BullMQ's add script
+    expect(counts.evalsha).toBe(2); // our probe in each transaction; BullMQ's add would be a third
     expect(await b.backlog('k')).toEqual({ pending: 3, inFlight: 0 });
+  });
+
+  it('still adds the job when the key is one failure away from giving up', async () => {
+    const b = track(batchByKey({ name: uniqueName(), connection: isolated.url, attempts: 2, eachIteration: () => {} }));
+    await b.performBatchLater(['first'], { key: 'k' });
+    await track(new Redis(isolated.url)).set(new Keyspace('bull', b.name).forKey('k').failures, '1');
+    const counts = await commandCounts(() => b.performBatchLater(['second'], { key: 'k' }));
+    expect(counts.evalsha).toBe(2); // our probe, and BullMQ's add: a job that fails for good would not cover the push
   });
 
   it('takes the key from the options resolver, then from withKey, explicit key first', async () => {

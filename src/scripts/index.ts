@@ -14,9 +14,10 @@ export type ScriptName =
   | 'claim-zset'
   | 'push-zset'
   | 'release'
-  | 'forget-key';
+  | 'forget-key'
+  | 'job-waits';
 
-const NAMES: readonly ScriptName[] = ['acquire-lock', 'claim-list', 'claim-set', 'claim-zset', 'push-zset', 'release', 'forget-key'];
+const NAMES: readonly ScriptName[] = ['acquire-lock', 'claim-list', 'claim-set', 'claim-zset', 'push-zset', 'release', 'forget-key', 'job-waits'];
 
 /** Lua status codes shared by the scripts. */
 export const enum ScriptStatus {
