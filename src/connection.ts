@@ -28,7 +28,7 @@ export function fromUrl(url: string): RedisOptions {
   };
 }
 
-export function isClient(connection: Connection): connection is Redis | Cluster {
+function isClient(connection: Connection): connection is Redis | Cluster {
   return connection instanceof Redis || connection instanceof Cluster;
 }
 

@@ -10,7 +10,7 @@ import type { Store } from './store';
 import type { BatchByKeyOptions, Id, Key, PerformOptions, PerformResult } from './types';
 
 /** Ids per Redis command: large enough for few round trips, small enough not to block Redis. */
-export const PUSH_CHUNK = 1000;
+const PUSH_CHUNK = 1000;
 
 /** @internal */
 export interface EnqueueDeps {

@@ -60,6 +60,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     }
     lock = acquired.lock;
     const outcome = await runSlices(deps, job, names, lock, bullSignal);
+    // No renewal may race the release below (it would fail and log a spurious warning).
     lock.stop();
     giveUp = await conclude(deps, job, token, names, lock, outcome);
   } catch (err) {
@@ -126,7 +127,7 @@ async function conclude(
       return delayUntilReady(client, job, token, names, outcome.waitMs, options);
     case 'stopped':
       log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
-      if (outcome.restore) await claim(client, options.store, names, lock.value, `${lock.value}:restore`, 'restore', 0);
+      if (outcome.restore) await restoreSlice(deps, names, lock);
       await release(client, names, lock.value, outcome.restore ? 'keep' : 'ack', options);
       return requeue(job, token, 0);
     case 'lock_lost':
@@ -135,6 +136,11 @@ async function conclude(
     case 'failed':
       return retryLater(deps, job, token, names, lock, outcome.error);
   }
+}
+
+/** Puts the slice in flight back in front of the pending ids (a claim of nothing that restores). */
+async function restoreSlice(deps: ProcessorDeps, names: KeyNames, lock: KeyLock): Promise<void> {
+  await claim(deps.client, deps.options.store, names, lock.value, `${lock.value}:restore`, 'restore', 0);
 }
 
 /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
@@ -176,7 +182,7 @@ async function release(client: RedisClient, names: KeyNames, lockValue: string, 
  */
 async function retryLater(deps: ProcessorDeps, job: KeyJob, token: string, names: KeyNames, lock: KeyLock, err: unknown): Promise<{ error: unknown }> {
   const { client, options } = deps;
-  await claim(client, options.store, names, lock.value, `${lock.value}:restore`, 'restore', 0);
+  await restoreSlice(deps, names, lock);
   const failures = await release(client, names, lock.value, 'fail', options);
   // The lock was lost meanwhile: nothing was counted, and the next holder restores the slice.
   if (failures === ScriptStatus.LockNotHeld) return requeue(job, token, 0);
