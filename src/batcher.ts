@@ -2,12 +2,15 @@ import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redlock from 'redlock';
 import { commandClient, fromUrl } from './connection';
 import { performBatchLater, type EnqueueDeps } from './enqueue';
+import { DeadLetterBox } from './dead-letters';
 import { ClosedError } from './errors';
+import { BatcherEmitter } from './events';
 import { validateKey } from './input';
 import { Keyspace } from './keys';
 import { log } from './logger';
 import { resolveOptions, type ResolvedOptions } from './options';
 import { keyProcessor } from './processor';
+import { progress, waitFor } from './progress';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts, scriptSource } from './scripts';
 import { backlog, storeFor } from './store';
@@ -60,7 +63,14 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     }
     return redlock;
   };
-  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, attempts: opts.attempts });
+  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, ticketTtlMs: opts.ticketTtlMs });
+  const events = new BatcherEmitter(opts.logger);
+  const deadLetters = new DeadLetterBox({
+    client,
+    keyspace,
+    maxDeadLetters: opts.maxDeadLetters,
+    push: (key, ids) => performBatchLater(enqueueDeps(), ids, { key }),
+  });
   const recoveryDeps = (): RecoveryDeps => ({
     client: client(),
     queue: getQueue,
@@ -74,7 +84,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     name: opts.name,
     performBatchLater: async (ids, performOptions) => performBatchLater(enqueueDeps(), ids, performOptions),
     processor(fallback?: FallbackProcessor): KeyProcessor {
-      return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler }, fallback);
+      return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events }, fallback);
     },
     attach(worker) {
       worker.on('error', (err) => log(opts.logger, 'error', 'batch-by-key: worker error', { err }));
@@ -113,6 +123,17 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     },
     backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
+    deadLetters,
+    progress: async (ticket) => progress(client(), keyspace, ticket),
+    waitFor: async (ticket, waitOptions) => waitFor(client(), keyspace, ticket, waitOptions),
+    on(event, listener) {
+      events.on(event, listener);
+      return this;
+    },
+    off(event, listener) {
+      events.off(event, listener);
+      return this;
+    },
     async close() {
       if (closed) return;
       closed = true;

@@ -3,6 +3,8 @@ import { resolveOptions } from './options';
 import type {
   Backlog,
   Batcher,
+  BatcherEvents,
+  DeadLetters,
   BatchByKeyOptions,
   CreateWorkerOptions,
   FallbackProcessor,
@@ -12,6 +14,9 @@ import type {
   KeyProcessor,
   PerformOptions,
   PerformResult,
+  Progress,
+  Ticket,
+  WaitForOptions,
 } from './types';
 import type { Worker } from 'bullmq';
 
@@ -57,6 +62,21 @@ export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
     }
     static recover(this: JobClass): Promise<number> {
       return batcherOf(this).recover();
+    }
+    static get deadLetters(): DeadLetters {
+      return batcherOf(this as unknown as JobClass).deadLetters;
+    }
+    static progress(this: JobClass, ticket: Ticket): Promise<Progress> {
+      return batcherOf(this).progress(ticket);
+    }
+    static waitFor(this: JobClass, ticket: Ticket, opts?: WaitForOptions): Promise<Progress> {
+      return batcherOf(this).waitFor(ticket, opts);
+    }
+    static on<E extends keyof BatcherEvents>(this: JobClass, event: E, listener: (...args: BatcherEvents[E]) => void): void {
+      batcherOf(this).on(event, listener);
+    }
+    static off<E extends keyof BatcherEvents>(this: JobClass, event: E, listener: (...args: BatcherEvents[E]) => void): void {
+      batcherOf(this).off(event, listener);
     }
     static close(this: JobClass): Promise<void> {
       const batcher = batchers.get(this);

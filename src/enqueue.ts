@@ -7,6 +7,7 @@ import { encodeKey, type KeyNames, type Keyspace } from './keys';
 import { zsetReadyIn } from './store/zset';
 import { queueScript, type RedisClient } from './scripts';
 import type { Store } from './store';
+import { createTicket, newTicket } from './progress';
 import type { BatchByKeyOptions, Id, Key, PerformOptions, PerformResult } from './types';
 
 /** Ids per Redis command: large enough for few round trips, small enough not to block Redis. */
@@ -19,8 +20,8 @@ export interface EnqueueDeps {
   keyspace: Keyspace;
   store: Store;
   resolver: BatchByKeyOptions['key'];
-  /** The batcher's `attempts`: a job at its last attempt does not cover a push. */
-  attempts: number;
+  /** How long a ticket of a tracked push lives. */
+  ticketTtlMs: number;
 }
 
 /**
@@ -28,7 +29,8 @@ export interface EnqueueDeps {
  * key. Unless the transaction shows a waiting job that will claim them, the job is added after the
  * ids are stored, deduplicated by key with `keepLastIfActive`: if the key's job is finishing right
  * now, BullMQ keeps this add and starts it when that job ends, so no push is left without a job
- * (no lost wakeup).
+ * (no lost wakeup). An active job is never trusted: it may be between its last (empty) claim and
+ * its completion, and the add, which BullMQ keeps as the next job, is what covers that window.
  */
 export async function performBatchLater(
   deps: EnqueueDeps,
@@ -37,15 +39,20 @@ export async function performBatchLater(
 ): Promise<PerformResult> {
   const ids = normalizeIds(rawIds);
   const delayMs = validateDelay(deps.store, options.delayMs);
+  const track = validateTrack(options.track);
   const key = await resolveKey(deps.resolver, options.key);
-  if (ids.length === 0) return { key, pushed: 0 };
+  const ticket = track ? newTicket(key) : undefined;
+  if (ids.length === 0) {
+    if (ticket) await createTicket(deps.client, deps.keyspace.forKey(key), ticket, deps.ticketTtlMs);
+    return { key, pushed: 0, ...(ticket && { ticket: ticket.ticket }) };
+  }
 
   const { client } = deps;
   const names = deps.keyspace.forKey(key);
   const zset = deps.store.kind === 'zset';
   const cluster = client instanceof Cluster;
   // Outside a Cluster the push is one transaction, which also tells whether the key's job will
-  // see these ids without an add (see jobWillSeeThem). On a Cluster the index and BullMQ's keys
+  // see these ids without an add. On a Cluster the index and BullMQ's keys
   // sit in other slots than the key's data, so they are separate commands.
   const tx = cluster ? client.pipeline() : client.multi();
   // The index of keys with recent pushes (for recovery) is written first, so stored ids are always findable.
@@ -54,35 +61,26 @@ export async function performBatchLater(
   const probe = !cluster && !zset;
   if (probe) {
     const queue = deps.queue();
-    queueScript(tx, 'job-waits', [queue.toKey(`de:${encodeKey(key)}`), queue.toKey('active')], []);
-    tx.get(names.failures);
+    queueScript(tx, 'job-waits', [queue.toKey(`de:${encodeKey(key)}`), queue.toKey('active'), queue.toKey('delayed')], []);
   }
   for (let i = 0; i < ids.length; i += PUSH_CHUNK) {
-    deps.store.push(tx, names, ids.slice(i, i + PUSH_CHUNK), delayMs);
+    const chunk = ids.slice(i, i + PUSH_CHUNK);
+    // Before the ids on a Cluster pipeline too, so no claim sees a tracked id untracked.
+    if (ticket) queueScript(tx, 'track-push', [names.tracked, ticket.hash(names)], [ticket.id, deps.ticketTtlMs, ...chunk]);
+    deps.store.push(tx, names, chunk, delayMs);
   }
   const stored = await execute(tx);
-  if (probe && stored.error === undefined && jobWillSeeThem(stored.replies[1], stored.replies[2], deps.attempts)) {
-    return { key, pushed: ids.length };
-  }
+  const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }) };
+  // The job probe is the transaction's second reply; 1 means a waiting job will claim these ids.
+  if (probe && stored.error === undefined && Number(stored.replies[1]) === 1) return result;
 
   // Even if a command failed, earlier chunks may have landed: they must have a job all the same.
   const waitMs = zset ? Math.max(0, Number(stored.replies.at(-1))) : 0;
   let error = stored.error;
-  await ensureJob(deps.queue(), key, waitMs, zset).catch((err: unknown) => (error ??= err));
+  await ensureJob(deps.queue(), key, waitMs).catch((err: unknown) => (error ??= err));
   if (error !== undefined) throw error;
   if (zset) await bringForward(deps, key, names, waitMs);
-  return { key, pushed: ids.length };
-}
-
-/**
- * Whether the add can be skipped, from what the transaction read at the instant the ids landed:
- * the key's job exists and has not started (so it will claim after these ids), and it is not one
- * failure away from giving up (a job that fails for good would leave them to the recovery sweep).
- * An active job is never trusted: it may be between its last (empty) claim and its completion,
- * and the add, which BullMQ keeps as the next job, is what covers that window.
- */
-function jobWillSeeThem(jobWaits: unknown, failures: unknown, attempts: number): boolean {
-  return Number(jobWaits) === 1 && Number(failures ?? 0) < attempts - 1;
+  return result;
 }
 
 /** Runs a pipeline or transaction; every reply, and the first error (of the call or of any command). */
@@ -114,8 +112,13 @@ async function bringForward(deps: EnqueueDeps, key: Key, names: KeyNames, waitMs
     const readyIn = await zsetReadyIn(deps.client, names);
     if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     dueAt = Date.now() + readyIn;
-    await ensureJob(deps.queue(), key, readyIn, true);
+    await ensureJob(deps.queue(), key, readyIn);
   }
+}
+
+function validateTrack(track: unknown): boolean {
+  if (track === undefined || typeof track === 'boolean') return track === true;
+  throw new InvalidOptionError(`track must be a boolean, got ${describe(track)}`);
 }
 
 function validateDelay(store: Store, delayMs: unknown): number {

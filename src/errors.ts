@@ -1,3 +1,5 @@
+import type { Id, Progress } from './types';
+
 /**
  * Every error this library throws on purpose is a `BatchByKeyError` with a stable `code`,
  * so callers can branch on `err.code` (or `instanceof` a subclass) instead of parsing messages.
@@ -10,7 +12,10 @@ export type ErrorCode =
   | 'ERR_LOCK_LOST'
   | 'ERR_SHUTDOWN'
   | 'ERR_CLOSED'
-  | 'ERR_SLICE_TIMEOUT';
+  | 'ERR_SLICE_TIMEOUT'
+  | 'ERR_PERMANENT'
+  | 'ERR_UNKNOWN_TICKET'
+  | 'ERR_WAIT_TIMEOUT';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -77,6 +82,39 @@ export class SliceTimeoutError extends BatchByKeyError {
 export class ClosedError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_CLOSED', message);
+  }
+}
+
+/**
+ * Thrown by a handler: these ids (or, without `ids`, the whole slice) can never succeed, so they
+ * skip the remaining attempts. The listed ids become dead letters at once and the slice's other
+ * ids are retried at once; a whole slice is split to find the bad ids (or, with
+ * `isolateFailures: false`, dead-lettered). BullMQ's `UnrecoverableError` counts as a whole-slice
+ * PermanentError.
+ */
+export class PermanentError extends BatchByKeyError {
+  readonly ids: readonly Id[] | undefined;
+  constructor(message: string, options: { ids?: readonly (Id | number)[]; cause?: unknown } = {}) {
+    super('ERR_PERMANENT', message);
+    this.ids = options.ids?.map(String);
+    if (options.cause !== undefined) this.cause = options.cause;
+  }
+}
+
+/** `progress(ticket)` or `waitFor(ticket)` for a ticket that never existed or has expired (`ticketTtlMs`). */
+export class UnknownTicketError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_UNKNOWN_TICKET', message);
+  }
+}
+
+/** `waitFor(ticket, { timeoutMs })` ran out of time; `progress` is the last reading. */
+export class WaitTimeoutError extends BatchByKeyError {
+  constructor(
+    message: string,
+    readonly progress: Progress,
+  ) {
+    super('ERR_WAIT_TIMEOUT', message);
   }
 }
 

@@ -24,6 +24,9 @@ export {
   ShutdownError,
   ClosedError,
   SliceTimeoutError,
+  PermanentError,
+  UnknownTicketError,
+  WaitTimeoutError,
   type ErrorCode,
 } from './errors';
 export type * from './types';

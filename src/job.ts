@@ -9,17 +9,17 @@ export const JOB_NAME = 'batch-by-key';
 export type KeyQueue = Queue<KeyJobData, void, string>;
 
 /**
- * Adds the key's job unless one exists. With `reschedule` (zset), an existing delayed job is
- * moved to `delayMs`, the time the earliest pending id is ready.
+ * Adds the key's job unless one exists. An existing delayed job (backing off, or waiting for a
+ * zset time) is moved to `delayMs`: for new ids that are ready now, that brings it forward.
  */
-export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number, reschedule: boolean): Promise<void> {
+export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number): Promise<void> {
   await queue.add(
     JOB_NAME,
     { key },
     {
-      deduplication: { id: encodeKey(key), keepLastIfActive: true, ...(reschedule ? { reschedule: true } : {}) },
+      deduplication: { id: encodeKey(key), keepLastIfActive: true, reschedule: true },
       delay: delayMs,
-      // Retries are ours (per slice, with a failure count that resets on success), not BullMQ's.
+      // Retries are ours, per slice; a run never fails for a slice.
       attempts: 1,
       removeOnComplete: true,
       removeOnFail: { count: 1000 },

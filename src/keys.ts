@@ -13,10 +13,30 @@ export interface KeyNames {
   lock: string;
   /** The id of the last claim applied, which makes a resent claim a no-op. */
   lastClaim: string;
-  /** Failed slices in a row (a counter); deleted by the first slice that succeeds. */
-  failures: string;
-  /** Exists, with a TTL, while the key backs off after a failure; zset pushes do not cut it short. */
-  backoff: string;
+  /** Failed slices backing off: a sorted set of slice ids scored by the time they are due again. */
+  retry: string;
+  /** Slice id → JSON `RetrySlice` (its ids and failure history), for the slices in `retry`. */
+  retrySlices: string;
+  /** Tracked ids waiting (pending or backing off): id → the tickets of its pushes, space-separated. */
+  tracked: string;
+  /** The same for the ids of the slice in flight. */
+  trackedInFlight: string;
+  /** Prefix of a ticket's hash (`${ticketPrefix}${ticket}`: total, done, failed) and its errors list (`…:errors`). */
+  ticketPrefix: string;
+}
+
+/** The batcher's dead letters; these keys share one hash slot of their own. */
+export interface DeadNames {
+  /** Field `${encodeKey(key)}:${id}` → JSON entry. */
+  entries: string;
+  /** The same fields, scored by the time of their last failure (oldest are evicted first). */
+  byTime: string;
+  /** The same fields, scored by attempts. */
+  byAttempts: string;
+  /** Per key: `${ofKey}${encodeKey(key)}` holds that key's fields, scored by time. */
+  ofKey: string;
+  /** How many dead letters the cap has evicted (a counter). */
+  evicted: string;
 }
 
 export class Keyspace {
@@ -27,6 +47,21 @@ export class Keyspace {
     // Redis Cluster hashes the first {tag} of a name; a BullMQ prefix like '{bull}' must not
     // become it, or every key of every account would land in one slot.
     this.root = `${prefix.replace(/[{}]/g, '')}:${name}:bbk`;
+  }
+
+  /**
+   * Their hash tag holds a ':', which an encoded key never does, so it is never a key's tag,
+   * and a batcher's dead letters sit together in one slot.
+   */
+  get dead(): DeadNames {
+    const base = `${this.root}:{${this.root}}`;
+    return {
+      entries: `${base}:dead`,
+      byTime: `${base}:dead:by-time`,
+      byAttempts: `${base}:dead:by-attempts`,
+      ofKey: `${base}:dead:of:`,
+      evicted: `${base}:dead:evicted`,
+    };
   }
 
   /** Keys that had pushes recently, scored by the time of the last push (recovery sweeps it). */
@@ -41,8 +76,11 @@ export class Keyspace {
       inFlight: `${base}:inflight`,
       lock: `${base}:lock`,
       lastClaim: `${base}:claim`,
-      failures: `${base}:failures`,
-      backoff: `${base}:backoff`,
+      retry: `${base}:retry`,
+      retrySlices: `${base}:retry:slices`,
+      tracked: `${base}:tracked`,
+      trackedInFlight: `${base}:tracked:inflight`,
+      ticketPrefix: `${base}:ticket:`,
     };
   }
 }

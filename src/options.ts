@@ -1,7 +1,7 @@
 import { describe, InvalidOptionError } from './errors';
 import { fromUrl } from './connection';
 import { silentLogger } from './logger';
-import type { Backoff, BatchByKeyOptions, EachIteration, Logger, StoreKind } from './types';
+import type { Backoff, BatchByKeyOptions, EachIteration, Logger, SliceMiddleware, StoreKind } from './types';
 
 /** Options after defaults are applied; `eachIteration` may still come from a class (see class-form). */
 export interface ResolvedOptions {
@@ -16,6 +16,10 @@ export interface ResolvedOptions {
   eachIteration: EachIteration | undefined;
   attempts: number;
   backoff: Backoff;
+  isolateFailures: boolean;
+  maxDeadLetters: number;
+  ticketTtlMs: number;
+  around: readonly SliceMiddleware[];
   prefix: string;
   recoveryIntervalMs: number;
   logger: Logger;
@@ -28,6 +32,9 @@ export const DEFAULTS = {
   lockTtlMs: 5 * 60_000,
   attempts: 5,
   backoff: { type: 'exponential', delayMs: 1_000, maxDelayMs: 60_000 },
+  isolateFailures: true,
+  maxDeadLetters: 10_000,
+  ticketTtlMs: 24 * 3600_000,
   prefix: 'bull',
   recoveryIntervalMs: 60_000,
 } as const satisfies Partial<ResolvedOptions>;
@@ -43,6 +50,8 @@ const MAX_SLICE_SIZE = 10_000;
 const MIN_DEFAULT_SLICE_TIMEOUT_MS = 60_000;
 /** Sweeping more often than this only loads Redis. */
 const MIN_RECOVERY_INTERVAL_MS = 100;
+/** A ticket must outlive at least the push that creates it. */
+const MIN_TICKET_TTL_MS = 1_000;
 /** Short TTLs would expire between renewals on a busy event loop. */
 const MIN_LOCK_TTL_MS = 1_000;
 
@@ -67,8 +76,15 @@ function validateBackoff(backoff: unknown): Backoff {
     }
   }
   throw new InvalidOptionError(
-    "options.backoff must be { type: 'fixed' | 'exponential', delayMs >= 0, maxDelayMs? } or (failures, error) => ms",
+    "options.backoff must be { type: 'fixed' | 'exponential', delayMs >= 0, maxDelayMs? } or (attempt, error) => ms",
   );
+}
+
+function validateAround(around: unknown): readonly SliceMiddleware[] {
+  if (around === undefined) return [];
+  const list = Array.isArray(around) ? around : [around];
+  if (list.every((m) => typeof m === 'function')) return list as SliceMiddleware[];
+  throw new InvalidOptionError('options.around must be a middleware (slice, next) => Promise<void>, or an array of them');
 }
 
 /** Validates everything up front, so a typo fails at startup and not at the first push. */
@@ -101,6 +117,9 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
   if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
     throw new InvalidOptionError(`options.prefix must be a non-empty string, got ${describe(o.prefix)}`);
   }
+  if (o.isolateFailures !== undefined && typeof o.isolateFailures !== 'boolean') {
+    throw new InvalidOptionError(`options.isolateFailures must be a boolean, got ${describe(o.isolateFailures)}`);
+  }
   if (o.logger !== undefined && (typeof o.logger !== 'object' || o.logger === null)) {
     throw new InvalidOptionError('options.logger must be console-like: { debug?, info?, warn?, error? }');
   }
@@ -117,20 +136,24 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     eachIteration: o.eachIteration,
     attempts: integer('attempts', o.attempts, DEFAULTS.attempts),
     backoff: validateBackoff(o.backoff),
+    isolateFailures: o.isolateFailures ?? DEFAULTS.isolateFailures,
+    maxDeadLetters: integer('maxDeadLetters', o.maxDeadLetters, DEFAULTS.maxDeadLetters),
+    ticketTtlMs: integer('ticketTtlMs', o.ticketTtlMs, DEFAULTS.ticketTtlMs, MIN_TICKET_TTL_MS),
+    around: validateAround(o.around),
     prefix: o.prefix ?? DEFAULTS.prefix,
     recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
     logger: o.logger ?? silentLogger,
   };
 }
 
-/** Milliseconds to wait before the key runs again after `failures` failed slices in a row. */
-export function backoffDelay(backoff: Backoff, failures: number, error: unknown): number {
+/** Milliseconds to wait before a slice runs again after its `attempt`-th run failed. */
+export function backoffDelay(backoff: Backoff, attempt: number, error: unknown): number {
   if (typeof backoff === 'function') {
-    const ms = backoff(failures, error);
+    const ms = backoff(attempt, error);
     // A custom function that returns garbage must not make a failing key spin.
     return Number.isFinite(ms) ? Math.max(0, ms) : DEFAULTS.backoff.delayMs;
   }
   if (backoff.type === 'fixed') return backoff.delayMs;
-  const exp = backoff.delayMs * 2 ** (failures - 1);
+  const exp = backoff.delayMs * 2 ** (attempt - 1);
   return Math.min(exp, backoff.maxDelayMs ?? Number.POSITIVE_INFINITY);
 }

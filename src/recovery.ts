@@ -40,14 +40,14 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
     const key = flat[i] as string;
     const seenScore = flat[i + 1] as string;
     const names = keyspace.forKey(key);
-    const [{ pending, inFlight }, locked] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock)]);
-    if (!pending && !inFlight && !locked) {
+    const [{ pending, inFlight, retrying }, locked] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock)]);
+    if (!pending && !inFlight && !retrying && !locked) {
       await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
       continue;
     }
     // A run holds the key, or a job waits for it (delayed for a backoff or a zset time): fine.
     if (!locked && !(await hasLiveJob(deps.queue(), key))) {
-      await ensureJob(deps.queue(), key, 0, false);
+      await ensureJob(deps.queue(), key, 0);
       recovered++;
     }
     // Either way the key moves behind the others, so busy keys never hide the rest from the sweep.

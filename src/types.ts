@@ -20,8 +20,8 @@ export interface KeyJobData {
 
 export type KeyJob = Job<KeyJobData, void, string>;
 
-/** Why a job run stopped between two slices. */
-export type StopReason = 'max_runtime' | 'shutdown' | 'lock_lost';
+/** Why a job run stopped between two slices (`slice_timeout`: a handler was abandoned; a fresh run goes on). */
+export type StopReason = 'max_runtime' | 'shutdown' | 'lock_lost' | 'slice_timeout';
 
 export interface IterationContext {
   /** The key whose ids these are. */
@@ -33,6 +33,8 @@ export interface IterationContext {
    * The slice may still finish; if it throws instead, its ids stay pending and are retried.
    */
   signal: AbortSignal;
+  /** 1 for a slice's first run; more when it is a retry of a failed slice (or of a part of one). */
+  attempt: number;
 }
 
 export type EachIteration = (ids: Id[], ctx: IterationContext) => Promise<void> | void;
@@ -45,11 +47,45 @@ export interface Logger {
   error?(message: string, meta?: Record<string, unknown>): void;
 }
 
-/** Delay before retrying a key whose slice threw. */
+/** Delay before a failed slice runs again; `attempt` is the attempt that failed (1 for the first). */
 export type Backoff =
   | { type: 'fixed'; delayMs: number }
   | { type: 'exponential'; delayMs: number; maxDelayMs?: number }
-  | ((failures: number, error: unknown) => number);
+  | ((attempt: number, error: unknown) => number);
+
+/** What `around` middlewares and events see of a slice. */
+export interface SliceInfo {
+  key: Key;
+  ids: readonly Id[];
+  /** 1 for a slice's first run; more for a retry. */
+  attempt: number;
+  job: KeyJob;
+}
+
+/**
+ * Wraps every slice (logging, error reporting, tracing). Call `next()` once and await it; what it
+ * throws is the slice's failure (rethrow it, or throw your own). The first middleware is outermost.
+ */
+export type SliceMiddleware = (slice: SliceInfo & { signal: AbortSignal }, next: () => Promise<void>) => Promise<void>;
+
+/** What became of a failed slice. */
+export type FailureOutcome =
+  /** Retried whole after `retryInMs`. */
+  | 'retry'
+  /** It used its attempts (or threw a PermanentError): split in halves, each retried at once. */
+  | 'split'
+  /** Dead-lettered (a single id, or `isolateFailures: false`), wholly or in part (PermanentError with ids). */
+  | 'dead';
+
+/** The events of a batcher, emitted in the worker process; listener errors are logged, not thrown. */
+export interface BatcherEvents {
+  'slice:done': [SliceInfo & { durationMs: number }];
+  'slice:failed': [SliceInfo & { durationMs: number; error: unknown; outcome: FailureOutcome; retryInMs?: number }];
+  /** A run stopped between slices and requeued its key. */
+  interrupted: [{ key: Key; job: KeyJob; reason: StopReason }];
+  /** Ids became dead letters. */
+  dead: [{ key: Key; ids: readonly Id[]; error: unknown; attempts: number }];
+}
 
 export interface BatchByKeyOptions {
   /** The BullMQ queue name and our Redis namespace. Letters, digits, `.`, `_`, `-`; at most 100. */
@@ -81,10 +117,22 @@ export interface BatchByKeyOptions {
   key?: () => Key | undefined | Promise<Key | undefined>;
   /** The work for one slice of one key. Required for `batchByKey`; the class form defines it as a method. */
   eachIteration?: EachIteration;
-  /** Failures in a row before the key's job fails in BullMQ (its ids stay pending). @default 5 */
+  /** Runs of a failing slice (the first included) before it is split or dead-lettered. @default 5 */
   attempts?: number;
-  /** Delay before a failed key runs again. @default { type: 'exponential', delayMs: 1000, maxDelayMs: 60000 } */
+  /** Delay before a failed slice runs again; the key's other ids go on meanwhile. @default { type: 'exponential', delayMs: 1000, maxDelayMs: 60000 } */
   backoff?: Backoff;
+  /**
+   * When a slice has used its attempts, split it in halves and run each once, down to single
+   * ids, so only the ids that fail alone become dead letters. `false`: dead-letter the whole slice.
+   * @default true
+   */
+  isolateFailures?: boolean;
+  /** Dead letters kept per batcher; past it the oldest are evicted (and counted). @default 10000 */
+  maxDeadLetters?: number;
+  /** How long a ticket of `performBatchLater(ids, { track: true })` can be read. @default 86400000 (24 h) */
+  ticketTtlMs?: number;
+  /** Middleware around every slice. @default [] */
+  around?: SliceMiddleware | readonly SliceMiddleware[];
   /** BullMQ key prefix; our keys live under `${prefix}:${name}:bbk:`. @default 'bull' */
   prefix?: string;
   /** How often a worker looks for keys with ids but no job (a pusher that died mid-call, a failed job). @default 60000 */
@@ -98,12 +146,41 @@ export interface PerformOptions {
   key?: Key;
   /** `zset` store only: the ids become ready this many ms from now (re-adding moves them). @default 0 */
   delayMs?: number;
+  /** Return a `ticket` to follow these ids with `progress(ticket)` and `waitFor(ticket)`. @default false */
+  track?: boolean;
 }
+
+/** Names a tracked push (opaque; it encodes the key). */
+export type Ticket = string;
 
 export interface PerformResult {
   key: Key;
   /** Ids sent to Redis (after stringifying; the set and zset stores may hold fewer). */
   pushed: number;
+  /** With `track: true`. */
+  ticket?: Ticket;
+}
+
+/**
+ * The ids of one tracked push. Every id passed counts in `total`, duplicates included; an id
+ * that a set or zset deduplicated is done (or failed) when the one run of it is.
+ */
+export interface Progress {
+  total: number;
+  done: number;
+  /** Dead-lettered. */
+  failed: number;
+  /** total - done - failed: waiting, in flight or backing off. */
+  pending: number;
+  /** The first errors of dead ids (at most 100). */
+  errors: { id: Id; message: string }[];
+}
+
+export interface WaitForOptions {
+  /** Reject with a WaitTimeoutError after this long. @default 60000 */
+  timeoutMs?: number;
+  /** How often to read the progress. @default 100 */
+  pollMs?: number;
 }
 
 export interface Backlog {
@@ -111,6 +188,50 @@ export interface Backlog {
   pending: number;
   /** Ids claimed by a running slice (or by a crashed one, until recovered). */
   inFlight: number;
+  /** Ids of failed slices backing off before their next attempt. */
+  retrying: number;
+}
+
+/** A dead letter: an id whose slice used every attempt (or threw a PermanentError for it). */
+export interface DeadLetter {
+  key: Key;
+  id: Id;
+  /** The last error; `stack` is cut to 2,000 characters. */
+  error: { name: string; message: string; stack?: string };
+  /** Failed runs that included the id (since it was last pushed). */
+  attempts: number;
+  /** The first failure of the id's slice, in ms since the epoch by the worker's clock. */
+  firstFailedAt: number;
+  lastFailedAt: number;
+}
+
+export interface DeadLetterQuery {
+  /** Only this key's letters. */
+  key?: Key;
+  /** Only these ids (of `key`, or of every key). */
+  ids?: ReadonlyArray<Id | number>;
+}
+
+export interface DeadLetterListOptions {
+  key?: Key;
+  /** @default 100 (at most 1000) */
+  limit?: number;
+  /** From the previous page's `cursor`. */
+  cursor?: string;
+  /** `time`: most recent failure first; `attempts`: most attempts first. @default 'time' */
+  order?: 'time' | 'attempts';
+}
+
+export interface DeadLetters {
+  /** A page of letters, and the cursor of the next page (absent on the last). */
+  list(options?: DeadLetterListOptions): Promise<{ letters: DeadLetter[]; cursor?: string }>;
+  count(options?: { key?: Key }): Promise<number>;
+  /** Pushes the ids back (by the store's rules: a set merges them, a list appends them) and removes their letters; returns how many. */
+  requeue(query?: DeadLetterQuery): Promise<number>;
+  /** Removes letters; returns how many. */
+  purge(query?: DeadLetterQuery): Promise<number>;
+  /** Letters the `maxDeadLetters` cap has evicted, ever. */
+  evicted(): Promise<number>;
 }
 
 /** Options for `createWorker`: BullMQ's, minus what the batcher sets itself. */
@@ -138,8 +259,16 @@ export interface Batcher {
   processor(fallback?: FallbackProcessor): KeyProcessor;
   /** Wires a Worker you built with `processor()`: shutdown signal, error logging, stranded-key recovery. */
   attach(worker: Worker): void;
-  /** How many ids a key has waiting and in flight. */
+  /** How many ids a key has waiting, in flight and backing off. */
   backlog(key: Key): Promise<Backlog>;
+  /** The batcher's dead letters. */
+  readonly deadLetters: DeadLetters;
+  /** Counts of a tracked push; an UnknownTicketError once it expired. */
+  progress(ticket: Ticket): Promise<Progress>;
+  /** Resolves with the progress once nothing of the push is pending. */
+  waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress>;
+  on<E extends keyof BatcherEvents>(event: E, listener: (...args: BatcherEvents[E]) => void): this;
+  off<E extends keyof BatcherEvents>(event: E, listener: (...args: BatcherEvents[E]) => void): this;
   /**
    * Adds a job for every key that has ids but no job and no running lock (workers also do this
    * every `recoveryIntervalMs`). Returns how many keys got one.

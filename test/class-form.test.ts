@@ -13,7 +13,7 @@ describe('class form: BatchByKey', () => {
     }
     track({ close: () => SegmentRefresher.close() });
     await SegmentRefresher.performBatchLater(range(10), { key: 'acct' });
-    expect(await SegmentRefresher.backlog('acct')).toEqual({ pending: 10, inFlight: 0 });
+    expect(await SegmentRefresher.backlog('acct')).toEqual({ pending: 10, inFlight: 0, retrying: 0 });
     SegmentRefresher.createWorker();
     await waitFor(() => seen.length === 10);
     expect(seen).toEqual(range(10).map((i) => `seg:acct:${i}`));
@@ -32,7 +32,7 @@ describe('class form: BatchByKey', () => {
     track({ close: () => B.close() });
     await A.performBatchLater(['1'], { key: 'k' });
     // Same name, same Redis namespace: B sees what A pushed.
-    expect(await B.backlog('k')).toEqual({ pending: 1, inFlight: 0 });
+    expect(await B.backlog('k')).toEqual({ pending: 1, inFlight: 0, retrying: 0 });
     expect(await A.recover()).toBe(0);
   });
 });

@@ -13,7 +13,7 @@ describe('push while the key job completes (no lost wakeup)', () => {
     }
     await waitFor(() => rec.all.length >= 400, { what: '400 ids', timeoutMs: 30_000 });
     expect(rec.idsOf('racy')).toEqual(range(400));
-    expect(await b.backlog('racy')).toEqual({ pending: 0, inFlight: 0 });
+    expect(await b.backlog('racy')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
   });
 
   it('hits the window where the job has found the key empty but not yet completed', async () => {

@@ -29,7 +29,7 @@ describe('examples/server.ts', () => {
     const ok = await post({ ids: [1, 2, 3] }, 'acct-42');
     expect(ok.status).toBe(202);
     expect(await ok.json()).toEqual({ key: 'acct-42', pushed: 3 });
-    expect(await SegmentRefresher.backlog('acct-42')).toEqual({ pending: 3, inFlight: 0 });
+    expect(await SegmentRefresher.backlog('acct-42')).toEqual({ pending: 3, inFlight: 0, retrying: 0 });
 
     const noAccount = await post({ ids: [1] });
     expect(noAccount.status).toBe(400);

@@ -72,6 +72,6 @@ describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
     expect(acknowledged.length).toBeGreaterThan(0);
     for (const id of acknowledged) expect(seen.has(id)).toBe(true);
     expect(kills).toBeGreaterThan(3);
-    for (const k of keys) expect(await b.backlog(k)).toEqual({ pending: 0, inFlight: 0 });
+    for (const k of keys) expect(await b.backlog(k)).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
   });
 });

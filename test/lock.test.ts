@@ -33,7 +33,7 @@ describe('per-key lock and fencing', () => {
     await waitFor(() => rec.all.length === 10, { what: 'all ids after the intruder left' });
     expect(reasons[0]).toBeInstanceOf(LockLostError);
     expect((reasons[0] as LockLostError).code).toBe('ERR_LOCK_LOST');
-    expect(backlogWhileLost).toEqual({ pending: 5, inFlight: 5 });
+    expect(backlogWhileLost).toEqual({ pending: 5, inFlight: 5, retrying: 0 });
     // The aborted slice was not acked by the run that lost the lock: it came back first.
     expect(rec.all).toEqual(range(10));
   });

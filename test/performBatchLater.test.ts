@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { batchByKey, withKey } from '../src';
-import { Keyspace } from '../src/keys';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
 import { range, Recorder, redisClient, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
 
@@ -60,7 +59,7 @@ describe('performBatchLater', () => {
     const counts = await commandCounts(() => b.performBatchLater(range(5000), { key: 'bulk' }));
     expect(counts.rpush).toBe(5);
     expect(counts.exec).toBe(1);
-    expect(await b.backlog('bulk')).toEqual({ pending: 5000, inFlight: 0 });
+    expect(await b.backlog('bulk')).toEqual({ pending: 5000, inFlight: 0, retrying: 0 });
   });
 
   it('adds no job when the key job is waiting: one transaction per push', async () => {
@@ -72,15 +71,7 @@ describe('performBatchLater', () => {
     });
     expect(counts.exec).toBe(2);
     expect(counts.evalsha).toBe(2); // our probe in each transaction; BullMQ's add would be a third
-    expect(await b.backlog('k')).toEqual({ pending: 3, inFlight: 0 });
-  });
-
-  it('still adds the job when the key is one failure away from giving up', async () => {
-    const b = track(batchByKey({ name: uniqueName(), connection: isolated.url, attempts: 2, eachIteration: () => {} }));
-    await b.performBatchLater(['first'], { key: 'k' });
-    await track(new Redis(isolated.url)).set(new Keyspace('bull', b.name).forKey('k').failures, '1');
-    const counts = await commandCounts(() => b.performBatchLater(['second'], { key: 'k' }));
-    expect(counts.evalsha).toBe(2); // our probe, and BullMQ's add: a job that fails for good would not cover the push
+    expect(await b.backlog('k')).toEqual({ pending: 3, inFlight: 0, retrying: 0 });
   });
 
   it('takes the key from the options resolver, then from withKey, explicit key first', async () => {
@@ -101,6 +92,6 @@ describe('performBatchLater', () => {
   it('accepts an async key resolver', async () => {
     const b = testBatcher({ eachIteration: () => {}, key: async () => 'async-key' });
     expect((await b.performBatchLater(['a'])).key).toBe('async-key');
-    expect(await b.backlog('async-key')).toEqual({ pending: 1, inFlight: 0 });
+    expect(await b.backlog('async-key')).toEqual({ pending: 1, inFlight: 0, retrying: 0 });
   });
 });

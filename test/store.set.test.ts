@@ -7,7 +7,7 @@ describe("store: 'set'", () => {
     const b = testBatcher({ store: 'set', eachIteration: rec.handler });
     await b.performBatchLater(['a', 'a', 'b'], { key: 'k' });
     await b.performBatchLater(['b', 'c', 1, '1'], { key: 'k' });
-    expect(await b.backlog('k')).toEqual({ pending: 4, inFlight: 0 });
+    expect(await b.backlog('k')).toEqual({ pending: 4, inFlight: 0, retrying: 0 });
     b.createWorker();
     await waitFor(() => rec.all.length >= 4);
     expect(rec.all.sort()).toEqual(['1', 'a', 'b', 'c']);

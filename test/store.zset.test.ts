@@ -43,25 +43,27 @@ describe("store: 'zset'", () => {
     await b.performBatchLater(['now'], { key: 'k' });
     await waitFor(() => rec.all.includes('now'), { timeoutMs: 5_000 });
     expect(rec.all).toEqual(['now']);
-    expect(await b.backlog('k')).toEqual({ pending: 1, inFlight: 0 });
+    expect(await b.backlog('k')).toEqual({ pending: 1, inFlight: 0, retrying: 0 });
   });
 
-  it('a push during a backoff does not cut the backoff short', async () => {
-    const calls: number[] = [];
+  it('a push during a backoff runs at once; the failed slice waits out its backoff', async () => {
+    const calls: { ids: string[]; at: number }[] = [];
     const b = testBatcher({
       store: 'zset',
       backoff: { type: 'fixed', delayMs: 1500 },
-      eachIteration() {
-        calls.push(Date.now());
+      eachIteration(ids) {
+        calls.push({ ids: [...ids], at: Date.now() });
         if (calls.length === 1) throw new Error('first try fails');
       },
     });
     b.createWorker();
     await b.performBatchLater(['a'], { key: 'k' });
     await waitFor(() => calls.length === 1);
-    await b.performBatchLater(['b'], { key: 'k' }); // ready now, but the key backs off
-    await waitFor(() => calls.length === 2, { timeoutMs: 10_000 });
-    expect(calls[1]! - calls[0]!).toBeGreaterThanOrEqual(1500 - 20);
+    await b.performBatchLater(['b'], { key: 'k' }); // ready now; only 'a' backs off
+    await waitFor(() => calls.length === 3, { timeoutMs: 10_000 });
+    expect(calls.map((c) => c.ids)).toEqual([['a'], ['b'], ['a']]);
+    expect(calls[1]!.at - calls[0]!.at).toBeLessThan(1500);
+    expect(calls[2]!.at - calls[0]!.at).toBeGreaterThanOrEqual(1500 - 20);
   });
 
   it('ids pushed at random moments with random delays are each processed soon after they are ready', async () => {

@@ -75,6 +75,10 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['attempts 0', { attempts: 0 }, /options.attempts must be an integer >= 1/],
     ['a bad backoff', { backoff: { type: 'linear', delayMs: 5 } }, /options.backoff must be/],
     ['an empty prefix', { prefix: '' }, /options.prefix must be a non-empty string/],
+    ['a non-boolean isolateFailures', { isolateFailures: 'yes' }, /options.isolateFailures must be a boolean, got "yes"/],
+    ['maxDeadLetters 0', { maxDeadLetters: 0 }, /options.maxDeadLetters must be an integer >= 1/],
+    ['ticketTtlMs too short', { ticketTtlMs: 5 }, /options.ticketTtlMs must be an integer >= 1000/],
+    ['a non-function around', { around: [() => Promise.resolve(), 'log'] }, /options.around must be a middleware/],
   ];
   it.each(cases)('%s', (_label, override, message) => {
     const make = () => batchByKey({ ...base(), ...override } as Parameters<typeof batchByKey>[0]);
@@ -94,6 +98,9 @@ describe('invalid options throw InvalidOptionError at definition', () => {
       lockTtlMs: 300_000,
       attempts: 5,
       backoff: { type: 'exponential', delayMs: 1000, maxDelayMs: 60_000 },
+      isolateFailures: true,
+      maxDeadLetters: 10_000,
+      ticketTtlMs: 86_400_000,
       prefix: 'bull',
       recoveryIntervalMs: 60_000,
     });

@@ -24,7 +24,7 @@ describe('a worker process killed with SIGKILL mid-slice', () => {
     );
     await survivor.performBatchLater(range(50), { key: 'k' });
     await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the victim to claim a slice' });
-    expect(await survivor.backlog('k')).toEqual({ pending: 40, inFlight: 10 });
+    expect(await survivor.backlog('k')).toEqual({ pending: 40, inFlight: 10, retrying: 0 });
 
     await stopProcess(victim, 'SIGKILL');
     survivor.createWorker(FAST_STALL);
@@ -32,7 +32,7 @@ describe('a worker process killed with SIGKILL mid-slice', () => {
     // The victim's slice comes back first (list order), and nothing is left over.
     expect(processed).toEqual(range(50));
     expect(await redis.lrange(`${name}:started`, 0, -1)).toEqual(range(10));
-    expect(await survivor.backlog('k')).toEqual({ pending: 0, inFlight: 0 });
+    expect(await survivor.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
   });
 });
 

@@ -54,7 +54,7 @@ describe('worker.close()', () => {
     expect(reason).toBeInstanceOf(ShutdownError);
     expect((reason as ShutdownError).code).toBe('ERR_SHUTDOWN');
     expect((reason as Error).message).toContain('worker closing');
-    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0 });
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
   });
 });
 
@@ -81,7 +81,7 @@ describe('a handler that throws because ctx.signal fired', () => {
     await b.performBatchLater(['a', 'b'], { key: 'k' });
     await running;
     await worker.close();
-    expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0 });
+    expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0, retrying: 0 });
     b.createWorker();
     await waitFor(() => seen.length === 2);
     expect(seen).toEqual(['a', 'b']);

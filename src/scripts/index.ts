@@ -15,9 +15,26 @@ export type ScriptName =
   | 'push-zset'
   | 'release'
   | 'forget-key'
-  | 'job-waits';
+  | 'job-waits'
+  | 'fail-slice'
+  | 'track-push'
+  | 'dead-add'
+  | 'dead-remove';
 
-const NAMES: readonly ScriptName[] = ['acquire-lock', 'claim-list', 'claim-set', 'claim-zset', 'push-zset', 'release', 'forget-key', 'job-waits'];
+const NAMES: readonly ScriptName[] = [
+  'acquire-lock',
+  'claim-list',
+  'claim-set',
+  'claim-zset',
+  'push-zset',
+  'release',
+  'forget-key',
+  'job-waits',
+  'fail-slice',
+  'track-push',
+  'dead-add',
+  'dead-remove',
+];
 
 /** Lua status codes shared by the scripts. */
 export const enum ScriptStatus {

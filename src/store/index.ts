@@ -1,17 +1,32 @@
 import type { ChainableCommander } from 'ioredis';
+import type { RetrySlice } from '../failures';
 import type { KeyNames } from '../keys';
 import { runScript, ScriptStatus, type RedisClient } from '../scripts';
 import type { Backlog, Id, StoreKind } from '../types';
 import { listStore } from './list';
 import { setStore } from './set';
-import { zsetStore } from './zset';
+import { zsetReadyIn, zsetStore } from './zset';
 
 /** What the processor does with the ids of the previous slice when it claims the next one. */
 export type Settle = 'ack' | 'restore';
 
 export type ClaimResult =
-  | { held: true; ids: Id[]; /** zset: ms until the earliest pending id is ready */ waitMs: number }
+  | {
+      held: true;
+      ids: Id[];
+      /** When nothing was claimed: ms until something is due (a zset time or a failed slice's backoff); 0 when nothing is left. */
+      waitMs: number;
+      /** Set when the ids are a failed slice run again. */
+      retry?: RetrySlice;
+    }
   | { held: false };
+
+/**
+ * While this many failed slices of a key back off, the key claims no new pending ids: a key
+ * whose every slice fails (an outage) waits for its retries instead of spending every id's
+ * attempts, while one bad slice never holds back the rest.
+ */
+export const MAX_RETRYING_SLICES = 10;
 
 /**
  * One Redis structure per key for pending ids and one for in-flight ids. A store knows how to
@@ -36,7 +51,7 @@ export function storeFor(kind: StoreKind): Store {
   }
 }
 
-/** Settles the previous slice and claims up to `count` ids, in one round trip. */
+/** Settles the previous slice and claims up to `count` ids (or a due failed slice), in one round trip. */
 export async function claim(
   client: RedisClient,
   kind: StoreKind,
@@ -49,19 +64,29 @@ export async function claim(
   const reply = (await runScript(
     client,
     `claim-${kind}`,
-    [names.pending, names.inFlight, names.lock, names.lastClaim, names.failures],
-    [lockValue, claimId, settle, count],
-  )) as [number, number, ...Id[]];
+    [names.pending, names.inFlight, names.lock, names.lastClaim, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix],
+    [lockValue, claimId, settle, count, MAX_RETRYING_SLICES],
+  )) as [number, number, string, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false };
-  return { held: true, waitMs: reply[1], ids: reply.slice(2) as Id[] };
+  const ids = reply.slice(3) as Id[];
+  return { held: true, waitMs: reply[1], ids, ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }) };
+}
+
+/** Ms until the key has something to claim: 0 for pending ids (a zset's when ready), -1 for nothing pending. */
+export async function dueIn(client: RedisClient, store: Store, names: KeyNames): Promise<number> {
+  if (store.kind === 'zset') return zsetReadyIn(client, names);
+  const { pending } = await backlog(client, store, names);
+  return pending > 0 ? 0 : -1;
 }
 
 export async function backlog(client: RedisClient, store: Store, names: KeyNames): Promise<Backlog> {
   const pipeline = client.pipeline();
   store.count(pipeline, names);
-  const [pending, inFlight] = ((await pipeline.exec()) ?? []).map(([err, value]) => {
+  pipeline.hvals(names.retrySlices);
+  const [pending, inFlight, slices] = ((await pipeline.exec()) ?? []).map(([err, value]) => {
     if (err) throw err;
-    return Number(value);
+    return value;
   });
-  return { pending: pending ?? 0, inFlight: inFlight ?? 0 };
+  const retrying = (slices as string[]).reduce((sum, json) => sum + (JSON.parse(json) as RetrySlice).ids.length, 0);
+  return { pending: Number(pending), inFlight: Number(inFlight), retrying };
 }

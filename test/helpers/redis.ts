@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
-import { batchByKey, type Batcher, type BatchByKeyOptions, type EachIteration } from '../../src';
+import { batchByKey, type Batcher, type BatchByKeyOptions, type EachIteration, type KeyJobData } from '../../src';
 
 export const redisUrl = (): string => inject('redisUrl');
 
@@ -77,4 +78,9 @@ export class Recorder {
   get all(): string[] {
     return this.calls.flatMap((c) => c.ids);
   }
+}
+
+/** A BullMQ Queue on the batcher's queue, to look at its jobs; closed after the test. */
+export function queueOf(batcher: Batcher): Queue<KeyJobData, void, string> {
+  return track(new Queue<KeyJobData, void, string>(batcher.name, { connection: parseUrl(redisUrl()) }));
 }

@@ -1,0 +1,164 @@
+import { describe, InvalidOptionError } from './errors';
+import type { FailurePlan } from './failures';
+import { normalizeIds, validateKey } from './input';
+import { encodeKey, type DeadNames, type Keyspace } from './keys';
+import { runScript, type RedisClient } from './scripts';
+import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, Id, Key } from './types';
+
+/** Letters read and moved per round trip by requeue and purge. */
+const BATCH = 1000;
+const MAX_PAGE = 1000;
+
+export interface DeadLetterDeps {
+  client: () => RedisClient;
+  keyspace: Keyspace;
+  maxDeadLetters: number;
+  /** Pushes ids back to a key by the store's rules (performBatchLater). */
+  push: (key: Key, ids: Id[]) => Promise<unknown>;
+}
+
+function fieldOf(key: Key, id: Id): string {
+  return `${encodeKey(key)}:${id}`;
+}
+
+/**
+ * The batcher's dead letters, in its own hash slot: a hash of entries, indexed by time of last
+ * failure (globally, for the cap and the default order, and per key) and by attempts.
+ */
+export class DeadLetterBox implements DeadLetters {
+  private readonly names: DeadNames;
+
+  constructor(private readonly deps: DeadLetterDeps) {
+    this.names = deps.keyspace.dead;
+  }
+
+  private keys(): string[] {
+    const n = this.names;
+    return [n.entries, n.byTime, n.byAttempts, n.ofKey, n.evicted];
+  }
+
+  /** Records the dead ids of a failed slice. */
+  async add(key: Key, plan: FailurePlan, error: { name: string; message: string; stack?: string }): Promise<void> {
+    await runScript(this.deps.client(), 'dead-add', this.keys(), [
+      encodeKey(key),
+      key,
+      this.deps.maxDeadLetters,
+      plan.attempts,
+      plan.firstFailedAt,
+      plan.failedAt,
+      JSON.stringify(error),
+      ...plan.dead,
+    ]);
+  }
+
+  /** Takes back the letters of `add(key, plan)`, unless they failed again since (the slice's lock was lost: its ids will run again). */
+  async undo(key: Key, plan: FailurePlan): Promise<void> {
+    await this.remove(plan.dead.flatMap((id) => [fieldOf(key, id), plan.failedAt]), true);
+  }
+
+  async list(options: DeadLetterListOptions = {}): Promise<{ letters: DeadLetter[]; cursor?: string }> {
+    const key = options.key === undefined ? undefined : validateKey(options.key, 'deadLetters.list key');
+    const limit = pageSize(options.limit);
+    const offset = cursorOffset(options.cursor);
+    const order = options.order ?? 'time';
+    if (order !== 'time' && order !== 'attempts') {
+      throw new InvalidOptionError(`deadLetters.list order must be 'time' or 'attempts', got ${describe(order)}`);
+    }
+    const client = this.deps.client();
+    // One more than the page tells whether another page follows.
+    let fields: string[];
+    if (key === undefined) {
+      const index = order === 'time' ? this.names.byTime : this.names.byAttempts;
+      fields = await client.zrevrange(index, offset, offset + limit);
+    } else if (order === 'time') {
+      fields = await client.zrevrange(this.names.ofKey + encodeKey(key), offset, offset + limit);
+    } else {
+      // A key's letters by attempts: its fields (bounded by the cap) sorted here.
+      const all = await client.zrange(this.names.ofKey + encodeKey(key), 0, -1);
+      const scores = all.length > 0 ? await client.zmscore(this.names.byAttempts, ...all) : [];
+      fields = all
+        .map((field, i) => ({ field, attempts: Number(scores[i] ?? 0) }))
+        .sort((a, b) => b.attempts - a.attempts)
+        .slice(offset, offset + limit + 1)
+        .map((x) => x.field);
+    }
+    const more = fields.length > limit;
+    const letters = await this.read(fields.slice(0, limit));
+    return { letters, ...(more && { cursor: String(offset + limit) }) };
+  }
+
+  async count(options: { key?: Key } = {}): Promise<number> {
+    if (options.key === undefined) return this.deps.client().hlen(this.names.entries);
+    return this.deps.client().zcard(this.names.ofKey + encodeKey(validateKey(options.key, 'deadLetters.count key')));
+  }
+
+  async requeue(query: DeadLetterQuery = {}): Promise<number> {
+    const fields = await this.select(query);
+    let requeued = 0;
+    for (let i = 0; i < fields.length; i += BATCH) {
+      const letters = await this.read(fields.slice(i, i + BATCH));
+      const byKey = new Map<Key, DeadLetter[]>();
+      for (const letter of letters) byKey.set(letter.key, [...(byKey.get(letter.key) ?? []), letter]);
+      for (const [key, ofKey] of byKey) {
+        // Pushed before the letters go: a crash in between leaves a letter too many, never an id lost.
+        await this.deps.push(key, ofKey.map((l) => l.id));
+        await this.remove(ofKey.flatMap((l) => [fieldOf(key, l.id), l.lastFailedAt]), true);
+        requeued += ofKey.length;
+      }
+    }
+    return requeued;
+  }
+
+  async purge(query: DeadLetterQuery = {}): Promise<number> {
+    const fields = await this.select(query);
+    let purged = 0;
+    for (let i = 0; i < fields.length; i += BATCH) {
+      purged += await this.remove(fields.slice(i, i + BATCH).flatMap((field) => [field, 0]), false);
+    }
+    return purged;
+  }
+
+  async evicted(): Promise<number> {
+    return Number((await this.deps.client().get(this.names.evicted)) ?? 0);
+  }
+
+  /** The fields a query names, validated before anything is read. */
+  private async select(query: DeadLetterQuery): Promise<string[]> {
+    const key = query.key === undefined ? undefined : validateKey(query.key, 'deadLetters key');
+    const ids = query.ids === undefined ? undefined : normalizeIds(query.ids);
+    const client = this.deps.client();
+    if (key !== undefined && ids !== undefined) return ids.map((id) => fieldOf(key, id));
+    const all = await client.zrange(key === undefined ? this.names.byTime : this.names.ofKey + encodeKey(key), 0, -1);
+    if (ids === undefined) return all;
+    const wanted = new Set(ids);
+    return all.filter((field) => wanted.has(field.slice(field.indexOf(':') + 1)));
+  }
+
+  private async read(fields: string[]): Promise<DeadLetter[]> {
+    if (fields.length === 0) return [];
+    const values = await this.deps.client().hmget(this.names.entries, ...fields);
+    return values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as DeadLetter);
+  }
+
+  private async remove(fieldsAndTimes: (string | number)[], onlyUnchanged: boolean): Promise<number> {
+    if (fieldsAndTimes.length === 0) return 0;
+    const n = this.names;
+    return Number(await runScript(this.deps.client(), 'dead-remove', [n.entries, n.byTime, n.byAttempts, n.ofKey], [onlyUnchanged ? '1' : '0', ...fieldsAndTimes]));
+  }
+}
+
+function pageSize(limit: unknown): number {
+  if (limit === undefined) return 100;
+  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
+    throw new InvalidOptionError(`deadLetters.list limit must be an integer between 1 and ${MAX_PAGE}, got ${describe(limit)}`);
+  }
+  return limit;
+}
+
+function cursorOffset(cursor: unknown): number {
+  if (cursor === undefined) return 0;
+  if (typeof cursor !== 'string' || !/^\d{1,9}$/.test(cursor)) {
+    throw new InvalidOptionError(`deadLetters.list cursor must be the cursor of a previous page, got ${describe(cursor)}`);
+  }
+  return Number(cursor);
+}

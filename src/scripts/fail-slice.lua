@@ -1,0 +1,37 @@
+--[[
+  Settles a slice whose handler failed, for the holder of the key's lock: each part goes to the
+  retry set, due after its backoff, or is counted dead (its dead letter is written beforehand,
+  in the batcher's own slot). The key's other pending ids stay claimable meanwhile.
+
+  KEYS[1] in-flight ids       KEYS[2] lock
+  KEYS[3] retry (sorted set of failed slices, scored by when they are due)
+  KEYS[4] retry slices (hash: slice id -> JSON)
+  KEYS[5] tracked ids waiting KEYS[6] tracked ids in flight
+  KEYS[7] ticket prefix (ticket hashes are named from it, in this key's hash slot)
+  ARGV[1] lock value
+  ARGV[2] JSON { retry: [{ id, delayMs, slice }], dead: { ids, message } }, where `slice` is
+          the JSON stored for the part (it holds the part's ids as `ids`), and each ticket of a
+          dead id records { id, message }
+  ARGV[3] errors kept per ticket
+
+  Returns 1: settled; -1: the lock is not held with this value (nothing changed)
+]]
+--- @include "tracking"
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
+local plan = cjson.decode(ARGV[2])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+for _, part in ipairs(plan.retry) do
+  redis.call('ZADD', KEYS[3], now + part.delayMs, part.id)
+  redis.call('HSET', KEYS[4], part.id, part.slice)
+  for _, id in ipairs(cjson.decode(part.slice).ids) do untrackOne(KEYS[5], KEYS[6], id) end
+end
+if redis.call('EXISTS', KEYS[6]) == 1 then
+  for _, id in ipairs(plan.dead.ids) do
+    local error = cjson.encode({ id = id, message = plan.dead.message })
+    creditOne(KEYS[6], KEYS[7], id, 'failed', error, tonumber(ARGV[3]))
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[6])
+return 1

@@ -1,0 +1,63 @@
+-- The shared body of the claim scripts; each defines `store` (inFlightIds, restore, toInFlight,
+-- takePending, readyIn, perPush) and includes this.
+--
+-- KEYS[1] pending ids            KEYS[2] in-flight ids
+-- KEYS[3] lock                   KEYS[4] id of the last claim applied
+-- KEYS[5] retry (sorted set of failed slices, scored by when they are due)
+-- KEYS[6] retry slices (hash: slice id -> JSON with its ids and failure history)
+-- KEYS[7] tracked ids waiting    KEYS[8] tracked ids in flight
+-- KEYS[9] ticket prefix (ticket hashes are named from it, in this key's hash slot)
+-- ARGV[1] lock value (fencing: nothing changes unless the caller holds the lock)
+-- ARGV[2] claim id, unique per call within a job run; a resent call with the same id
+--         changes nothing and returns the ids already in flight
+-- ARGV[3] 'ack': the in-flight ids are done; 'restore': put them back in front of pending
+-- ARGV[4] how many ids to claim; 0 settles only
+-- ARGV[5] while this many failed slices back off, claim no new pending ids (a key whose every
+--         slice fails, say during an outage, waits instead of burning through its attempts)
+--
+-- Returns {1, waitMs, slice, id...}: a due failed slice (its JSON as `slice`, its ids alone),
+--         or else pending ids ('' as `slice`); when nothing is claimed, waitMs is how long
+--         until something is due (0: nothing left at all)
+--         {-1}: the lock is not held with this value
+--- @include "tracking"
+--- @include "settle-previous"
+local early = settlePrevious(store)
+if early then return early end
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local result = {1, 0, ''}
+local count = tonumber(ARGV[4])
+if count > 0 then
+  local ids
+  local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 1)[1]
+  if due then
+    local slice = redis.call('HGET', KEYS[6], due)
+    redis.call('ZREM', KEYS[5], due)
+    redis.call('HDEL', KEYS[6], due)
+    if slice then
+      ids = cjson.decode(slice).ids
+      store.toInFlight(ids, now)
+      result[3] = slice
+    end
+  end
+  local blocked = redis.call('ZCARD', KEYS[5]) >= tonumber(ARGV[5])
+  if not ids and not blocked then
+    ids = store.takePending(count, now)
+  end
+  if ids and #ids > 0 then
+    trackClaim(KEYS[7], KEYS[8], ids, store.perPush)
+    for i = 1, #ids do result[i + 3] = ids[i] end
+  else
+    local wait = not blocked and store.readyIn(now) or nil
+    local nextRetry = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
+    if nextRetry then
+      local retryIn = tonumber(nextRetry) - now
+      if not wait or retryIn < wait then wait = retryIn end
+    end
+    if wait then result[2] = math.max(1, wait) end
+  end
+end
+
+--- @include "remember-claim"
+return result
