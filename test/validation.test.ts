@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import {
   batchByKey,
@@ -12,9 +13,12 @@ import {
   MissingKeyError,
   type BatchByKeyOptions,
 } from '../src';
+import { resolveOptions } from '../src/options';
 import { parseUrl, redisClient, redisUrl, testBatcher } from './helpers/redis';
 
 const connection = () => parseUrl(redisUrl());
+/** Never connects: validation alone decides these cases. */
+const unconnectedCluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
 
 describe('bad input is refused before anything reaches Redis', () => {
   const cases: [string, unknown, Record<string, unknown>, new (...a: never[]) => BatchByKeyError, string, RegExp][] = [
@@ -75,11 +79,21 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['attempts 0', { attempts: 0 }, /options.attempts must be an integer >= 1/],
     ['a bad backoff', { backoff: { type: 'linear', delayMs: 5 } }, /options.backoff must be/],
     ['an empty prefix', { prefix: '' }, /options.prefix must be a non-empty string/],
+    ['a Cluster prefix without a hash tag', { connection: unconnectedCluster, prefix: 'bull' }, /must contain a \{hash tag\} on a Redis Cluster/],
+    ['a Cluster prefix whose first tag is empty', { connection: unconnectedCluster, prefix: '{}{app}' }, /must contain a \{hash tag\}/],
   ];
   it.each(cases)('%s', (_label, override, message) => {
     const make = () => batchByKey({ ...base(), ...override } as Parameters<typeof batchByKey>[0]);
     expect(make).toThrow(InvalidOptionError);
     expect(make).toThrow(message);
+  });
+
+  it('on a Cluster, picks a prefix tagged with the name unless one is given', () => {
+    const resolve = (extra: Partial<BatchByKeyOptions>) =>
+      resolveOptions({ name: 'orders', connection: unconnectedCluster, eachIteration: () => {}, ...extra }, true).prefix;
+    expect(resolve({})).toBe('bull:{orders}');
+    expect(resolve({ prefix: '{app}' })).toBe('{app}');
+    expect(resolveOptions({ name: 'orders', connection: connection(), eachIteration: () => {} }, true).prefix).toBe('bull');
   });
 
   it('the class form validates when the class is defined', () => {
