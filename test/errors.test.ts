@@ -1,8 +1,7 @@
-import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, SliceTimeoutError, type KeyJobData } from '../src';
+import { DEFAULTS, SliceTimeoutError } from '../src';
 import { backoffDelay } from '../src/options';
-import { parseUrl, range, Recorder, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
+import { queueOf, range, Recorder, testBatcher, waitFor } from './helpers/redis';
 
 describe('a slice that throws', () => {
   it('keeps its ids, releases the key, and is retried with backoff without another push', async () => {
@@ -60,7 +59,7 @@ describe('a slice that throws', () => {
         rec.handler(ids, ctx);
       },
     });
-    const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
+    const queue = queueOf(b);
     const worker = b.createWorker();
     const failed = new Promise<Error>((resolve) => worker.on('failed', (_job, err) => resolve(err)));
     await b.performBatchLater(range(7), { key: 'k' });

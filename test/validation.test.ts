@@ -14,10 +14,10 @@ import {
   type BatchByKeyOptions,
 } from '../src';
 import { resolveOptions } from '../src/options';
-import { parseUrl, redisClient, redisUrl, testBatcher } from './helpers/redis';
+import { keysMatching, testBatcher } from './helpers/redis';
 
-const connection = () => parseUrl(redisUrl());
-/** Never connects: validation alone decides these cases. */
+/** Never connected to: the options below are refused or resolved before any connection. */
+const connection = () => ({ host: '127.0.0.1', port: 1 });
 const unconnectedCluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
 
 describe('bad input is refused before anything reaches Redis', () => {
@@ -45,7 +45,7 @@ describe('bad input is refused before anything reaches Redis', () => {
     expect((err as BatchByKeyError).code).toBe(code);
     expect((err as Error).message).toMatch(message);
     expect((err as Error).name).toBe(ErrorClass.name);
-    expect(await redisClient().keys(`*${b.name}*`)).toEqual([]);
+    expect(await keysMatching(`*${b.name}*`)).toEqual([]);
   });
 
   it('refuses a key resolver that returns a non-string', async () => {
@@ -56,7 +56,7 @@ describe('bad input is refused before anything reaches Redis', () => {
   it('refuses a bad delayMs on a zset store', async () => {
     const b = testBatcher({ eachIteration: () => {}, store: 'zset' });
     await expect(b.performBatchLater(['a'], { key: 'k', delayMs: -1 })).rejects.toThrow(/delayMs must be an integer >= 0, got number -1/);
-    expect(await redisClient().keys(`*${b.name}*`)).toEqual([]);
+    expect(await keysMatching(`*${b.name}*`)).toEqual([]);
   });
 });
 
