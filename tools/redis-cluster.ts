@@ -62,8 +62,11 @@ function run(command: string, args: string[], timeoutMs: number): Promise<string
   });
 }
 
-/** What keeps a node from being usable, or undefined once it sees every slot served and its replication up. */
-async function notReady(port: number, expectedNodes: number): Promise<string | undefined> {
+/**
+ * What keeps a node from being usable, or undefined once it sees every slot served, every other
+ * node as a healthy master or replica, and its own replication up.
+ */
+async function notReady(port: number, expectedNodes: number, expectedReplicas: number): Promise<string | undefined> {
   const client = new Redis({ host: HOST, port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
   client.on('error', () => {});
   try {
@@ -73,6 +76,12 @@ async function notReady(port: number, expectedNodes: number): Promise<string | u
     if (field('cluster_state') !== 'ok') return `cluster_state:${field('cluster_state')}`;
     if (Number(field('cluster_slots_ok')) !== SLOTS) return `cluster_slots_ok:${field('cluster_slots_ok')}`;
     if (Number(field('cluster_known_nodes')) !== expectedNodes) return `cluster_known_nodes:${field('cluster_known_nodes')}`;
+    // Gossip spreads who replicates whom after the nodes meet; until then clients see no replicas.
+    const flags = String(await client.cluster('NODES')).trim().split('\n').map((line) => line.split(' ')[2] ?? '');
+    const replicasSeen = flags.filter((f) => f.includes('slave')).length;
+    if (replicasSeen !== expectedReplicas) return `sees ${replicasSeen} of ${expectedReplicas} replicas`;
+    const unhealthy = flags.find((f) => /fail|handshake|noaddr/.test(f));
+    if (unhealthy) return `a node is flagged ${unhealthy}`;
     const replication = await client.info('replication');
     // A replica that has not finished its first sync cannot take over in a failover.
     if (/^role:slave/m.test(replication) && !/^master_link_status:up/m.test(replication)) return 'replica link not up';
@@ -84,9 +93,9 @@ async function notReady(port: number, expectedNodes: number): Promise<string | u
   }
 }
 
-async function waitUntilReady(ports: number[], deadline: number): Promise<void> {
+async function waitUntilReady(ports: number[], replicas: number, deadline: number): Promise<void> {
   for (;;) {
-    const states = await Promise.all(ports.map((port) => notReady(port, ports.length)));
+    const states = await Promise.all(ports.map((port) => notReady(port, ports.length, replicas)));
     if (states.every((s) => s === undefined)) return;
     if (Date.now() > deadline) {
       const detail = ports.map((port, i) => `  ${port}: ${states[i] ?? 'ready'}`).join('\n');
@@ -129,7 +138,7 @@ export async function startCluster({ masters = 3, replicasPerMaster = 1, timeout
       ['--cluster', 'create', ...ports.map((p) => `${HOST}:${p}`), '--cluster-replicas', String(replicasPerMaster), '--cluster-yes'],
       Math.max(1_000, deadline - Date.now()),
     );
-    await waitUntilReady(ports, deadline);
+    await waitUntilReady(ports, masters * replicasPerMaster, deadline);
   } catch (err) {
     await stop();
     throw err;
