@@ -64,15 +64,15 @@ export function testConnection(): RedisOptionsOrCluster {
 }
 type RedisOptionsOrCluster = Exclude<BatchByKeyOptions['connection'], string | Redis>;
 
-/** The prefix a batcher named `name` uses on this run's Redis, unless given one. */
-export const prefixOf = (name: string, prefix?: string): string => prefix ?? defaultPrefix(name, onCluster());
+/** The prefix of a batcher named `name` that was given none, on this run's Redis. */
+export const prefixOf = (name: string): string => defaultPrefix(name, onCluster());
 
-/** The key names of a test batcher. */
-export const keyspaceOf = (b: Batcher, prefix?: string): Keyspace => new Keyspace(prefixOf(b.name, prefix), b.name);
+/** The key names of a test batcher that was given no prefix. */
+export const keyspaceOf = (b: Batcher): Keyspace => new Keyspace(prefixOf(b.name), b.name);
 
-/** A BullMQ Queue on a test batcher's queue, to look at its jobs. */
-export function queueOf(b: Batcher, prefix?: string): Queue<KeyJobData> {
-  return track(new Queue<KeyJobData>(b.name, { connection: testConnection() as ConnectionOptions, prefix: prefixOf(b.name, prefix) }));
+/** A BullMQ Queue on the queue of a test batcher that was given no prefix, to look at its jobs. */
+export function queueOf(b: Batcher): Queue<KeyJobData> {
+  return track(new Queue<KeyJobData>(b.name, { connection: testConnection() as ConnectionOptions, prefix: prefixOf(b.name) }));
 }
 
 /** KEYS over every master: on a cluster, one node holds only its own slots. */
