@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import { describe, InvalidOptionError } from './errors';
 import { fromUrl } from './connection';
 import { silentLogger } from './logger';
@@ -54,6 +55,30 @@ const MIN_RECOVERY_INTERVAL_MS = 100;
 const MIN_TICKET_TTL_MS = 1_000;
 /** Short TTLs would expire between renewals on a busy event loop. */
 const MIN_LOCK_TTL_MS = 1_000;
+
+/** Redis Cluster hashes what lies between a name's first `{` and the next `}`, when that is not empty. */
+const HASH_TAG = /^[^{]*\{[^}]+\}/;
+
+/**
+ * BullMQ's prefix when none is given. On a Redis Cluster every key of a queue must hash to one
+ * slot (BullMQ's scripts touch several), so the prefix carries a hash tag; the batcher's name as
+ * the tag puts different batchers' queues in different slots rather than all in one.
+ */
+export function defaultPrefix(name: string, cluster: boolean): string {
+  return cluster ? `${DEFAULTS.prefix}:{${name}}` : DEFAULTS.prefix;
+}
+
+function validatePrefix(prefix: unknown, name: string, cluster: boolean): string {
+  if (prefix === undefined) return defaultPrefix(name, cluster);
+  if (typeof prefix !== 'string' || prefix.length === 0) {
+    throw new InvalidOptionError(`options.prefix must be a non-empty string, got ${describe(prefix)}`);
+  }
+  if (cluster && !HASH_TAG.test(prefix)) {
+    // Without one, BullMQ's scripts fail with CROSSSLOT at the first push.
+    throw new InvalidOptionError(`options.prefix must contain a {hash tag} on a Redis Cluster, such as '{${prefix}}', got ${describe(prefix)}`);
+  }
+  return prefix;
+}
 
 function integer(field: string, value: unknown, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
@@ -114,9 +139,6 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
   if (o.key !== undefined && typeof o.key !== 'function') {
     throw new InvalidOptionError(`options.key must be a function returning the current key, got ${describe(o.key)}`);
   }
-  if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
-    throw new InvalidOptionError(`options.prefix must be a non-empty string, got ${describe(o.prefix)}`);
-  }
   if (o.isolateFailures !== undefined && typeof o.isolateFailures !== 'boolean') {
     throw new InvalidOptionError(`options.isolateFailures must be a boolean, got ${describe(o.isolateFailures)}`);
   }
@@ -140,7 +162,7 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     maxDeadLetters: integer('maxDeadLetters', o.maxDeadLetters, DEFAULTS.maxDeadLetters),
     ticketTtlMs: integer('ticketTtlMs', o.ticketTtlMs, DEFAULTS.ticketTtlMs, MIN_TICKET_TTL_MS),
     around: validateAround(o.around),
-    prefix: o.prefix ?? DEFAULTS.prefix,
+    prefix: validatePrefix(o.prefix, o.name, o.connection instanceof Cluster),
     recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
     logger: o.logger ?? silentLogger,
   };

@@ -133,7 +133,11 @@ export interface BatchByKeyOptions {
   ticketTtlMs?: number;
   /** Middleware around every slice. @default [] */
   around?: SliceMiddleware | readonly SliceMiddleware[];
-  /** BullMQ key prefix; our keys live under `${prefix}:${name}:bbk:`. @default 'bull' */
+  /**
+   * BullMQ key prefix; our keys live under `${prefix}:${name}:bbk:` (braces dropped). On a Redis
+   * Cluster it must contain a `{hash tag}`, so that each BullMQ queue stays in one slot.
+   * @default 'bull', or `bull:{name}` when `connection` is an ioredis `Cluster`
+   */
   prefix?: string;
   /** How often a worker looks for keys with ids but no job (a pusher that died mid-call, a failed job). @default 60000 */
   recoveryIntervalMs?: number;

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { BatchByKey, type IterationContext } from '../src';
-import { parseUrl, range, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
+import { range, testConnection, track, uniqueName, waitFor } from './helpers/redis';
 
 describe('class form: BatchByKey', () => {
   it('a subclass defines eachIteration; static performBatchLater/createWorker/backlog/close work', async () => {
     const seen: string[] = [];
-    class SegmentRefresher extends BatchByKey({ name: uniqueName('cls'), connection: parseUrl(redisUrl()), sliceSize: 4 }) {
+    class SegmentRefresher extends BatchByKey({ name: uniqueName('cls'), connection: testConnection(), sliceSize: 4 }) {
       readonly prefix = 'seg:';
       async eachIteration(ids: string[], ctx: IterationContext): Promise<void> {
         seen.push(...ids.map((id) => `${this.prefix}${ctx.key}:${id}`));
@@ -21,7 +21,7 @@ describe('class form: BatchByKey', () => {
 
   it('two subclasses of one definition get separate batchers', async () => {
     const name = uniqueName('cls');
-    const Base = BatchByKey({ name, connection: parseUrl(redisUrl()) });
+    const Base = BatchByKey({ name, connection: testConnection() });
     class A extends Base {
       eachIteration(): void {}
     }

@@ -1,8 +1,6 @@
-import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import type { KeyJobData } from '../src';
-import { Keyspace } from '../src/keys';
-import { parseUrl, range, Recorder, redisClient, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
+import type { Keyspace } from '../src/keys';
+import { keyspaceOf, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('Redis errors outside the handler', () => {
   it('never fail the key job: the run is retried and nothing is lost', async () => {
@@ -27,8 +25,8 @@ describe('Redis errors outside the handler', () => {
         }
       },
     });
-    names = new Keyspace('bull', b.name).forKey('k');
-    const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
+    names = keyspaceOf(b).forKey('k');
+    const queue = queueOf(b);
     b.createWorker();
     await b.performBatchLater(range(10), { key: 'k' });
     await waitFor(() => warnings.includes('batch-by-key: run interrupted by an error; retrying the key'));
@@ -46,11 +44,10 @@ describe('Redis errors outside the handler', () => {
   it('a push whose commands fail still leaves a job for whatever landed, and rejects', async () => {
     const redis = redisClient();
     const b = testBatcher({ eachIteration: () => {} });
-    const names = new Keyspace('bull', b.name).forKey('k');
+    const names = keyspaceOf(b).forKey('k');
     await redis.set(names.pending, 'a string, so RPUSH fails');
     await expect(b.performBatchLater(['1'], { key: 'k' })).rejects.toThrow(/WRONGTYPE/);
-    const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
-    expect(await queue.getWaitingCount()).toBe(1);
-    expect(await redis.zscore(new Keyspace('bull', b.name).index, 'k')).not.toBeNull();
+    expect(await queueOf(b).getWaitingCount()).toBe(1);
+    expect(await redis.zscore(keyspaceOf(b).index, 'k')).not.toBeNull();
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LockLostError } from '../src';
 import { Keyspace } from '../src/keys';
-import { range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('per-key lock and fencing', () => {
   it('a run that loses its lock sees ctx.signal abort, commits nothing, and the slice is processed again', async () => {
@@ -27,7 +27,7 @@ describe('per-key lock and fencing', () => {
         rec.handler(ids, ctx);
       },
     });
-    names = new Keyspace('bull', b.name).forKey('k');
+    names = keyspaceOf(b).forKey('k');
     await b.performBatchLater(range(10), { key: 'k' });
     b.createWorker();
     await waitFor(() => rec.all.length === 10, { what: 'all ids after the intruder left' });

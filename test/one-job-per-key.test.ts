@@ -1,7 +1,6 @@
-import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { JOB_NAME, type KeyJobData } from '../src';
-import { parseUrl, range, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
+import { JOB_NAME } from '../src';
+import { queueOf, range, testBatcher, waitFor } from './helpers/redis';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -22,7 +21,7 @@ describe('one job per key', () => {
         active.set(ctx.key, n - 1);
       },
     });
-    const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
+    const queue = queueOf(b);
     b.createWorker({ concurrency: 8 });
 
     let maxJobsPerKey = 0;

@@ -1,13 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { Keyspace } from '../src/keys';
-import { range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('recovery of keys that have ids but no job', () => {
   it('a worker finds ids left by a pusher that died before adding the job, and processes them', async () => {
     const rec = new Recorder();
     const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 100 });
     const redis = redisClient();
-    const keyspace = new Keyspace('bull', b.name);
+    const keyspace = keyspaceOf(b);
     // What a pusher leaves if it dies between its pipeline and the job add.
     await redis.zadd(keyspace.index, Date.now() - 1000, 'orphan');
     await redis.rpush(keyspace.forKey('orphan').pending, ...range(5));
@@ -19,7 +18,7 @@ describe('recovery of keys that have ids but no job', () => {
   it('recover() drops drained keys from the index and leaves keys with a running job alone', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const redis = redisClient();
-    const keyspace = new Keyspace('bull', b.name);
+    const keyspace = keyspaceOf(b);
     await redis.zadd(keyspace.index, 1, 'drained');
     await redis.zadd(keyspace.index, 1, 'running');
     await redis.rpush(keyspace.forKey('running').pending, 'x');

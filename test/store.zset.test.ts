@@ -1,12 +1,10 @@
-import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import type { KeyJobData } from '../src';
-import { parseUrl, Recorder, redisUrl, testBatcher, track, waitFor } from './helpers/redis';
+import { queueOf, Recorder, testBatcher, waitFor } from './helpers/redis';
 
 function setup() {
   const rec = new Recorder();
   const b = testBatcher({ store: 'zset', eachIteration: rec.handler });
-  const queue = track(new Queue<KeyJobData>(b.name, { connection: parseUrl(redisUrl()) }));
+  const queue = queueOf(b);
   return { rec, b, queue };
 }
 

@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import {
   batchByKey,
@@ -12,9 +13,12 @@ import {
   MissingKeyError,
   type BatchByKeyOptions,
 } from '../src';
-import { parseUrl, redisClient, redisUrl, testBatcher } from './helpers/redis';
+import { resolveOptions } from '../src/options';
+import { keysMatching, testBatcher } from './helpers/redis';
 
-const connection = () => parseUrl(redisUrl());
+/** Never connected to: the options below are refused or resolved before any connection. */
+const connection = () => ({ host: '127.0.0.1', port: 1 });
+const unconnectedCluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
 
 describe('bad input is refused before anything reaches Redis', () => {
   const cases: [string, unknown, Record<string, unknown>, new (...a: never[]) => BatchByKeyError, string, RegExp][] = [
@@ -41,7 +45,7 @@ describe('bad input is refused before anything reaches Redis', () => {
     expect((err as BatchByKeyError).code).toBe(code);
     expect((err as Error).message).toMatch(message);
     expect((err as Error).name).toBe(ErrorClass.name);
-    expect(await redisClient().keys(`*${b.name}*`)).toEqual([]);
+    expect(await keysMatching(`*${b.name}*`)).toEqual([]);
   });
 
   it('refuses a key resolver that returns a non-string', async () => {
@@ -52,7 +56,7 @@ describe('bad input is refused before anything reaches Redis', () => {
   it('refuses a bad delayMs on a zset store', async () => {
     const b = testBatcher({ eachIteration: () => {}, store: 'zset' });
     await expect(b.performBatchLater(['a'], { key: 'k', delayMs: -1 })).rejects.toThrow(/delayMs must be an integer >= 0, got number -1/);
-    expect(await redisClient().keys(`*${b.name}*`)).toEqual([]);
+    expect(await keysMatching(`*${b.name}*`)).toEqual([]);
   });
 });
 
@@ -79,11 +83,21 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['maxDeadLetters 0', { maxDeadLetters: 0 }, /options.maxDeadLetters must be an integer >= 1/],
     ['ticketTtlMs too short', { ticketTtlMs: 5 }, /options.ticketTtlMs must be an integer >= 1000/],
     ['a non-function around', { around: [() => Promise.resolve(), 'log'] }, /options.around must be a middleware/],
+    ['a Cluster prefix without a hash tag', { connection: unconnectedCluster, prefix: 'bull' }, /must contain a \{hash tag\} on a Redis Cluster/],
+    ['a Cluster prefix whose first tag is empty', { connection: unconnectedCluster, prefix: '{}{app}' }, /must contain a \{hash tag\}/],
   ];
   it.each(cases)('%s', (_label, override, message) => {
     const make = () => batchByKey({ ...base(), ...override } as Parameters<typeof batchByKey>[0]);
     expect(make).toThrow(InvalidOptionError);
     expect(make).toThrow(message);
+  });
+
+  it('on a Cluster, picks a prefix tagged with the name unless one is given', () => {
+    const resolve = (extra: Partial<BatchByKeyOptions>) =>
+      resolveOptions({ name: 'orders', connection: unconnectedCluster, eachIteration: () => {}, ...extra }, true).prefix;
+    expect(resolve({})).toBe('bull:{orders}');
+    expect(resolve({ prefix: '{app}' })).toBe('{app}');
+    expect(resolveOptions({ name: 'orders', connection: connection(), eachIteration: () => {} }, true).prefix).toBe('bull');
   });
 
   it('the class form validates when the class is defined', () => {

@@ -55,10 +55,10 @@ async function waitForReady(child: ChildProcess, port: number): Promise<void> {
   });
 }
 
-/** Starts redis-server on a free loopback port, without persistence. */
-export async function startRedis(extraArgs: string[] = []): Promise<LocalRedis> {
+/** Starts redis-server on a loopback port (a free one unless given), without persistence. */
+export async function startRedis(extraArgs: string[] = [], port?: number): Promise<LocalRedis> {
   if (!hasRedisServer()) throw new RedisNotInstalledError();
-  const port = await freePort();
+  port ??= await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'bbk-redis-'));
   const child = spawn(
     'redis-server',

@@ -3,7 +3,10 @@ import { startRedis } from '../../tools/redis-server';
 
 declare module 'vitest' {
   export interface ProvidedContext {
-    redisUrl: string;
+    /** Set by this setup; absent in the cluster run. */
+    redisUrl?: string;
+    /** Startup nodes, set by global-setup.cluster.ts; absent in the standalone run. */
+    redisCluster?: { host: string; port: number }[];
   }
 }
 

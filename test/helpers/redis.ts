@@ -1,10 +1,29 @@
 import { randomBytes } from 'node:crypto';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import { Queue, type ConnectionOptions } from 'bullmq';
+import { Cluster, Redis, type ClusterOptions } from 'ioredis';
 import { inject } from 'vitest';
 import { batchByKey, type Batcher, type BatchByKeyOptions, type EachIteration, type KeyJobData } from '../../src';
+import { Keyspace } from '../../src/keys';
+import { defaultPrefix } from '../../src/options';
 
-export const redisUrl = (): string => inject('redisUrl');
+/** The standalone server's URL; a run on the cluster (vitest.cluster.config.mts) has none. */
+export function redisUrl(): string {
+  const url = inject('redisUrl');
+  if (url === undefined) throw new Error('this test needs a standalone Redis (redisUrl), which the cluster run does not provide');
+  return url;
+}
+
+/** Set when the suite runs against a Redis Cluster (test/helpers/global-setup.cluster.ts). */
+export const onCluster = (): boolean => inject('redisCluster') !== undefined;
+
+/** Workers block on BZPOPMIN, so BullMQ needs requests that wait instead of failing after retries. */
+export const CLUSTER_OPTIONS: ClusterOptions = { redisOptions: { maxRetriesPerRequest: null } };
+
+function clusterClient(): Cluster {
+  const nodes = inject('redisCluster');
+  if (nodes === undefined) throw new Error('no cluster in this run');
+  return track(new Cluster(nodes, CLUSTER_OPTIONS));
+}
 
 /** A fresh queue name per test, so tests never see each other's keys or jobs. */
 export const uniqueName = (label = 't'): string => `${label}-${randomBytes(5).toString('hex')}`;
@@ -34,8 +53,38 @@ export async function closeTracked(timeoutMs = 15_000): Promise<void> {
   }
 }
 
-export function redisClient(): Redis {
-  return track(new Redis(redisUrl(), { maxRetriesPerRequest: null }));
+/** A client for a test to inspect or tamper with Redis: a Cluster client in the cluster run. */
+export function redisClient(): Redis | Cluster {
+  return onCluster() ? clusterClient() : track(new Redis(redisUrl(), { maxRetriesPerRequest: null }));
+}
+
+/** What test batchers connect with: ioredis options, or (in the cluster run) a Cluster client closed after the test. */
+export function testConnection(): RedisOptionsOrCluster {
+  return onCluster() ? clusterClient() : { ...parseUrl(redisUrl()), maxRetriesPerRequest: null };
+}
+type RedisOptionsOrCluster = Exclude<BatchByKeyOptions['connection'], string | Redis>;
+
+/** The prefix of a batcher named `name` that was given none, on this run's Redis. */
+export const prefixOf = (name: string): string => defaultPrefix(name, onCluster());
+
+/** The key names of a test batcher that was given no prefix. */
+export const keyspaceOf = (b: Batcher): Keyspace => new Keyspace(prefixOf(b.name), b.name);
+
+/** A BullMQ Queue on the queue of a test batcher that was given no prefix, to look at its jobs. */
+export function queueOf(b: Batcher): Queue<KeyJobData> {
+  return track(new Queue<KeyJobData>(b.name, { connection: testConnection() as ConnectionOptions, prefix: prefixOf(b.name) }));
+}
+
+/** KEYS over every master: on a cluster, one node holds only its own slots. */
+export async function keysMatching(pattern: string): Promise<string[]> {
+  const client = redisClient();
+  if (!(client instanceof Cluster)) return client.keys(pattern);
+  await new Promise<void>((resolve, reject) => {
+    if (client.status === 'ready') return resolve();
+    client.once('ready', resolve);
+    client.once('error', reject);
+  });
+  return (await Promise.all(client.nodes('master').map((node) => node.keys(pattern)))).flat();
 }
 
 export type TestOptions = Omit<BatchByKeyOptions, 'name' | 'connection' | 'eachIteration'> & {
@@ -45,7 +94,7 @@ export type TestOptions = Omit<BatchByKeyOptions, 'name' | 'connection' | 'eachI
 
 /** A batcher on the test Redis with a unique name; closed after the test. */
 export function testBatcher(options: TestOptions): Batcher {
-  return track(batchByKey({ name: uniqueName(), connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null }, ...options }));
+  return track(batchByKey({ name: uniqueName(), connection: testConnection(), ...options }));
 }
 
 export function parseUrl(url: string): { host: string; port: number } {
@@ -78,9 +127,4 @@ export class Recorder {
   get all(): string[] {
     return this.calls.flatMap((c) => c.ids);
   }
-}
-
-/** A BullMQ Queue on the batcher's queue, to look at its jobs; closed after the test. */
-export function queueOf(batcher: Batcher): Queue<KeyJobData, void, string> {
-  return track(new Queue<KeyJobData, void, string>(batcher.name, { connection: parseUrl(redisUrl()) }));
 }

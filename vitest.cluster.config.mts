@@ -1,0 +1,43 @@
+import { defineConfig } from 'vitest/config';
+import base from './vitest.config.mts';
+
+/**
+ * The core suite against a real Redis Cluster (`npm run test:cluster`): test batchers connect
+ * with an ioredis `Cluster` and no prefix, so the library's own cluster defaults are what run.
+ * Left out, because what they test is tied to a standalone server: connection (URLs and
+ * ioredis options name one server), faults (CLIENT KILL on one server), worker.crash and
+ * examples (child processes that connect by URL), version (no Redis).
+ */
+export default defineConfig({
+  test: {
+    ...base.test,
+    globalSetup: ['./test/helpers/global-setup.cluster.ts'],
+    include: [
+      'test/cluster/**/*.test.ts',
+      ...[
+        'class-form',
+        'completion-race',
+        'context',
+        'dead-letters',
+        'errors',
+        'errors.infra',
+        'failures',
+        'keys',
+        'lock',
+        'one-job-per-key',
+        'performBatchLater',
+        'processor',
+        'progress',
+        'recovery',
+        'store.set',
+        'store.zset',
+        'validation',
+        'worker.shutdown',
+        'worker.time-box',
+      ].map((name) => `test/${name}.test.ts`),
+    ],
+    // The cluster's six servers share the machine's cores with the workers.
+    exclude: ['node_modules/**'],
+    testTimeout: 90_000,
+  },
+});
