@@ -68,3 +68,22 @@ describe('examples/worker.ts', () => {
     await waitFor(async () => (await SegmentRefresher.backlog('sigterm')).pending === 0, { timeoutMs: 30_000 });
   });
 });
+
+describe('examples/bulk-import.ts', () => {
+  it('reports exact progress, retries the flaky slice, and dead-letters only the invalid rows', async () => {
+    const { main, Importer } = await import('../examples/bulk-import');
+    track(Importer);
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      await main(2000);
+      // 13, 113, …, 1913: 20 invalid rows.
+      expect(log.mock.calls[0]![0]).toBe('imported 1980 of 2000 rows; 20 rejected, e.g. {"id":"13","message":"row failed validation"}');
+      expect(log.mock.calls[1]![1]).toMatch(/^\d*13: row failed validation, \d*13: row failed validation, \d*13: row failed validation$/);
+      expect(warn.mock.calls.some(([m]) => String(m).includes('search index timed out'))).toBe(true);
+    } finally {
+      log.mockRestore();
+      warn.mockRestore();
+    }
+  });
+});

@@ -1,0 +1,50 @@
+/**
+ * A bulk import that reports per-row progress and keeps bad rows aside: run it with
+ * `npx tsx examples/bulk-import.ts` (REDIS_URL defaults to redis://localhost:6379).
+ */
+import { pathToFileURL } from 'node:url';
+import { batchByKey, PermanentError } from '../src';
+
+/** Rows whose number ends in 13 fail validation; the slice starting at each 5,000th row hits a flaky dependency once. */
+async function importRows(rows: string[], attempt: number): Promise<void> {
+  const invalid = rows.filter((row) => row.endsWith('13'));
+  if (invalid.length > 0) throw new PermanentError('row failed validation', { ids: invalid });
+  if (attempt === 1 && Number(rows[0]) % 5000 === 0) throw new Error('search index timed out');
+}
+
+export const Importer = batchByKey({
+  name: 'bulk-import',
+  connection: process.env.REDIS_URL ?? 'redis://localhost:6379',
+  backoff: { type: 'fixed', delayMs: 200 },
+  eachIteration: (rows, ctx) => importRows(rows, ctx.attempt),
+  // Every slice, logged with its outcome: the place for tracing or error reporting.
+  around: async (slice, next) => {
+    try {
+      await next();
+    } catch (err) {
+      console.warn(`slice of ${slice.ids.length} rows for ${slice.key} failed (attempt ${slice.attempt}): ${(err as Error).message}`);
+      throw err;
+    }
+  },
+});
+
+export async function main(rowCount = 20_000): Promise<void> {
+  const rows = Array.from({ length: rowCount }, (_, i) => String(i));
+  const { ticket } = await Importer.performBatchLater(rows, { key: 'customer-7', track: true });
+  const worker = Importer.createWorker();
+  const progress = await Importer.waitFor(ticket!, { timeoutMs: 120_000 });
+  console.log(`imported ${progress.done} of ${progress.total} rows; ${progress.failed} rejected, e.g. ${JSON.stringify(progress.errors[0])}`);
+  const { letters } = await Importer.deadLetters.list({ key: 'customer-7', limit: 3 });
+  console.log('dead letters:', letters.map((l) => `${l.id}: ${l.error.message}`).join(', '));
+  // After fixing the validation, `await Importer.deadLetters.requeue({ key: 'customer-7' })` runs them again.
+  await worker.close();
+  await Importer.deadLetters.purge({ key: 'customer-7' });
+  await Importer.close();
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
