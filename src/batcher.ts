@@ -11,6 +11,7 @@ import { log } from './logger';
 import { resolveOptions, type ResolvedOptions } from './options';
 import { keyProcessor } from './processor';
 import { progress, waitFor } from './progress';
+import { ageLevelOne } from './scheduling';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts, scriptSource } from './scripts';
 import { backlog, storeFor } from './store';
@@ -84,7 +85,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     name: opts.name,
     performBatchLater: async (ids, performOptions) => performBatchLater(enqueueDeps(), ids, performOptions),
     processor(fallback?: FallbackProcessor): KeyProcessor {
-      return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events }, fallback);
+      const queueLists = () => ({ wait: getQueue().toKey('wait'), active: getQueue().toKey('active') });
+      return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists }, fallback);
     },
     attach(worker) {
       worker.on('error', (err) => log(opts.logger, 'error', 'batch-by-key: worker error', { err }));
@@ -99,6 +101,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       });
       const timer = setInterval(() => {
         recoverStrandedKeys(recoveryDeps()).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
+        if (opts.scheduling === 'fair') {
+          ageLevelOne(getQueue(), opts.maxRuntimeMs).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
+        }
       }, opts.recoveryIntervalMs);
       timer.unref();
       timers.add(timer);

@@ -2,7 +2,7 @@ import { Cluster } from 'ioredis';
 import { describe, InvalidOptionError } from './errors';
 import { fromUrl } from './connection';
 import { silentLogger } from './logger';
-import type { Backoff, BatchByKeyOptions, EachIteration, Logger, SliceMiddleware, StoreKind } from './types';
+import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, SliceMiddleware, StoreKind } from './types';
 
 /** Options after defaults are applied; `eachIteration` may still come from a class (see class-form). */
 export interface ResolvedOptions {
@@ -11,6 +11,8 @@ export interface ResolvedOptions {
   store: StoreKind;
   sliceSize: number;
   maxRuntimeMs: number;
+  scheduling: 'fair' | 'fifo';
+  weight: ((key: Key) => number) | undefined;
   sliceTimeoutMs: number;
   lockTtlMs: number;
   key: BatchByKeyOptions['key'];
@@ -30,6 +32,7 @@ export const DEFAULTS = {
   store: 'list',
   sliceSize: 100,
   maxRuntimeMs: 5 * 60_000,
+  scheduling: 'fair',
   lockTtlMs: 5 * 60_000,
   attempts: 5,
   backoff: { type: 'exponential', delayMs: 1_000, maxDelayMs: 60_000 },
@@ -139,6 +142,12 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
   if (o.key !== undefined && typeof o.key !== 'function') {
     throw new InvalidOptionError(`options.key must be a function returning the current key, got ${describe(o.key)}`);
   }
+  if (o.scheduling !== undefined && o.scheduling !== 'fair' && o.scheduling !== 'fifo') {
+    throw new InvalidOptionError(`options.scheduling must be 'fair' or 'fifo', got ${describe(o.scheduling)}`);
+  }
+  if (o.weight !== undefined && typeof o.weight !== 'function') {
+    throw new InvalidOptionError(`options.weight must be a function (key) => number, got ${describe(o.weight)}`);
+  }
   if (o.isolateFailures !== undefined && typeof o.isolateFailures !== 'boolean') {
     throw new InvalidOptionError(`options.isolateFailures must be a boolean, got ${describe(o.isolateFailures)}`);
   }
@@ -152,6 +161,8 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     store,
     sliceSize: integer('sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
     maxRuntimeMs,
+    scheduling: o.scheduling ?? DEFAULTS.scheduling,
+    weight: o.weight,
     sliceTimeoutMs: integer('sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS)),
     lockTtlMs: integer('lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
     key: o.key,

@@ -13,6 +13,7 @@ import { log } from './logger';
 import { backoffDelay, type ResolvedOptions } from './options';
 import { claim, dueIn, storeFor } from './store';
 import { MAX_TICKET_ERRORS } from './progress';
+import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import { runScript, ScriptStatus, type RedisClient } from './scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor } from './types';
 
@@ -25,6 +26,8 @@ export interface ProcessorDeps {
   handler: () => EachIteration;
   deadLetters: DeadLetterBox;
   events: BatcherEmitter;
+  /** BullMQ's wait and active lists of the batcher's queue (fair scheduling reads them). */
+  queueLists: () => QueueLists;
 }
 
 /**
@@ -93,7 +96,12 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
     key: job.data.key,
     job,
     stop: AbortSignal.any([stopping, lock.signal]),
-    interrupts: [aborted(lock.signal, 'lock_lost'), aborted(stopping, 'shutdown'), maxRuntime(Date.now(), options.maxRuntimeMs)],
+    interrupts: [
+      aborted(lock.signal, 'lock_lost'),
+      aborted(stopping, 'shutdown'),
+      maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
+      ...(options.scheduling === 'fair' ? [preemption(deps.client, deps.queueLists(), options.logger)] : []),
+    ],
     settleFailure: (failed) => settleFailure(deps, names, lock, failed),
   });
 }
@@ -114,6 +122,8 @@ async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: 
       deps.events.emit('interrupted', { key, job, reason: outcome.reason });
       if (outcome.restore) await restoreSlice(deps, names, lock);
       await release(client, names, lock.value, outcome.restore ? 'keep' : 'ack', options);
+      // A key that had its turn goes behind keys that have not (a shutdown or a timeout is no turn).
+      if (options.scheduling === 'fair' && (outcome.reason === 'max_runtime' || outcome.reason === 'preempted')) await demote(job);
       return requeue(job, token, 0);
     case 'lock_lost':
       log(options.logger, 'warn', 'batch-by-key: lost the key lock; the slice will be retried by the next run', { key });

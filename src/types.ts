@@ -20,8 +20,12 @@ export interface KeyJobData {
 
 export type KeyJob = Job<KeyJobData, void, string>;
 
-/** Why a job run stopped between two slices (`slice_timeout`: a handler was abandoned; a fresh run goes on). */
-export type StopReason = 'max_runtime' | 'shutdown' | 'lock_lost' | 'slice_timeout';
+/**
+ * Why a job run stopped between two slices: its budget was spent, a key that has not had a turn
+ * was waiting (`scheduling: 'fair'`), the worker is closing, the lock was lost, or a handler was
+ * abandoned (`slice_timeout`; a fresh run goes on).
+ */
+export type StopReason = 'max_runtime' | 'preempted' | 'shutdown' | 'lock_lost' | 'slice_timeout';
 
 export interface IterationContext {
   /** The key whose ids these are. */
@@ -105,6 +109,19 @@ export interface BatchByKeyOptions {
   sliceSize?: number;
   /** Budget of one job run; checked between slices, then the job requeues behind other keys. @default 300000 */
   maxRuntimeMs?: number;
+  /**
+   * `'fair'`: a key that has not had a turn goes ahead of keys that used their budget, and
+   * running keys yield to it between slices (see "How it works"). `'fifo'`: every requeued key
+   * joins the back of the line and runs until its budget is spent.
+   * @default 'fair'
+   */
+  scheduling?: 'fair' | 'fifo';
+  /**
+   * A key's share under contention: its runs get `maxRuntimeMs × weight(key)`, so a key of
+   * weight 3 gets about three times the slices of a key of weight 1. Called once per run.
+   * @default () => 1
+   */
+  weight?: (key: Key) => number;
   /**
    * Longest wait for one `eachIteration` call; then its ctx.signal aborts with a SliceTimeoutError,
    * the slice counts as failed and the key moves on (the handler itself is not killed).

@@ -1,0 +1,92 @@
+import type { InterruptCheck } from './interrupt';
+import { log } from './logger';
+import type { RedisClient } from './scripts';
+import type { KeyQueue } from './job';
+import type { Key, KeyJob, Logger } from './types';
+
+/**
+ * Fair scheduling is a two-level feedback queue on BullMQ's own lists. A key's job starts at
+ * level 0: BullMQ's wait list (priority 0), which workers always take before prioritized jobs.
+ * A run that yields (budget spent, or preempted) drops to level 1: priority 1, BullMQ's
+ * prioritized set, FIFO among themselves. Between slices, a level-1 run (or a level-0 run, after
+ * its first slice) yields when level-0 jobs wait, so a key that has not had a turn starts within
+ * a few slices instead of after whole budgets. The aging sweep (see `ageLevelOne`) lifts level-1
+ * jobs that waited too long back to level 0, so a stream of new keys cannot starve old ones.
+ */
+export const LEVEL_ONE_PRIORITY = 1;
+
+/** BullMQ's lists the scheduler reads, by full Redis name. */
+export interface QueueLists {
+  wait: string;
+  active: string;
+}
+
+/**
+ * Yields to waiting level-0 jobs, without a thundering herd: with `w` jobs waiting and `a`
+ * running, each run yields with probability w / a at a slice boundary, so about `w` yield.
+ * The counts are read in the background and are at most one slice old, so the check itself
+ * costs the slice loop nothing.
+ */
+export function preemption(client: RedisClient, lists: QueueLists, logger: Logger, random: () => number = Math.random): InterruptCheck {
+  let waiting = 0;
+  let running = 1;
+  let reading = false;
+  const read = () => {
+    if (reading) return;
+    reading = true;
+    // Two single-key reads: on a Cluster BullMQ's keys share one slot, but not a pipeline with ours.
+    Promise.all([client.llen(lists.wait), client.llen(lists.active)])
+      .then(([w, a]) => {
+        waiting = w;
+        running = Math.max(1, a);
+      })
+      .catch((err: unknown) => log(logger, 'debug', 'batch-by-key: could not read the wait list; not preempting', { err }))
+      .finally(() => (reading = false));
+  };
+  read();
+  return () => {
+    const yieldNow = waiting > 0 && random() < waiting / running;
+    read();
+    return yieldNow ? 'preempted' : undefined;
+  };
+}
+
+/** A run's budget: `maxRuntimeMs` scaled by the key's weight (a bad weight counts as 1, with a warning). */
+export function budgetOf(key: Key, maxRuntimeMs: number, weight: ((key: Key) => number) | undefined, logger: Logger): number {
+  if (!weight) return maxRuntimeMs;
+  let w: number;
+  try {
+    w = weight(key);
+  } catch (err) {
+    log(logger, 'warn', 'batch-by-key: the weight function threw; using 1', { err, key });
+    return maxRuntimeMs;
+  }
+  if (typeof w === 'number' && Number.isFinite(w) && w > 0) return Math.max(1, Math.round(maxRuntimeMs * w));
+  log(logger, 'warn', 'batch-by-key: the weight function returned no positive finite number; using 1', { key, weight: w });
+  return maxRuntimeMs;
+}
+
+/** Puts a run's job at level 1 before it is requeued (BullMQ keeps the priority through the delayed hop). */
+export async function demote(job: KeyJob): Promise<void> {
+  if (Number(job.priority) !== LEVEL_ONE_PRIORITY) await job.changePriority({ priority: LEVEL_ONE_PRIORITY });
+}
+
+/** Level-1 jobs looked at per aging sweep: the ones that have waited longest come first. */
+const AGING_LIMIT = 100;
+
+/**
+ * Aging: lifts level-1 jobs whose last run started more than `2 × maxRuntimeMs` ago (so they have
+ * waited at least a whole budget since it ended) back to level 0, at the back of the wait list.
+ * Run by every worker's recovery timer. Returns how many were lifted.
+ */
+export async function ageLevelOne(queue: KeyQueue, maxRuntimeMs: number): Promise<number> {
+  const cutoff = Date.now() - 2 * maxRuntimeMs;
+  let lifted = 0;
+  for (const job of await queue.getPrioritized(0, AGING_LIMIT - 1)) {
+    if (job.processedOn !== undefined && job.processedOn < cutoff) {
+      await job.changePriority({ priority: 0 });
+      lifted++;
+    }
+  }
+  return lifted;
+}

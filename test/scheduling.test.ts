@@ -1,0 +1,120 @@
+import { describe, expect, it } from 'vitest';
+import type { Batcher, EachIteration } from '../src';
+import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
+
+/** Spins for `ms`: a slice that costs CPU, like the bench's handler. */
+const busy = (ms: number) => {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+};
+
+/** Heavy keys pushed (and started) first, then light keys: which finish first? */
+async function lightVersusHeavy(scheduling: 'fair' | 'fifo'): Promise<{ lightDone: number; heavyDone: number[] }> {
+  const rec = new Recorder();
+  const finished = new Map<string, number>();
+  const pushed = new Map<string, number>();
+  const b: Batcher = testBatcher({
+    scheduling,
+    sliceSize: 10,
+    eachIteration(ids, ctx) {
+      busy(2);
+      rec.handler(ids, ctx);
+      if (rec.idsOf(ctx.key).length === pushed.get(ctx.key)) finished.set(ctx.key, Date.now());
+    },
+  });
+  b.createWorker({ concurrency: 2 });
+  for (const key of range(4, 'heavy-')) {
+    pushed.set(key, 1000);
+    await b.performBatchLater(range(1000), { key });
+  }
+  await waitFor(() => rec.calls.length >= 4, { what: 'heavy keys to start' });
+  for (const key of range(3, 'light-')) {
+    pushed.set(key, 10);
+    await b.performBatchLater(range(10), { key });
+  }
+  await waitFor(() => finished.size === 7, { timeoutMs: 30_000, what: 'every key to finish' });
+  return {
+    lightDone: Math.max(...range(3, 'light-').map((k) => finished.get(k)!)),
+    heavyDone: range(4, 'heavy-').map((k) => finished.get(k)!),
+  };
+}
+
+describe("scheduling: 'fair'", () => {
+  it('light keys pushed later finish before heavy keys that were queued earlier', async () => {
+    const { lightDone, heavyDone } = await lightVersusHeavy('fair');
+    expect(heavyDone.every((t) => t > lightDone)).toBe(true);
+  });
+
+  it("with 'fifo' the same light keys wait for heavy runs (the contrast that makes the test above mean something)", async () => {
+    const { lightDone, heavyDone } = await lightVersusHeavy('fifo');
+    expect(heavyDone.some((t) => t < lightDone)).toBe(true);
+  });
+
+  it('no key starves: a key that used its budget still progresses under a stream of new keys (aging)', async () => {
+    let heavySlices = 0;
+    const handler: EachIteration = (_ids, ctx) => {
+      busy(10);
+      if (ctx.key === 'heavy') heavySlices++;
+    };
+    const b = testBatcher({ sliceSize: 1, maxRuntimeMs: 30, recoveryIntervalMs: 100, eachIteration: handler });
+    b.createWorker({ concurrency: 1 });
+    await b.performBatchLater(range(10_000), { key: 'heavy' });
+    await waitFor(() => heavySlices >= 10, { what: 'the heavy key to use its first budget' });
+    // New keys arrive faster than the one worker can serve them: without aging they would always go first.
+    let stop = false;
+    const stream = (async () => {
+      for (let i = 0; !stop; i++) {
+        await b.performBatchLater(['x', 'y'], { key: `fresh-${i}` });
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    })();
+    try {
+      const before = heavySlices;
+      await waitFor(() => heavySlices >= before + 5, { timeoutMs: 15_000, what: 'the heavy key to progress during the stream' });
+    } finally {
+      stop = true;
+      await stream;
+    }
+  });
+});
+
+describe('weight', () => {
+  it('a key of weight 3 gets about 3x the slices of a key of weight 1 under contention (within 20%)', async () => {
+    const counts = new Map<string, number>();
+    const b = testBatcher({
+      sliceSize: 1,
+      maxRuntimeMs: 60,
+      weight: (key) => (key === 'gold' ? 3 : 1),
+      eachIteration(_ids, ctx) {
+        busy(1);
+        counts.set(ctx.key, (counts.get(ctx.key) ?? 0) + 1);
+      },
+    });
+    await b.performBatchLater(range(20_000), { key: 'gold' });
+    await b.performBatchLater(range(20_000), { key: 'basic' });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(() => (counts.get('gold') ?? 0) >= 1500, { timeoutMs: 30_000, what: 'enough slices' });
+    const ratio = counts.get('gold')! / counts.get('basic')!;
+    expect(ratio).toBeGreaterThan(3 * 0.8);
+    expect(ratio).toBeLessThan(3 * 1.2);
+  });
+
+  it('a weight function that throws or returns nonsense counts as 1, with a warning', async () => {
+    const warnings: string[] = [];
+    const rec = new Recorder();
+    const b = testBatcher({
+      logger: { warn: (message) => void warnings.push(message) },
+      weight: (key) => {
+        if (key === 'throws') throw new Error('no tier');
+        return Number.NaN;
+      },
+      eachIteration: rec.handler,
+    });
+    b.createWorker();
+    await b.performBatchLater(['1'], { key: 'throws' });
+    await b.performBatchLater(['2'], { key: 'nan' });
+    await waitFor(() => rec.all.length === 2);
+    expect(warnings).toContain('batch-by-key: the weight function threw; using 1');
+    expect(warnings).toContain('batch-by-key: the weight function returned no positive finite number; using 1');
+  });
+});
