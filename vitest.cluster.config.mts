@@ -17,6 +17,7 @@ export default defineConfig({
       ...[
         'class-form',
         'completion-race',
+        'concurrency-per-key',
         'context',
         'dead-letters',
         'errors',
@@ -29,6 +30,7 @@ export default defineConfig({
         'processor',
         'progress',
         'recovery',
+        'scheduling',
         'store.set',
         'store.zset',
         'validation',

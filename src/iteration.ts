@@ -2,11 +2,12 @@ import { SliceTimeoutError } from './errors';
 import type { BatcherEmitter } from './events';
 import type { RetrySlice } from './failures';
 import { firstReason, type InterruptCheck } from './interrupt';
-import type { KeyNames } from './keys';
+import { laneNames, type KeyNames } from './keys';
+import { MAX_CONCURRENCY_PER_KEY } from './options';
 import type { KeyLock } from './lock';
 import type { RedisClient } from './scripts';
 import { claim, type Settle } from './store';
-import type { EachIteration, IterationContext, Key, KeyJob, SliceInfo, SliceMiddleware, StopReason, StoreKind } from './types';
+import type { EachIteration, Id, IterationContext, Key, KeyJob, SliceInfo, SliceMiddleware, StopReason, StoreKind } from './types';
 
 /**
  * Wraps what the handler threw (or its timeout), so the run can tell a failed slice, which is
@@ -38,6 +39,8 @@ export interface FailedSlice {
   error: unknown;
   /** Unique per slice; names the parts it is split into. */
   sliceId: string;
+  /** The key's names as the slice's lane uses them. */
+  names: KeyNames;
   durationMs: number;
 }
 
@@ -47,6 +50,8 @@ export interface IterationParams {
   names: KeyNames;
   lock: KeyLock;
   sliceSize: number;
+  /** Lanes: slices of the key run at once. */
+  concurrency: number;
   sliceTimeoutMs: number;
   handler: EachIteration;
   around: readonly SliceMiddleware[];
@@ -61,46 +66,93 @@ export interface IterationParams {
 }
 
 /**
- * The loop of one job run: claim a slice (acking the previous one in the same call), run the
- * handler, then ask the interrupt checks. Progress is committed only after a slice succeeds,
- * and the budget is checked only between slices (as job-iteration does). A failed slice is
- * settled on its own (see failures.ts) and the run goes on with the key's other ids.
- * The first claim of a run restores ids a crashed run left in flight.
+ * One job run: `concurrency` lanes, each a loop that claims a slice (acking its previous one in
+ * the same call), runs the handler, then asks the interrupt checks. Progress is committed only
+ * after a slice succeeds, and the budget is checked only between slices (as job-iteration does).
+ * A failed slice is settled on its own (see failures.ts) and the lane goes on with the key's
+ * other ids. Lane 0's first claim restores whatever a crashed run left in flight, in any lane,
+ * so the other lanes start after it.
  */
 export async function iterate(p: IterationParams): Promise<RunOutcome> {
   // One signal per run: a timed-out slice ends the run, so it never needs resetting.
   const timeout = new AbortController();
-  const signal = AbortSignal.any([p.stop, timeout.signal]);
+  const run: RunState = { signal: AbortSignal.any([p.stop, timeout.signal]), timeout, stopped: undefined };
+  let started!: () => void;
+  const firstClaimed = new Promise<void>((resolve) => (started = resolve));
+  const lanes = [runLane(p, run, 0, started)];
+  if (p.concurrency > 1) {
+    await Promise.race([firstClaimed, lanes[0]]);
+    for (let lane = 1; lane < p.concurrency; lane++) lanes.push(runLane(p, run, lane));
+  }
+  return combine(await Promise.all(lanes));
+}
+
+interface RunState {
+  signal: AbortSignal;
+  timeout: AbortController;
+  /** Set by the first lane that stops the run; the others stop after their slice. */
+  stopped: RunOutcome | undefined;
+}
+
+async function runLane(p: IterationParams, run: RunState, lane: number, onFirstClaim?: () => void): Promise<RunOutcome> {
+  const names = laneNames(p.names, lane);
   let settle: Settle = 'restore';
   for (let n = 1; ; n++) {
-    const sliceId = `${p.lock.value}:${n}`;
-    const claimed = await claim(p.client, p.store, p.names, p.lock.value, sliceId, settle, p.sliceSize);
+    const sliceId = `${p.lock.value}:${lane}:${n}`;
+    const claimed = await claim(p.client, p.store, names, p.lock.value, sliceId, settle, p.sliceSize, lane === 0 && n === 1 ? MAX_CONCURRENCY_PER_KEY - 1 : 0);
+    if (n === 1) onFirstClaim?.();
     if (!claimed.held) return { kind: 'lock_lost' };
     if (claimed.ids.length === 0) {
       return claimed.waitMs > 0 ? { kind: 'waiting', waitMs: claimed.waitMs } : { kind: 'drained' };
     }
     settle = 'ack';
-    const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
-    const started = performance.now();
-    try {
-      await runSlice(p, { ...slice, signal }, timeout);
-      if (p.events.wants('slice:done')) p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started });
-    } catch (thrown) {
-      // Redis trouble in a claim is not the slice's fault: the safety net in runKey retries the run.
-      if (!(thrown instanceof SliceFailure)) throw thrown;
-      // A handler that gives up because ctx.signal fired for a shutdown or a lost lock is
-      // stopping, not failing (a slice timeout is a failure).
-      if (p.lock.signal.aborted) return { kind: 'lock_lost' };
-      if (p.stop.aborted) return { kind: 'stopped', reason: 'shutdown', restore: true };
-      const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, durationMs: performance.now() - started };
-      if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
-      // The abandoned handler may still run; a fresh run gets a fresh signal.
-      if (timeout.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
+    // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
+    const outcome = (await runOne(p, run, names, claimed, sliceId)) ?? (run.stopped && { ...run.stopped, restore: false }) ?? stopReason(p);
+    if (outcome) {
+      run.stopped ??= outcome;
+      // Lane 0's last slice is settled by the release; the other lanes settle their own.
+      if (lane > 0 && outcome.kind === 'stopped') await claim(p.client, p.store, names, p.lock.value, `${sliceId}:end`, outcome.restore ? 'restore' : 'ack', 0);
+      return outcome;
     }
-    const reason = firstReason(p.interrupts);
-    if (reason === 'lock_lost') return { kind: 'lock_lost' };
-    if (reason) return { kind: 'stopped', reason };
   }
+}
+
+/** Runs one claimed slice; an outcome when the slice ends the run. */
+async function runOne(p: IterationParams, run: RunState, names: KeyNames, claimed: { ids: Id[]; retry?: RetrySlice }, sliceId: string): Promise<RunOutcome | undefined> {
+  const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
+  const started = performance.now();
+  try {
+    await runSlice(p, { ...slice, signal: run.signal }, run.timeout);
+    if (p.events.wants('slice:done')) p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started });
+    return undefined;
+  } catch (thrown) {
+    // Redis trouble in a claim is not the slice's fault: the safety net in runKey retries the run.
+    if (!(thrown instanceof SliceFailure)) throw thrown;
+    // A handler that gives up because ctx.signal fired for a shutdown or a lost lock is
+    // stopping, not failing (a slice timeout is a failure).
+    if (p.lock.signal.aborted) return { kind: 'lock_lost' };
+    if (p.stop.aborted) return { kind: 'stopped', reason: 'shutdown', restore: true };
+    const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names, durationMs: performance.now() - started };
+    if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
+    // The abandoned handler may still run; a fresh run gets a fresh signal.
+    if (run.timeout.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
+    return undefined;
+  }
+}
+
+function stopReason(p: IterationParams): RunOutcome | undefined {
+  const reason = firstReason(p.interrupts);
+  if (reason === 'lock_lost') return { kind: 'lock_lost' };
+  return reason ? { kind: 'stopped', reason } : undefined;
+}
+
+/** The run's outcome from its lanes': a lost lock over a stop, a stop over a wait, a wait over drained. */
+function combine(outcomes: RunOutcome[]): RunOutcome {
+  const first = (kind: RunOutcome['kind']) => outcomes.find((o) => o.kind === kind);
+  const waits = outcomes.flatMap((o) => (o.kind === 'waiting' ? [o.waitMs] : []));
+  // Lane 0 restores its own slice after a shutdown (through the release), so its stop is the one that says so.
+  const stopped = outcomes[0]?.kind === 'stopped' ? outcomes[0] : first('stopped');
+  return first('lock_lost') ?? stopped ?? (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits) } : { kind: 'drained' });
 }
 
 type SliceContext = IterationContext & SliceInfo;

@@ -25,6 +25,16 @@ export interface KeyNames {
   ticketPrefix: string;
 }
 
+/**
+ * The names a lane of a run uses for its own slice (with `concurrencyPerKey` > 1); lane 0 is the
+ * key's own names. Lane n's are lane 0's followed by `:n`, which the claim scripts rely on to
+ * restore every lane of a crashed run.
+ */
+export function laneNames(names: KeyNames, lane: number): KeyNames {
+  if (lane === 0) return names;
+  return { ...names, inFlight: `${names.inFlight}:${lane}`, lastClaim: `${names.lastClaim}:${lane}`, trackedInFlight: `${names.trackedInFlight}:${lane}` };
+}
+
 /** The batcher's dead letters; these keys share one hash slot of their own. */
 export interface DeadNames {
   /** Field `${encodeKey(key)}:${id}` → JSON entry. */

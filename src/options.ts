@@ -10,6 +10,7 @@ export interface ResolvedOptions {
   connection: Exclude<BatchByKeyOptions['connection'], string>;
   store: StoreKind;
   sliceSize: number;
+  concurrencyPerKey: number;
   maxRuntimeMs: number;
   scheduling: 'fair' | 'fifo';
   weight: ((key: Key) => number) | undefined;
@@ -31,6 +32,7 @@ export interface ResolvedOptions {
 export const DEFAULTS = {
   store: 'list',
   sliceSize: 100,
+  concurrencyPerKey: 1,
   maxRuntimeMs: 5 * 60_000,
   scheduling: 'fair',
   lockTtlMs: 5 * 60_000,
@@ -45,6 +47,8 @@ export const DEFAULTS = {
 
 const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
+/** Lanes per key at most: a run's first claim looks for this many lanes a crashed run left behind. */
+export const MAX_CONCURRENCY_PER_KEY = 16;
 /** Ids per slice at most: a slice is moved by one Lua call, which blocks Redis while it runs. */
 const MAX_SLICE_SIZE = 10_000;
 /**
@@ -160,6 +164,7 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     connection: typeof o.connection === 'string' ? fromUrl(o.connection) : o.connection,
     store,
     sliceSize: integer('sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
+    concurrencyPerKey: integer('concurrencyPerKey', o.concurrencyPerKey, DEFAULTS.concurrencyPerKey, 1, MAX_CONCURRENCY_PER_KEY),
     maxRuntimeMs,
     scheduling: o.scheduling ?? DEFAULTS.scheduling,
     weight: o.weight,

@@ -89,6 +89,7 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
     names,
     lock,
     sliceSize: options.sliceSize,
+    concurrency: options.concurrencyPerKey,
     sliceTimeoutMs: options.sliceTimeoutMs,
     handler: deps.handler(),
     around: options.around,
@@ -102,7 +103,7 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
       maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
       ...(options.scheduling === 'fair' ? [preemption(deps.client, deps.queueLists(), options.logger)] : []),
     ],
-    settleFailure: (failed) => settleFailure(deps, names, lock, failed),
+    settleFailure: (failed) => settleFailure(deps, lock, failed),
   });
 }
 
@@ -137,9 +138,9 @@ async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: 
  * by the lock in the key's slot, the parts to retry and the in-flight ids dropped. A crash in
  * between leaves the ids in flight as well as dead: they run again (at least once, never lost).
  */
-async function settleFailure(deps: ProcessorDeps, names: KeyNames, lock: KeyLock, failed: FailedSlice): Promise<boolean> {
+async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedSlice): Promise<boolean> {
   const { options, events } = deps;
-  const { slice, error } = failed;
+  const { slice, error, names } = failed;
   const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
   if (plan.dead.length > 0) await deps.deadLetters.add(slice.key, plan, serialized);

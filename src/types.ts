@@ -107,6 +107,13 @@ export interface BatchByKeyOptions {
   store?: StoreKind;
   /** Ids handed to one `eachIteration` call. @default 100 */
   sliceSize?: number;
+  /**
+   * Slices of one key run at once, inside its one job run (1–16). Claims are atomic, so no
+   * pending entry is claimed twice; slices finish out of order. The key still holds one worker
+   * slot, so this helps handlers that wait on I/O, not CPU-bound ones.
+   * @default 1
+   */
+  concurrencyPerKey?: number;
   /** Budget of one job run; checked between slices, then the job requeues behind other keys. @default 300000 */
   maxRuntimeMs?: number;
   /**

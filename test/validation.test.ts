@@ -80,6 +80,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['a bad backoff', { backoff: { type: 'linear', delayMs: 5 } }, /options.backoff must be/],
     ['an empty prefix', { prefix: '' }, /options.prefix must be a non-empty string/],
     ['a non-boolean isolateFailures', { isolateFailures: 'yes' }, /options.isolateFailures must be a boolean, got "yes"/],
+    ['concurrencyPerKey 17', { concurrencyPerKey: 17 }, /options.concurrencyPerKey must be an integer between 1 and 16, got number 17/],
     ['an unknown scheduling', { scheduling: 'lottery' }, /options.scheduling must be 'fair' or 'fifo', got "lottery"/],
     ['a non-function weight', { weight: 3 }, /options.weight must be a function \(key\) => number, got number 3/],
     ['maxDeadLetters 0', { maxDeadLetters: 0 }, /options.maxDeadLetters must be an integer >= 1/],
@@ -110,6 +111,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     expect(DEFAULTS).toEqual({
       store: 'list',
       sliceSize: 100,
+      concurrencyPerKey: 1,
       maxRuntimeMs: 300_000,
       scheduling: 'fair',
       lockTtlMs: 300_000,

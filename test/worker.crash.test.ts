@@ -36,6 +36,38 @@ describe('a worker process killed with SIGKILL mid-slice', () => {
   });
 });
 
+describe('a worker process with 4 lanes per key killed mid-slice', () => {
+  it('loses nothing when the next worker runs 1 lane: the first claim restores every lane', async () => {
+    const name = uniqueName('crash-lanes');
+    const redis = redisClient();
+    const victim = await startWorkerProcess({
+      redisUrl: redisUrl(),
+      name,
+      mode: 'hang',
+      options: { sliceSize: 10, concurrencyPerKey: 4, ...FAST_RECOVERY },
+      worker: FAST_STALL,
+    });
+    const processed: string[] = [];
+    const survivor = track(
+      batchByKey({
+        name,
+        connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null },
+        sliceSize: 10,
+        ...FAST_RECOVERY,
+        eachIteration: (ids) => void processed.push(...ids),
+      }),
+    );
+    await survivor.performBatchLater(range(50), { key: 'k' });
+    await waitFor(async () => (await redis.llen(`${name}:started`)) === 40, { what: 'the victim to claim 4 slices' });
+
+    await stopProcess(victim, 'SIGKILL');
+    survivor.createWorker(FAST_STALL);
+    await waitFor(() => processed.length === 50, { what: 'all 50 ids', timeoutMs: 30_000 });
+    expect([...processed].sort()).toEqual(range(50).sort());
+    expect(await survivor.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+  });
+});
+
 describe('two worker processes on the same keys', () => {
   it('never run two slices of one key at once and process every id exactly once', async () => {
     const name = uniqueName('multi');

@@ -6,9 +6,9 @@
 local store = {
   perPush = true,
   inFlightIds = function() return redis.call('LRANGE', KEYS[2], 0, -1) end,
-  restore = function()
+  restore = function(inFlight)
     -- Tail first onto the head keeps the in-flight ids in front, in their order.
-    while redis.call('RPOPLPUSH', KEYS[2], KEYS[1]) do end
+    while redis.call('RPOPLPUSH', inFlight, KEYS[1]) do end
   end,
   toInFlight = function(ids)
     for i = 1, #ids, 1000 do

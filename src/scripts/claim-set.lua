@@ -6,9 +6,9 @@
 local store = {
   perPush = false,
   inFlightIds = function() return redis.call('SMEMBERS', KEYS[2]) end,
-  restore = function()
-    redis.call('SUNIONSTORE', KEYS[1], KEYS[1], KEYS[2])
-    redis.call('DEL', KEYS[2])
+  restore = function(inFlight)
+    redis.call('SUNIONSTORE', KEYS[1], KEYS[1], inFlight)
+    redis.call('DEL', inFlight)
   end,
   toInFlight = function(ids)
     for i = 1, #ids, 1000 do

@@ -7,12 +7,12 @@
 local store = {
   perPush = false,
   inFlightIds = function() return redis.call('ZRANGE', KEYS[2], 0, -1) end,
-  restore = function()
-    local inFlight = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-    for i = 1, #inFlight, 2 do
-      redis.call('ZADD', KEYS[1], 'NX', inFlight[i + 1], inFlight[i])
+  restore = function(inFlight)
+    local ids = redis.call('ZRANGE', inFlight, 0, -1, 'WITHSCORES')
+    for i = 1, #ids, 2 do
+      redis.call('ZADD', KEYS[1], 'NX', ids[i + 1], ids[i])
     end
-    redis.call('DEL', KEYS[2])
+    redis.call('DEL', inFlight)
   end,
   toInFlight = function(ids, now)
     for _, id in ipairs(ids) do redis.call('ZADD', KEYS[2], now, id) end

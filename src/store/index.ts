@@ -60,12 +60,14 @@ export async function claim(
   claimId: string,
   settle: Settle,
   count: number,
+  /** With 'restore': restore lanes 1..n of a crashed run too (a run's first claim). */
+  otherLanes = 0,
 ): Promise<ClaimResult> {
   const reply = (await runScript(
     client,
     `claim-${kind}`,
     [names.pending, names.inFlight, names.lock, names.lastClaim, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix],
-    [lockValue, claimId, settle, count, MAX_RETRYING_SLICES],
+    [lockValue, claimId, settle, count, MAX_RETRYING_SLICES, otherLanes],
   )) as [number, number, string, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false };
   const ids = reply.slice(3) as Id[];

@@ -1,11 +1,11 @@
 -- The shared body of the claim scripts; each defines `store` (inFlightIds, restore, toInFlight,
 -- takePending, readyIn, perPush) and includes this.
 --
--- KEYS[1] pending ids            KEYS[2] in-flight ids
--- KEYS[3] lock                   KEYS[4] id of the last claim applied
+-- KEYS[1] pending ids            KEYS[2] in-flight ids (of this lane)
+-- KEYS[3] lock                   KEYS[4] id of the last claim applied (of this lane)
 -- KEYS[5] retry (sorted set of failed slices, scored by when they are due)
 -- KEYS[6] retry slices (hash: slice id -> JSON with its ids and failure history)
--- KEYS[7] tracked ids waiting    KEYS[8] tracked ids in flight
+-- KEYS[7] tracked ids waiting    KEYS[8] tracked ids in flight (of this lane)
 -- KEYS[9] ticket prefix (ticket hashes are named from it, in this key's hash slot)
 -- ARGV[1] lock value (fencing: nothing changes unless the caller holds the lock)
 -- ARGV[2] claim id, unique per call within a job run; a resent call with the same id
@@ -14,6 +14,8 @@
 -- ARGV[4] how many ids to claim; 0 settles only
 -- ARGV[5] while this many failed slices back off, claim no new pending ids (a key whose every
 --         slice fails, say during an outage, waits instead of burning through its attempts)
+-- ARGV[6] with 'restore': how many other lanes to restore too (a run's first claim restores
+--         them all; see settle-previous)
 --
 -- Returns {1, waitMs, slice, id...}: a due failed slice (its JSON as `slice`, its ids alone),
 --         or else pending ids ('' as `slice`); when nothing is claimed, waitMs is how long
