@@ -8,7 +8,7 @@ import { BatcherEmitter } from './events';
 import { validateKey } from './input';
 import { Keyspace } from './keys';
 import { log } from './logger';
-import { resolveOptions, type ResolvedOptions } from './options';
+import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
 import { keyProcessor } from './processor';
 import { progress, waitFor } from './progress';
 import { ageLevelOne } from './scheduling';
@@ -113,6 +113,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       });
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {
+      validateWorkerConnection(workerOptions.connection, opts.prefix);
       const worker = new Worker<KeyJobData, void, string>(opts.name, batcher.processor(), {
         ...workerOptions,
         connection: workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection),

@@ -87,6 +87,16 @@ function validatePrefix(prefix: unknown, name: string, cluster: boolean): string
   return prefix;
 }
 
+/** createWorker's own connection must suit the batcher's prefix, which was chosen for the batcher's connection. */
+export function validateWorkerConnection(connection: unknown, prefix: string): void {
+  if (connection instanceof Cluster && !HASH_TAG.test(prefix)) {
+    throw new InvalidOptionError(
+      `createWorker got a Redis Cluster connection, but the batcher's prefix ${JSON.stringify(prefix)} has no {hash tag} ` +
+        '(its own connection is not a Cluster): give the batcher the Cluster too, or a prefix with a {hash tag}',
+    );
+  }
+}
+
 function integer(field: string, value: unknown, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {

@@ -103,6 +103,11 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     expect(resolveOptions({ name: 'orders', connection: connection(), eachIteration: () => {} }, true).prefix).toBe('bull');
   });
 
+  it('createWorker refuses a Cluster connection when the batcher\'s prefix has no hash tag', () => {
+    const b = batchByKey({ name: 'plain', connection: connection(), eachIteration: () => {} });
+    expect(() => b.createWorker({ connection: unconnectedCluster })).toThrow(/createWorker got a Redis Cluster connection, but the batcher's prefix "bull" has no \{hash tag\}/);
+  });
+
   it('the class form validates when the class is defined', () => {
     expect(() => BatchByKey({ name: 'ok', connection: connection(), sliceSize: -1 })).toThrow(InvalidOptionError);
   });
