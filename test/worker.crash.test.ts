@@ -1,27 +1,33 @@
 import { describe, expect, it } from 'vitest';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
-import { batchByKey } from '../src';
+import { batchByKey, type Batcher } from '../src';
 import { parseUrl, range, redisClient, redisUrl, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
 
 // Short BullMQ lock and stall check, short key lock: the recovery window is their sum.
 const FAST_RECOVERY = { lockTtlMs: 2000 };
 const FAST_STALL = { lockDuration: 1000, stalledInterval: 500 };
 
+/** The batcher that takes over from a killed worker process, recording what it processes. */
+function survivorOf(name: string): { survivor: Batcher; processed: string[] } {
+  const processed: string[] = [];
+  const survivor = track(
+    batchByKey({
+      name,
+      connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null },
+      sliceSize: 10,
+      ...FAST_RECOVERY,
+      eachIteration: (ids) => void processed.push(...ids),
+    }),
+  );
+  return { survivor, processed };
+}
+
 describe('a worker process killed with SIGKILL mid-slice', () => {
   it('loses nothing: the claimed ids go back to pending and are processed by another worker', async () => {
     const name = uniqueName('crash');
     const redis = redisClient();
     const victim = await startWorkerProcess({ redisUrl: redisUrl(), name, mode: 'hang', options: { sliceSize: 10, ...FAST_RECOVERY }, worker: FAST_STALL });
-    const processed: string[] = [];
-    const survivor = track(
-      batchByKey({
-        name,
-        connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null },
-        sliceSize: 10,
-        ...FAST_RECOVERY,
-        eachIteration: (ids) => void processed.push(...ids),
-      }),
-    );
+    const { survivor, processed } = survivorOf(name);
     await survivor.performBatchLater(range(50), { key: 'k' });
     await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the victim to claim a slice' });
     expect(await survivor.backlog('k')).toEqual({ pending: 40, inFlight: 10, retrying: 0 });
@@ -47,16 +53,7 @@ describe('a worker process with 4 lanes per key killed mid-slice', () => {
       options: { sliceSize: 10, concurrencyPerKey: 4, ...FAST_RECOVERY },
       worker: FAST_STALL,
     });
-    const processed: string[] = [];
-    const survivor = track(
-      batchByKey({
-        name,
-        connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null },
-        sliceSize: 10,
-        ...FAST_RECOVERY,
-        eachIteration: (ids) => void processed.push(...ids),
-      }),
-    );
+    const { survivor, processed } = survivorOf(name);
     await survivor.performBatchLater(range(50), { key: 'k' });
     await waitFor(async () => (await redis.llen(`${name}:started`)) === 40, { what: 'the victim to claim 4 slices' });
 
