@@ -4,9 +4,8 @@ import { normalizeIds, validateKey } from './input';
 import { ensureJob, type KeyQueue } from './job';
 import { Cluster, type ChainableCommander } from 'ioredis';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
-import { zsetReadyIn } from './store/zset';
 import { queueScript, type RedisClient } from './scripts';
-import type { Store } from './store';
+import { dueIn, type Store } from './store';
 import { createTicket, newTicket } from './progress';
 import type { BatchByKeyOptions, Id, Key, PerformOptions, PerformResult } from './types';
 
@@ -109,7 +108,7 @@ const RESCHEDULE_TOLERANCE_MS = 20;
 async function bringForward(deps: EnqueueDeps, key: Key, names: KeyNames, waitMs: number): Promise<void> {
   let dueAt = Date.now() + waitMs;
   for (let attempt = 0; attempt < 2; attempt++) {
-    const readyIn = await zsetReadyIn(deps.client, names);
+    const readyIn = await dueIn(deps.client, 'zset', names);
     if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     dueAt = Date.now() + readyIn;
     await ensureJob(deps.queue(), key, readyIn);

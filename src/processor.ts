@@ -11,7 +11,7 @@ import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
 import { log } from './logger';
 import { backoffDelay, type ResolvedOptions } from './options';
-import { claim, dueIn, storeFor } from './store';
+import { claim, dueIn } from './store';
 import { MAX_TICKET_ERRORS } from './progress';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import { runScript, ScriptStatus, type RedisClient } from './scripts';
@@ -189,7 +189,7 @@ async function requeue(job: KeyJob, token: string, delayMs: number): Promise<nev
 async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, names: KeyNames, waitMs: number, options: ResolvedOptions): Promise<never> {
   await job.moveToDelayed(Date.now() + waitMs, token);
   try {
-    const now = await dueIn(client, storeFor(options.store), names);
+    const now = await dueIn(client, options.store, names);
     if (now >= 0 && now < waitMs) await job.changeDelay(now);
   } catch (err) {
     // The job is delayed already; at worst a push that raced with it waits for its earlier time.

@@ -84,6 +84,29 @@ describe('a slice that throws', () => {
   });
 });
 
+describe('a key blocked by failed slices backing off', () => {
+  it('waits delayed for its first retry instead of spinning through BullMQ', async () => {
+    let calls = 0;
+    const b = testBatcher({
+      sliceSize: 1,
+      backoff: { type: 'fixed', delayMs: 1500 },
+      eachIteration() {
+        calls++;
+        throw new Error('database down');
+      },
+    });
+    const worker = b.createWorker();
+    let activations = 0;
+    worker.on('active', () => void activations++);
+    await b.performBatchLater(range(30), { key: 'k' });
+    await waitFor(async () => (await b.backlog('k')).retrying === 10, { what: '10 slices backing off' });
+    const blockedAt = activations;
+    await waitFor(() => calls > 10, { timeoutMs: 10_000, what: 'the first retry' });
+    // One activation brings the first retry; a spinning key would show hundreds.
+    expect(activations - blockedAt).toBeLessThanOrEqual(3);
+  });
+});
+
 describe('sliceTimeoutMs', () => {
   it('stops waiting for a slice that never returns: its signal aborts, it counts as failed, the key goes on', async () => {
     const rec = new Recorder();

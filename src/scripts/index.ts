@@ -19,7 +19,8 @@ export type ScriptName =
   | 'fail-slice'
   | 'track-push'
   | 'dead-add'
-  | 'dead-remove';
+  | 'dead-remove'
+  | 'due-in';
 
 const NAMES: readonly ScriptName[] = [
   'acquire-lock',
@@ -34,6 +35,7 @@ const NAMES: readonly ScriptName[] = [
   'track-push',
   'dead-add',
   'dead-remove',
+  'due-in',
 ];
 
 /** Lua status codes shared by the scripts. */

@@ -1,6 +1,6 @@
 --[[
   Adds ids to a key's sorted set, ready at the Redis server's now + delay. Re-adding an id moves
-  it to the new time (debounce). With no ids, only answers how long the key's job should wait.
+  it to the new time (debounce).
 
   KEYS[1] pending sorted set (score: ready-at ms)
   KEYS[2] retry (failed slices, scored by when they are due)

@@ -5,7 +5,7 @@ import { runScript, ScriptStatus, type RedisClient } from '../scripts';
 import type { Backlog, Id, StoreKind } from '../types';
 import { listStore } from './list';
 import { setStore } from './set';
-import { zsetReadyIn, zsetStore } from './zset';
+import { zsetStore } from './zset';
 
 /** What the processor does with the ids of the previous slice when it claims the next one. */
 export type Settle = 'ack' | 'restore';
@@ -74,11 +74,9 @@ export async function claim(
   return { held: true, waitMs: reply[1], ids, ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }) };
 }
 
-/** Ms until the key has something to claim: 0 for pending ids (a zset's when ready), -1 for nothing pending. */
-export async function dueIn(client: RedisClient, store: Store, names: KeyNames): Promise<number> {
-  if (store.kind === 'zset') return zsetReadyIn(client, names);
-  const { pending } = await backlog(client, store, names);
-  return pending > 0 ? 0 : -1;
+/** Ms until the key has something to claim, as its claim would judge it; -1 for nothing at all. */
+export async function dueIn(client: RedisClient, kind: StoreKind, names: KeyNames): Promise<number> {
+  return Number(await runScript(client, 'due-in', [names.pending, names.retry], [kind, MAX_RETRYING_SLICES]));
 }
 
 export async function backlog(client: RedisClient, store: Store, names: KeyNames): Promise<Backlog> {
