@@ -74,28 +74,47 @@ export interface IterationParams {
  * so the other lanes start after it.
  */
 export async function iterate(p: IterationParams): Promise<RunOutcome> {
-  // One signal per run: a timed-out slice ends the run, so it never needs resetting.
-  const timeout = new AbortController();
-  const run: RunState = { signal: AbortSignal.any([p.stop, timeout.signal]), timeout, stopped: undefined };
+  const run: RunState = { stopped: undefined, error: undefined };
   let started!: () => void;
   const firstClaimed = new Promise<void>((resolve) => (started = resolve));
-  const lanes = [runLane(p, run, 0, started)];
+  const lanes = [contained(run, runLane(p, run, 0, started))];
   if (p.concurrency > 1) {
     await Promise.race([firstClaimed, lanes[0]]);
-    for (let lane = 1; lane < p.concurrency; lane++) lanes.push(runLane(p, run, lane));
+    for (let lane = 1; lane < p.concurrency; lane++) lanes.push(contained(run, runLane(p, run, lane)));
   }
-  return combine(await Promise.all(lanes));
+  const outcomes = await Promise.all(lanes);
+  if (run.error) throw run.error.thrown;
+  return combine(outcomes);
 }
 
 interface RunState {
-  signal: AbortSignal;
-  timeout: AbortController;
   /** Set by the first lane that stops the run; the others stop after their slice. */
   stopped: RunOutcome | undefined;
+  /** What a lane threw (Redis trouble): the run rethrows it once every lane has stopped. */
+  error: { thrown: unknown } | undefined;
+}
+
+/**
+ * A lane that throws stops the others after their slice, and the run waits for them before it
+ * rethrows: releasing the lock while a lane still runs would let a new run restore, and run
+ * again, the slices still running here.
+ */
+async function contained(run: RunState, lane: Promise<RunOutcome>): Promise<RunOutcome> {
+  try {
+    return await lane;
+  } catch (thrown) {
+    run.error ??= { thrown };
+    run.stopped ??= { kind: 'stopped', reason: 'shutdown' };
+    return run.stopped;
+  }
 }
 
 async function runLane(p: IterationParams, run: RunState, lane: number, onFirstClaim?: () => void): Promise<RunOutcome> {
   const names = laneNames(p.names, lane);
+  // One signal per lane and run: a timed-out slice ends its lane (and the run), so it never needs
+  // resetting, and a timeout in one lane never aborts another lane's slice.
+  const timeout = new AbortController();
+  const signal = AbortSignal.any([p.stop, timeout.signal]);
   let settle: Settle = 'restore';
   for (let n = 1; ; n++) {
     const sliceId = `${p.lock.value}:${lane}:${n}`;
@@ -107,7 +126,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, onFirstC
     }
     settle = 'ack';
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
-    const outcome = (await runOne(p, run, names, claimed, sliceId)) ?? (run.stopped && { ...run.stopped, restore: false }) ?? stopReason(p);
+    const outcome = (await runOne(p, { names, signal, timeout }, claimed, sliceId)) ?? (run.stopped && { ...run.stopped, restore: false }) ?? stopReason(p);
     if (outcome) {
       run.stopped ??= outcome;
       // Lane 0's last slice is settled by the release; the other lanes settle their own.
@@ -117,12 +136,18 @@ async function runLane(p: IterationParams, run: RunState, lane: number, onFirstC
   }
 }
 
+interface LaneContext {
+  names: KeyNames;
+  signal: AbortSignal;
+  timeout: AbortController;
+}
+
 /** Runs one claimed slice; an outcome when the slice ends the run. */
-async function runOne(p: IterationParams, run: RunState, names: KeyNames, claimed: { ids: Id[]; retry?: RetrySlice }, sliceId: string): Promise<RunOutcome | undefined> {
+async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[]; retry?: RetrySlice }, sliceId: string): Promise<RunOutcome | undefined> {
   const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
   const started = performance.now();
   try {
-    await runSlice(p, { ...slice, signal: run.signal }, run.timeout);
+    await runSlice(p, { ...slice, signal: lane.signal }, lane.timeout);
     if (p.events.wants('slice:done')) p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started });
     return undefined;
   } catch (thrown) {
@@ -132,10 +157,10 @@ async function runOne(p: IterationParams, run: RunState, names: KeyNames, claime
     // stopping, not failing (a slice timeout is a failure).
     if (p.lock.signal.aborted) return { kind: 'lock_lost' };
     if (p.stop.aborted) return { kind: 'stopped', reason: 'shutdown', restore: true };
-    const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names, durationMs: performance.now() - started };
+    const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names: lane.names, durationMs: performance.now() - started };
     if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
     // The abandoned handler may still run; a fresh run gets a fresh signal.
-    if (run.timeout.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
+    if (lane.timeout.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
     return undefined;
   }
 }

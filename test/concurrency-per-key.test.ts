@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { range, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('concurrencyPerKey', () => {
   it.each(['list', 'set'] as const)('%s: runs 4 slices of one key at once, each id exactly once, never one id in two running slices', async (store) => {
@@ -73,5 +73,62 @@ describe('concurrencyPerKey', () => {
     expect(await b.waitFor(ticket!)).toMatchObject({ done: 20, failed: 0 });
     expect(seen.size).toBe(20);
     expect(failures).toBe(3);
+  });
+});
+
+describe('concurrencyPerKey: one lane in trouble', () => {
+  it('a slice timeout in one lane does not fail the slices of the others', async () => {
+    const done: string[] = [];
+    const b = testBatcher({
+      sliceSize: 1,
+      concurrencyPerKey: 2,
+      sliceTimeoutMs: 200,
+      attempts: 1,
+      isolateFailures: false,
+      async eachIteration(ids, ctx) {
+        if (ids[0] === 'slow') await new Promise(() => {}); // ignores its signal
+        // 50 ms slices that honour their signal: one of them is running when 'slow' times out.
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(resolve, 50);
+          ctx.signal.addEventListener('abort', () => {
+            clearTimeout(timer);
+            reject(ctx.signal.reason as Error);
+          });
+        });
+        done.push(ids[0]!);
+      },
+    });
+    b.createWorker();
+    await b.performBatchLater(['slow', ...range(10, 'good-')], { key: 'k' });
+    await waitFor(async () => (await b.deadLetters.count()) >= 1 && done.length + (await b.deadLetters.count()) === 11, { what: 'every id settled' });
+    expect([...done].sort()).toEqual(range(10, 'good-').sort());
+    expect((await b.deadLetters.list()).letters.map((l) => [l.id, l.error.name])).toEqual([['slow', 'SliceTimeoutError']]);
+  });
+
+  it('Redis trouble in one lane stops the run only after the other lanes finish their slices', async () => {
+    const redis = redisClient();
+    const lockHeldAtEnd: (string | null)[] = [];
+    const warned: string[] = [];
+    const b = testBatcher({
+      sliceSize: 1,
+      concurrencyPerKey: 2,
+      logger: { warn: (message) => void warned.push(message) },
+      async eachIteration(ids) {
+        const names = keyspaceOf(b).forKey('k');
+        if (ids[0] === 'breaker') {
+          // The next claim of this lane fails: the pending list is suddenly a hash.
+          await redis.del(names.pending);
+          await redis.hset(names.pending, 'x', '1');
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 300)); // the other lane's work
+        lockHeldAtEnd.push(await redis.get(names.lock));
+      },
+    });
+    b.createWorker();
+    await b.performBatchLater(['slow', 'breaker'], { key: 'k' });
+    await waitFor(() => warned.includes('batch-by-key: run interrupted by an error; retrying the key') && lockHeldAtEnd.length > 0);
+    await redis.del(keyspaceOf(b).forKey('k').pending);
+    expect(lockHeldAtEnd[0]).not.toBeNull();
   });
 });
