@@ -21,6 +21,14 @@ export interface KeyNames {
   tracked: string;
   /** The same for the ids of the slice in flight. */
   trackedInFlight: string;
+  /**
+   * When the pending ids were pushed, for lag. List store: a list of `pushMs count`, one per
+   * push, oldest first, consumed by claims. Set store: a string, the time pending last went from
+   * empty to non-empty. Zset store: unused (the scores are the ready times).
+   */
+  pushMarks: string;
+  /** The push time of the oldest id of the slice in flight (by `pushMarks`), for a restore to put back. */
+  inFlightMark: string;
   /** Prefix of a ticket's hash (`${ticketPrefix}${ticket}`: total, done, failed) and its errors list (`…:errors`). */
   ticketPrefix: string;
 }
@@ -81,6 +89,8 @@ export class Keyspace {
       tracked: `${base}:tracked`,
       trackedInFlight: `${base}:tracked:inflight`,
       ticketPrefix: `${base}:ticket:`,
+      pushMarks: `${base}:marks`,
+      inFlightMark: `${base}:marks:inflight`,
     };
   }
 }

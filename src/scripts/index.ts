@@ -19,7 +19,9 @@ export type ScriptName =
   | 'fail-slice'
   | 'track-push'
   | 'dead-add'
-  | 'dead-remove';
+  | 'dead-remove'
+  | 'mark-push'
+  | 'mark-age';
 
 const NAMES: readonly ScriptName[] = [
   'acquire-lock',
@@ -34,6 +36,8 @@ const NAMES: readonly ScriptName[] = [
   'track-push',
   'dead-add',
   'dead-remove',
+  'mark-push',
+  'mark-age',
 ];
 
 /** Lua status codes shared by the scripts. */

@@ -17,5 +17,6 @@ local function settlePrevious(store)
     store.restore()
     untrackAll(KEYS[7], KEYS[8])
   end
+  redis.call('DEL', KEYS[11])
   return nil
 end
