@@ -10,6 +10,7 @@ export function batchByKey(options: BatchByKeyOptions & { eachIteration: EachIte
 }
 
 export { BatchByKey } from './class-form';
+export { dashboard, type DashboardHandler, type DashboardOptions } from './dashboard';
 export { withKey, currentKey } from './context';
 export { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
 export { DEFAULTS } from './options';
