@@ -62,6 +62,10 @@ export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
     static backlog(this: JobClass, key: Key): Promise<Backlog> {
       return batcherOf(this).backlog(key);
     }
+    /** The subclass's batcher, for `dashboard` and `prometheusMetrics`. */
+    static get batcher(): Batcher {
+      return batcherOf(this as unknown as JobClass);
+    }
     static stats(this: JobClass, opts?: StatsOptions): Promise<Stats> {
       return batcherOf(this).stats(opts);
     }

@@ -7,7 +7,7 @@ import { fromUrl } from './connection';
 import { formatMs } from './dashboard';
 import { BatchByKeyError } from './errors';
 import { VERSION } from './version';
-import type { Batcher, DeadLetterQuery, KeyStats, Stats } from './types';
+import type { Batcher, DeadLetterQuery, KeyStats, Stats, StoreKind } from './types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 export const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
@@ -29,6 +29,7 @@ interface Global {
   redis: string;
   name: string;
   prefix?: string;
+  store: StoreKind;
   debug?: boolean;
 }
 
@@ -47,6 +48,7 @@ function open(global: Global): Batcher {
       // Fail fast on a bad URL or a server that is down, instead of retrying forever.
       connection: { ...fromUrl(global.redis), maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5_000 },
       ...(global.prefix !== undefined && { prefix: global.prefix }),
+      store: global.store,
     },
     () => () => {
       throw new Error('the CLI does not process ids');
@@ -111,6 +113,8 @@ function program(io: Io): Command {
     .addOption(new Option('--redis <url>', 'Redis URL').env('REDIS_URL').default('redis://127.0.0.1:6379'))
     .requiredOption('--name <name>', 'the batcher name (its BullMQ queue)')
     .option('--prefix <prefix>', 'BullMQ key prefix, if the batcher sets one')
+    // Redis does not record it, and reading a set as a list fails with WRONGTYPE.
+    .addOption(new Option('--store <store>', "the batcher's store").choices(['list', 'set', 'zset']).default('list'))
     .option('--debug', 'print stack traces of errors')
     .version(VERSION)
     .exitOverride()

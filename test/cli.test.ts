@@ -66,6 +66,16 @@ describe('the batch-by-key CLI', () => {
     expect((await b.backlog('big')).pending).toBe(25_000);
   });
 
+  it('--store reads and pushes a set batcher', async () => {
+    const b = testBatcher({ store: 'set', eachIteration: () => {} });
+    expect(await cli([...on(b), '--store', 'set', 'push', '--key', 'k'], { input: 'a\na\nb\n' })).toMatchObject({ code: 0 });
+    const json = await cli([...on(b), '--store', 'set', 'stats', '--json']);
+    expect(JSON.parse(json.stdout) as Stats).toMatchObject({ keys: 1, pending: 2 });
+    const wrong = await cli([...on(b), 'stats']);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('WRONGTYPE');
+  });
+
   it('stats --watch prints until interrupted', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...on(b), 'stats', '--watch', '50', '--json']);
