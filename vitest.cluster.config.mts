@@ -6,7 +6,8 @@ import base from './vitest.config.mts';
  * with an ioredis `Cluster` and no prefix, so the library's own cluster defaults are what run.
  * Left out, because what they test is tied to a standalone server: connection (URLs and
  * ioredis options name one server), faults (CLIENT KILL on one server), worker.crash and
- * examples (child processes that connect by URL), version (no Redis).
+ * examples (child processes that connect by URL), version (no Redis), cli (connects by URL),
+ * dashboard (its browser test is about the page, not the Redis topology).
  */
 export default defineConfig({
   test: {
@@ -25,14 +26,18 @@ export default defineConfig({
         'failures',
         'keys',
         'lock',
+        'logger',
+        'metrics',
         'one-job-per-key',
         'performBatchLater',
         'processor',
         'progress',
         'recovery',
         'scheduling',
+        'stats',
         'store.set',
         'store.zset',
+        'tracing',
         'validation',
         'worker.shutdown',
         'worker.time-box',

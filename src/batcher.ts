@@ -12,11 +12,13 @@ import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from '
 import { keyProcessor } from './processor';
 import { progress, waitFor } from './progress';
 import { ageLevelOne } from './scheduling';
+import { INTERNALS, type BatcherInternals } from './internals';
+import { stats } from './stats';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts, scriptSource } from './scripts';
 import { backlog, storeFor } from './store';
 import type { KeyQueue } from './job';
-import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor } from './types';
+import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, Id, KeyJobData, KeyProcessor, PerformOptions, PerformResult } from './types';
 
 /** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
 function bullConnection(connection: Connection): ConnectionOptions {
@@ -66,11 +68,16 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
   };
   const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, ticketTtlMs: opts.ticketTtlMs });
   const events = new BatcherEmitter(opts.logger);
+  const push = async (ids: ReadonlyArray<Id | number>, performOptions?: PerformOptions): Promise<PerformResult> => {
+    const result = await performBatchLater(enqueueDeps(), ids, performOptions);
+    if (result.pushed > 0) events.emit('pushed', { key: result.key, count: result.pushed });
+    return result;
+  };
   const deadLetters = new DeadLetterBox({
     client,
     keyspace,
     maxDeadLetters: opts.maxDeadLetters,
-    push: (key, ids) => performBatchLater(enqueueDeps(), ids, { key }),
+    push: (key, ids) => push(ids, { key }),
   });
   const recoveryDeps = (): RecoveryDeps => ({
     client: client(),
@@ -83,7 +90,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
 
   const batcher: Batcher = {
     name: opts.name,
-    performBatchLater: async (ids, performOptions) => performBatchLater(enqueueDeps(), ids, performOptions),
+    performBatchLater: push,
     processor(fallback?: FallbackProcessor): KeyProcessor {
       const queueLists = () => ({ wait: getQueue().toKey('wait'), active: getQueue().toKey('active') });
       return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists }, fallback);
@@ -127,6 +134,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       worker.on('closed', () => workers.delete(untyped));
       return worker;
     },
+    stats: async (statsOptions) => stats({ name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count() }, statsOptions),
     backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
     deadLetters,
@@ -149,5 +157,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       if (redis?.owned) await redis.client.quit().catch(() => redis?.client.disconnect());
     },
   };
+  const internals: BatcherInternals = { client, keyspace, store };
+  Object.defineProperty(batcher, INTERNALS, { value: internals });
   return batcher;
 }

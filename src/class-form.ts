@@ -4,6 +4,8 @@ import type {
   Backlog,
   Batcher,
   BatcherEvents,
+  Stats,
+  StatsOptions,
   DeadLetters,
   BatchByKeyOptions,
   CreateWorkerOptions,
@@ -59,6 +61,13 @@ export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
     }
     static backlog(this: JobClass, key: Key): Promise<Backlog> {
       return batcherOf(this).backlog(key);
+    }
+    /** The subclass's batcher, for `dashboard` and `prometheusMetrics`. */
+    static get batcher(): Batcher {
+      return batcherOf(this as unknown as JobClass);
+    }
+    static stats(this: JobClass, opts?: StatsOptions): Promise<Stats> {
+      return batcherOf(this).stats(opts);
     }
     static recover(this: JobClass): Promise<number> {
       return batcherOf(this).recover();

@@ -68,6 +68,7 @@ export async function performBatchLater(
     if (ticket) queueScript(tx, 'track-push', [names.tracked, ticket.hash(names)], [ticket.id, deps.ticketTtlMs, ...chunk]);
     deps.store.push(tx, names, chunk, delayMs);
   }
+  deps.store.mark(tx, names, ids.length);
   const stored = await execute(tx);
   const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }) };
   // The job probe is the transaction's second reply; 1 means a waiting job will claim these ids.

@@ -15,7 +15,8 @@ export type ErrorCode =
   | 'ERR_SLICE_TIMEOUT'
   | 'ERR_PERMANENT'
   | 'ERR_UNKNOWN_TICKET'
-  | 'ERR_WAIT_TIMEOUT';
+  | 'ERR_WAIT_TIMEOUT'
+  | 'ERR_MISSING_DEPENDENCY';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -115,6 +116,13 @@ export class WaitTimeoutError extends BatchByKeyError {
     readonly progress: Progress,
   ) {
     super('ERR_WAIT_TIMEOUT', message);
+  }
+}
+
+/** `prometheusMetrics` was called but its optional peer dependency `prom-client` is not installed. */
+export class MissingDependencyError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_MISSING_DEPENDENCY', message);
   }
 }
 

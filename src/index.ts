@@ -10,6 +10,10 @@ export function batchByKey(options: BatchByKeyOptions & { eachIteration: EachIte
 }
 
 export { BatchByKey } from './class-form';
+export { dashboard, type DashboardHandler, type DashboardOptions } from './dashboard';
+export { prometheusMetrics, type MetricsRegistry, type PrometheusMetrics, type PrometheusOptions } from './metrics';
+export { sliceTracing, SLICE_SPAN } from './tracing';
+export { pinoLogger, type PinoLike } from './logger';
 export { withKey, currentKey } from './context';
 export { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
 export { DEFAULTS } from './options';
@@ -27,6 +31,7 @@ export {
   PermanentError,
   UnknownTicketError,
   WaitTimeoutError,
+  MissingDependencyError,
   type ErrorCode,
 } from './errors';
 export type * from './types';

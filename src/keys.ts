@@ -21,6 +21,14 @@ export interface KeyNames {
   tracked: string;
   /** The same for the ids of the slice in flight. */
   trackedInFlight: string;
+  /**
+   * When the pending ids were pushed, for lag. List store: a list of `pushMs count`, one per
+   * push, oldest first, consumed by claims. Set store: a string, the time pending last went from
+   * empty to non-empty. Zset store: unused (the scores are the ready times).
+   */
+  pushMarks: string;
+  /** The push time of the oldest id of the slice in flight (by `pushMarks`), for a restore to put back. */
+  inFlightMark: string;
   /** Prefix of a ticket's hash (`${ticketPrefix}${ticket}`: total, done, failed) and its errors list (`…:errors`). */
   ticketPrefix: string;
 }
@@ -32,7 +40,13 @@ export interface KeyNames {
  */
 export function laneNames(names: KeyNames, lane: number): KeyNames {
   if (lane === 0) return names;
-  return { ...names, inFlight: `${names.inFlight}:${lane}`, lastClaim: `${names.lastClaim}:${lane}`, trackedInFlight: `${names.trackedInFlight}:${lane}` };
+  return {
+    ...names,
+    inFlight: `${names.inFlight}:${lane}`,
+    lastClaim: `${names.lastClaim}:${lane}`,
+    trackedInFlight: `${names.trackedInFlight}:${lane}`,
+    inFlightMark: `${names.inFlightMark}:${lane}`,
+  };
 }
 
 /** The batcher's dead letters; these keys share one hash slot of their own. */
@@ -91,6 +105,8 @@ export class Keyspace {
       tracked: `${base}:tracked`,
       trackedInFlight: `${base}:tracked:inflight`,
       ticketPrefix: `${base}:ticket:`,
+      pushMarks: `${base}:marks`,
+      inFlightMark: `${base}:marks:inflight`,
     };
   }
 }

@@ -200,7 +200,7 @@ async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, 
 
 async function release(client: RedisClient, names: KeyNames, lockValue: string, mode: 'ack' | 'keep', options: ResolvedOptions): Promise<number> {
   const status = Number(
-    await runScript(client, 'release', [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix], [lockValue, mode]),
+    await runScript(client, 'release', [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark], [lockValue, mode]),
   );
   if (status === ScriptStatus.LockNotHeld) {
     log(options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', { lock: names.lock });

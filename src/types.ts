@@ -89,6 +89,8 @@ export interface BatcherEvents {
   interrupted: [{ key: Key; job: KeyJob; reason: StopReason }];
   /** Ids became dead letters. */
   dead: [{ key: Key; ids: readonly Id[]; error: unknown; attempts: number }];
+  /** Ids were stored by `performBatchLater` (or a dead-letter requeue) in this process; emitted where they were pushed. */
+  pushed: [{ key: Key; count: number }];
 }
 
 export interface BatchByKeyOptions {
@@ -220,6 +222,44 @@ export interface Backlog {
   retrying: number;
 }
 
+/** One key in `stats()`. */
+export interface KeyStats extends Backlog {
+  key: Key;
+  /** Age of the key's oldest pending id by the Redis clock; 0 with nothing pending (see the README for what is exact per store). */
+  oldestPendingAgeMs: number;
+}
+
+export interface StatsOptions {
+  /** Keys read at most (from the index of keys with recent pushes, in pages); past it `truncated` is true. @default 10000 */
+  maxKeys?: number;
+  /** Length of `topKeys` and `laggingKeys`. @default 10 */
+  top?: number;
+}
+
+/** A batcher's totals, summed over the keys read (all of them unless `truncated`). */
+export interface Stats {
+  name: string;
+  /** When the stats were read, by the Redis clock (ms since the epoch). */
+  at: number;
+  /** Keys holding ids (pending, in flight or backing off). */
+  keys: number;
+  pending: number;
+  inFlight: number;
+  retrying: number;
+  /** Dead letters (exact, whatever `truncated` says). */
+  dead: number;
+  /** The largest `oldestPendingAgeMs` of any key: the batcher's lag. */
+  oldestPendingAgeMs: number;
+  /** The keys with the most ids waiting (pending + backing off), most first. */
+  topKeys: KeyStats[];
+  /** The keys whose oldest pending id is oldest, laggiest first (only keys with pending ids). */
+  laggingKeys: KeyStats[];
+  /** Index entries read (keys pushed to recently, drained ones included until a recovery sweep drops them). */
+  scannedKeys: number;
+  /** More than `maxKeys` keys are indexed: the totals cover the first `maxKeys` (oldest last push first). */
+  truncated: boolean;
+}
+
 /** A dead letter: an id whose slice used every attempt (or threw a PermanentError for it). */
 export interface DeadLetter {
   key: Key;
@@ -289,6 +329,8 @@ export interface Batcher {
   attach(worker: Worker): void;
   /** How many ids a key has waiting, in flight and backing off. */
   backlog(key: Key): Promise<Backlog>;
+  /** Totals, lag and the busiest keys, read from the index of keys with recent pushes (bounded by `maxKeys`). */
+  stats(options?: StatsOptions): Promise<Stats>;
   /** The batcher's dead letters. */
   readonly deadLetters: DeadLetters;
   /** Counts of a tracked push; an UnknownTicketError once it expired. */

@@ -3,7 +3,7 @@ import { BatchByKey, type IterationContext } from '../src';
 import { range, testConnection, track, uniqueName, waitFor } from './helpers/redis';
 
 describe('class form: BatchByKey', () => {
-  it('a subclass defines eachIteration; static performBatchLater/createWorker/backlog/close work', async () => {
+  it('a subclass defines eachIteration; static performBatchLater/createWorker/backlog/stats/batcher/close work', async () => {
     const seen: string[] = [];
     class SegmentRefresher extends BatchByKey({ name: uniqueName('cls'), connection: testConnection(), sliceSize: 4 }) {
       readonly prefix = 'seg:';
@@ -14,6 +14,8 @@ describe('class form: BatchByKey', () => {
     track({ close: () => SegmentRefresher.close() });
     await SegmentRefresher.performBatchLater(range(10), { key: 'acct' });
     expect(await SegmentRefresher.backlog('acct')).toEqual({ pending: 10, inFlight: 0, retrying: 0 });
+    expect(await SegmentRefresher.stats()).toMatchObject({ keys: 1, pending: 10 });
+    expect(await SegmentRefresher.batcher.stats()).toMatchObject({ name: SegmentRefresher.batcher.name, pending: 10 });
     SegmentRefresher.createWorker();
     await waitFor(() => seen.length === 10);
     expect(seen).toEqual(range(10).map((i) => `seg:acct:${i}`));

@@ -1,14 +1,19 @@
 --[[
   Settles a key's previous slice and claims the next one, for the holder of the key's lock.
   List store: FIFO; a restored slice goes back to the head, in order. Keys, arguments and
-  reply: see includes/claim-body.lua.
+  reply: see includes/claim-body.lua. Push marks: one `pushMs count` per push, consumed with
+  the ids; a restored slice gets one mark, its oldest id's push time, in front.
 ]]
+--- @include "marks"
 local store = {
   perPush = true,
   inFlightIds = function() return redis.call('LRANGE', KEYS[2], 0, -1) end,
-  restore = function(inFlight)
+  restore = function(inFlight, markKey)
+    local n = redis.call('LLEN', inFlight)
+    if n == 0 then return end
     -- Tail first onto the head keeps the in-flight ids in front, in their order.
     while redis.call('RPOPLPUSH', inFlight, KEYS[1]) do end
+    redis.call('LPUSH', KEYS[10], inFlightMark(markKey) .. ' ' .. n)
   end,
   toInFlight = function(ids)
     for i = 1, #ids, 1000 do
@@ -17,9 +22,14 @@ local store = {
   end,
   readyIn = function() return nil end,
 }
-store.takePending = function(count)
+store.takePending = function(count, now)
   local ids = redis.call('LPOP', KEYS[1], count)
-  if ids then store.toInFlight(ids) end
+  if ids then
+    store.toInFlight(ids)
+    redis.call('SET', KEYS[11], takeMarks(KEYS[10], #ids, now))
+    -- Marks that outlive their ids (lost with a failover, say) would skew lag for good.
+    if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[10]) end
+  end
   return ids
 end
 --- @include "claim-body"

@@ -1,14 +1,21 @@
 --[[
   Settles a key's previous slice and claims the next one, for the holder of the key's lock.
   Set store: no order; a restored slice merges back into pending. Keys, arguments and reply:
-  see includes/claim-body.lua.
+  see includes/claim-body.lua. Push mark: when pending last went from empty to non-empty, an
+  upper bound of its oldest id's age (SPOP takes ids in no order, so no exact one is cheap).
 ]]
+--- @include "marks"
 local store = {
   perPush = false,
   inFlightIds = function() return redis.call('SMEMBERS', KEYS[2]) end,
-  restore = function(inFlight)
+  restore = function(inFlight, markKey)
+    if redis.call('EXISTS', inFlight) == 0 then return end
     redis.call('SUNIONSTORE', KEYS[1], KEYS[1], inFlight)
     redis.call('DEL', inFlight)
+    -- The restored ids have waited since their own mark, older than any later push's.
+    local mark = inFlightMark(markKey)
+    local since = redis.call('GET', KEYS[10])
+    if not since or tonumber(since) > tonumber(mark) then redis.call('SET', KEYS[10], mark) end
   end,
   toInFlight = function(ids)
     for i = 1, #ids, 1000 do
@@ -17,9 +24,12 @@ local store = {
   end,
   readyIn = function() return nil end,
 }
-store.takePending = function(count)
+store.takePending = function(count, now)
+  local since = redis.call('GET', KEYS[10]) or now
   local ids = redis.call('SPOP', KEYS[1], count)
   store.toInFlight(ids)
+  if #ids > 0 then redis.call('SET', KEYS[11], since) end
+  if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[10]) end
   return ids
 end
 --- @include "claim-body"

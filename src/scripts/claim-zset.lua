@@ -20,6 +20,8 @@ local store = {
   takePending = function(count, now)
     local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, count)
     local ids = {}
+    -- The earliest ready time of the slice, for push-to-processed latency.
+    if ready[2] then redis.call('SET', KEYS[11], ready[2]) end
     for i = 1, #ready, 2 do
       redis.call('ZREM', KEYS[1], ready[i])
       redis.call('ZADD', KEYS[2], ready[i + 1], ready[i])

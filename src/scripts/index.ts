@@ -20,7 +20,9 @@ export type ScriptName =
   | 'track-push'
   | 'dead-add'
   | 'dead-remove'
-  | 'due-in';
+  | 'due-in'
+  | 'mark-push'
+  | 'mark-age';
 
 const NAMES: readonly ScriptName[] = [
   'acquire-lock',
@@ -36,6 +38,8 @@ const NAMES: readonly ScriptName[] = [
   'dead-add',
   'dead-remove',
   'due-in',
+  'mark-push',
+  'mark-age',
 ];
 
 /** Lua status codes shared by the scripts. */

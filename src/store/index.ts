@@ -36,8 +36,14 @@ export interface Store {
   readonly kind: StoreKind;
   /** Queues the push commands for `ids` on a pipeline; the last one's reply is the wait in ms (zset) or unused. */
   push(pipeline: ChainableCommander, names: KeyNames, ids: readonly Id[], delayMs: number): void;
+  /** Queues the push mark (for lag) once per push, after its ids, in the same transaction. */
+  mark(pipeline: ChainableCommander, names: KeyNames, count: number): void;
   /** Commands that count pending and in-flight ids, in that order. */
   count(pipeline: ChainableCommander, names: KeyNames): void;
+  /** A command whose reply `pendingSince` reads. */
+  oldest(pipeline: ChainableCommander, names: KeyNames): void;
+  /** When the oldest pending id was pushed (list), ready (zset), or no later than (set); undefined when unknown. */
+  pendingSince(reply: unknown): number | undefined;
 }
 
 export function storeFor(kind: StoreKind): Store {
@@ -66,7 +72,19 @@ export async function claim(
   const reply = (await runScript(
     client,
     `claim-${kind}`,
-    [names.pending, names.inFlight, names.lock, names.lastClaim, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix],
+    [
+      names.pending,
+      names.inFlight,
+      names.lock,
+      names.lastClaim,
+      names.retry,
+      names.retrySlices,
+      names.tracked,
+      names.trackedInFlight,
+      names.ticketPrefix,
+      names.pushMarks,
+      names.inFlightMark,
+    ],
     [lockValue, claimId, settle, count, MAX_RETRYING_SLICES, otherLanes],
   )) as [number, number, string, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false };
@@ -80,13 +98,20 @@ export async function dueIn(client: RedisClient, kind: StoreKind, names: KeyName
 }
 
 export async function backlog(client: RedisClient, store: Store, names: KeyNames): Promise<Backlog> {
+  const { pending, inFlight, retrying } = await readKey(client, store, names);
+  return { pending, inFlight, retrying };
+}
+
+/** A key's backlog and when its oldest pending id was pushed (see `Store.pendingSince`), in one round trip. */
+export async function readKey(client: RedisClient, store: Store, names: KeyNames): Promise<Backlog & { pendingSince: number | undefined }> {
   const pipeline = client.pipeline();
   store.count(pipeline, names);
   pipeline.hvals(names.retrySlices);
-  const [pending, inFlight, slices] = ((await pipeline.exec()) ?? []).map(([err, value]) => {
+  store.oldest(pipeline, names);
+  const [pending, inFlight, slices, oldest] = ((await pipeline.exec()) ?? []).map(([err, value]) => {
     if (err) throw err;
     return value;
   });
   const retrying = (slices as string[]).reduce((sum, json) => sum + (JSON.parse(json) as RetrySlice).ids.length, 0);
-  return { pending: Number(pending), inFlight: Number(inFlight), retrying };
+  return { pending: Number(pending), inFlight: Number(inFlight), retrying, pendingSince: store.pendingSince(oldest) };
 }

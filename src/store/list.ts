@@ -1,3 +1,4 @@
+import { queueScript } from '../scripts';
 import type { Store } from './index';
 
 /** FIFO: RPUSH at the tail, claims LPOP from the head; a restored slice goes back to the head. */
@@ -6,7 +7,15 @@ export const listStore: Store = {
   push(pipeline, names, ids) {
     pipeline.rpush(names.pending, ...ids);
   },
+  mark(pipeline, names, count) {
+    queueScript(pipeline, 'mark-push', [names.pushMarks], ['list', count]);
+  },
   count(pipeline, names) {
     pipeline.llen(names.pending).llen(names.inFlight);
   },
+  // The head mark is the push of the head id, the oldest pending one.
+  oldest(pipeline, names) {
+    pipeline.lindex(names.pushMarks, 0);
+  },
+  pendingSince: (reply) => (typeof reply === 'string' ? Number(reply.split(' ')[0]) : undefined),
 };

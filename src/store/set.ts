@@ -1,3 +1,4 @@
+import { queueScript } from '../scripts';
 import type { Store } from './index';
 
 /** Unordered, duplicates collapse: an id pushed while already pending is processed once. */
@@ -6,7 +7,14 @@ export const setStore: Store = {
   push(pipeline, names, ids) {
     pipeline.sadd(names.pending, ...ids);
   },
+  mark(pipeline, names, count) {
+    queueScript(pipeline, 'mark-push', [names.pushMarks], ['set', count]);
+  },
   count(pipeline, names) {
     pipeline.scard(names.pending).scard(names.inFlight);
   },
+  oldest(pipeline, names) {
+    pipeline.get(names.pushMarks);
+  },
+  pendingSince: (reply) => (typeof reply === 'string' ? Number(reply) : undefined),
 };

@@ -7,8 +7,14 @@ export const zsetStore: Store = {
   push(pipeline, names, ids, delayMs) {
     queueScript(pipeline, 'push-zset', [names.pending, names.retry], [delayMs, ...ids]);
   },
+  // The scores are the ready times, by the Redis clock already.
+  mark() {},
   count(pipeline, names) {
     pipeline.zcard(names.pending).zcard(names.inFlight);
   },
+  oldest(pipeline, names) {
+    pipeline.zrange(names.pending, 0, 0, 'WITHSCORES');
+  },
+  pendingSince: (reply) => (Array.isArray(reply) && reply.length === 2 ? Number(reply[1]) : undefined),
 };
 

@@ -7,6 +7,9 @@
 -- KEYS[6] retry slices (hash: slice id -> JSON with its ids and failure history)
 -- KEYS[7] tracked ids waiting    KEYS[8] tracked ids in flight (of this lane)
 -- KEYS[9] ticket prefix (ticket hashes are named from it, in this key's hash slot)
+-- KEYS[10] push marks (lag; see mark-push.lua)
+-- KEYS[11] mark of the slice in flight: when its oldest id was pushed (list), pending since (set),
+--          ready (zset), or, for a failed slice run again, claimed
 -- ARGV[1] lock value (fencing: nothing changes unless the caller holds the lock)
 -- ARGV[2] claim id, unique per call within a job run; a resent call with the same id
 --         changes nothing and returns the ids already in flight
@@ -40,6 +43,7 @@ if count > 0 then
     if slice then
       ids = cjson.decode(slice).ids
       store.toInFlight(ids, now)
+      redis.call('SET', KEYS[11], now)
       result[3] = slice
     end
   end

@@ -14,15 +14,17 @@ local function settlePrevious(store)
     redis.call('DEL', KEYS[2])
     creditAll(KEYS[8], KEYS[9], 'done')
   else
-    store.restore(KEYS[2])
+    store.restore(KEYS[2], KEYS[11])
     untrackAll(KEYS[7], KEYS[8])
     -- A run's first claim also restores what any other lane of a crashed run left in flight
     -- (lane n's keys are lane 0's followed by ':n'), however many lanes that run had.
     for lane = 1, tonumber(ARGV[6]) do
-      local inFlight = KEYS[2] .. ':' .. lane
-      if redis.call('EXISTS', inFlight) == 1 then store.restore(inFlight) end
+      local inFlight, mark = KEYS[2] .. ':' .. lane, KEYS[11] .. ':' .. lane
+      if redis.call('EXISTS', inFlight) == 1 then store.restore(inFlight, mark) end
       untrackAll(KEYS[7], KEYS[8] .. ':' .. lane)
+      redis.call('DEL', mark)
     end
   end
+  redis.call('DEL', KEYS[11])
   return nil
 end

@@ -1,0 +1,265 @@
+#!/usr/bin/env node
+import { createReadStream, statSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { createBatcher } from './batcher';
+import { fromUrl } from './connection';
+import { formatMs } from './dashboard';
+import { BatchByKeyError } from './errors';
+import { VERSION } from './version';
+import type { Batcher, DeadLetterQuery, KeyStats, Stats, StoreKind } from './types';
+
+/** Exit codes: scripts can tell a bad command line from a failure at run time. */
+export const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
+
+/** Lines pushed per performBatchLater call (it chunks further inside one transaction). */
+const PUSH_BATCH = 10_000;
+/** Below this many bytes of input no progress bar is drawn. */
+const PROGRESS_MIN_BYTES = 1 << 20;
+
+class UsageError extends Error {}
+
+interface Io {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  stdin: NodeJS.ReadableStream;
+}
+
+interface Global {
+  redis: string;
+  name: string;
+  prefix?: string;
+  store: StoreKind;
+  debug?: boolean;
+}
+
+const positive = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+};
+const list = (value: string): string[] => value.split(',').filter((id) => id !== '');
+
+/** The CLI never runs slices: it pushes, reads and moves dead letters. */
+function open(global: Global): Batcher {
+  return createBatcher(
+    {
+      name: global.name,
+      // Fail fast on a bad URL or a server that is down, instead of retrying forever.
+      connection: { ...fromUrl(global.redis), maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5_000 },
+      ...(global.prefix !== undefined && { prefix: global.prefix }),
+      store: global.store,
+    },
+    () => () => {
+      throw new Error('the CLI does not process ids');
+    },
+    false,
+  );
+}
+
+function keyLine(k: KeyStats): string {
+  return `  ${k.key}  pending ${k.pending}  in flight ${k.inFlight}  retrying ${k.retrying}  lag ${formatMs(k.oldestPendingAgeMs)}`;
+}
+
+export function formatStats(s: Stats): string {
+  const lines = [
+    `${s.name}: ${s.keys} keys, ${s.pending} pending, ${s.inFlight} in flight, ${s.retrying} retrying, ${s.dead} dead, lag ${formatMs(s.oldestPendingAgeMs)}`,
+  ];
+  if (s.truncated) lines.push(`  (only the first ${s.scannedKeys} indexed keys were read: raise --max-keys)`);
+  if (s.topKeys.length > 0) lines.push('top keys by backlog:', ...s.topKeys.map(keyLine));
+  if (s.laggingKeys.length > 0) lines.push('top keys by lag:', ...s.laggingKeys.map(keyLine));
+  return `${lines.join('\n')}\n`;
+}
+
+async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>): Promise<T> {
+  const b = open(global);
+  try {
+    return await run(b);
+  } finally {
+    await b.close().catch(() => undefined);
+  }
+}
+
+async function readLines(io: Io, file: string | undefined, onLine: (line: string) => Promise<void>, progress: (bytes: number, total: number) => void): Promise<void> {
+  const total = file ? statSync(file).size : 0;
+  const input: NodeJS.ReadableStream = file ? createReadStream(file) : io.stdin;
+  let bytes = 0;
+  input.on('data', (chunk: Buffer | string) => {
+    bytes += chunk.length;
+    progress(bytes, total);
+  });
+  for await (const line of createInterface({ input, crlfDelay: Infinity })) {
+    const id = line.trim();
+    if (id !== '') await onLine(id);
+  }
+}
+
+function progressBar(io: Io): { update: (bytes: number, total: number, pushed: number) => void; done: () => void } {
+  let drawn = false;
+  const draw = (bytes: number, total: number, pushed: number) => {
+    if (!io.stderr.isTTY || Math.max(bytes, total) < PROGRESS_MIN_BYTES) return;
+    drawn = true;
+    const width = 30;
+    const bar = total > 0 ? `[${'#'.repeat(Math.round((width * bytes) / total)).padEnd(width)}] ${Math.floor((100 * bytes) / total)}% ` : '';
+    io.stderr.write(`\r${bar}${pushed} ids pushed`);
+  };
+  return { update: draw, done: () => drawn && io.stderr.write('\n') };
+}
+
+function program(io: Io): Command {
+  const out = (text: string) => io.stdout.write(text);
+  const cli = new Command('batch-by-key')
+    .description('Inspect and steer a batch-by-key batcher')
+    .addOption(new Option('--redis <url>', 'Redis URL').env('REDIS_URL').default('redis://127.0.0.1:6379'))
+    .requiredOption('--name <name>', 'the batcher name (its BullMQ queue)')
+    .option('--prefix <prefix>', 'BullMQ key prefix, if the batcher sets one')
+    // Redis does not record it, and reading a set as a list fails with WRONGTYPE.
+    .addOption(new Option('--store <store>', "the batcher's store").choices(['list', 'set', 'zset']).default('list'))
+    .option('--debug', 'print stack traces of errors')
+    .version(VERSION)
+    .exitOverride()
+    .configureOutput({ writeOut: out, writeErr: (text) => io.stderr.write(text) })
+    .showHelpAfterError();
+  const global = () => cli.opts<Global>();
+
+  cli
+    .command('stats')
+    .description('totals, lag and the busiest keys')
+    .option('--watch [ms]', 'print again every ms (default 2000) until interrupted')
+    .option('--json', 'print JSON')
+    .option('--max-keys <n>', 'keys read at most', positive)
+    .option('--top <n>', 'keys listed by backlog and by lag', positive)
+    .action(async (o: { watch?: string | true; json?: boolean; maxKeys?: number; top?: number }) => {
+      const every = o.watch === undefined ? undefined : o.watch === true ? 2000 : positive(o.watch);
+      await withBatcher(global(), async (b) => {
+        const options = { ...(o.maxKeys && { maxKeys: o.maxKeys }), ...(o.top && { top: o.top }) };
+        for (;;) {
+          const s = await b.stats(options);
+          out(o.json ? `${JSON.stringify(s)}\n` : `${every !== undefined ? `${new Date(s.at).toISOString()} ` : ''}${formatStats(s)}`);
+          if (every === undefined) return;
+          await new Promise((resolve) => setTimeout(resolve, every));
+        }
+      });
+    });
+
+  const dead = cli.command('dead').description('dead letters');
+  const query = (o: { key?: string; ids?: string[] }): DeadLetterQuery => ({ ...(o.key !== undefined && { key: o.key }), ...(o.ids && { ids: o.ids }) });
+  dead
+    .command('list')
+    .description('list dead letters, most recent first')
+    .option('--key <key>', 'only this key')
+    .option('--limit <n>', 'at most this many (up to 1000)', positive, 100)
+    .addOption(new Option('--order <order>', 'time (most recent) or attempts (most)').choices(['time', 'attempts']).default('time'))
+    .option('--json', 'print JSON lines')
+    .action(async (o: { key?: string; limit: number; order: 'time' | 'attempts'; json?: boolean }) => {
+      await withBatcher(global(), async (b) => {
+        const { letters } = await b.deadLetters.list({ limit: o.limit, order: o.order, ...(o.key !== undefined && { key: o.key }) });
+        for (const l of letters) {
+          out(o.json ? `${JSON.stringify(l)}\n` : `${l.key}\t${l.id}\t${l.attempts}\t${new Date(l.lastFailedAt).toISOString()}\t${l.error.name}: ${l.error.message}\n`);
+        }
+      });
+    });
+  dead
+    .command('requeue')
+    .description('push dead ids back and remove their letters (all of them unless --key/--ids)')
+    .option('--key <key>', 'only this key')
+    .option('--ids <ids>', 'only these ids, comma-separated', list)
+    .action(async (o: { key?: string; ids?: string[] }) => {
+      const n = await withBatcher(global(), (b) => b.deadLetters.requeue(query(o)));
+      out(`requeued ${n}\n`);
+    });
+  dead
+    .command('purge')
+    .description('delete dead letters for good')
+    .option('--key <key>', 'only this key')
+    .option('--ids <ids>', 'only these ids, comma-separated', list)
+    .option('--yes', 'needed to purge every letter of the batcher')
+    .action(async (o: { key?: string; ids?: string[]; yes?: boolean }) => {
+      if (o.key === undefined && o.ids === undefined && !o.yes) throw new UsageError('dead purge without --key or --ids deletes every dead letter: add --yes');
+      const n = await withBatcher(global(), (b) => b.deadLetters.purge(query(o)));
+      out(`purged ${n}\n`);
+    });
+
+  cli
+    .command('push')
+    .description('push ids, one per line, from a file or stdin')
+    .requiredOption('--key <key>', 'the key to push to')
+    .option('--file <path>', 'read ids from this file instead of stdin')
+    .action(async (o: { key: string; file?: string }) => {
+      const bar = progressBar(io);
+      const pushed = await withBatcher(global(), async (b) => {
+        let batch: string[] = [];
+        let count = 0;
+        let bytes = 0;
+        let total = 0;
+        const flush = async () => {
+          if (batch.length === 0) return;
+          count += (await b.performBatchLater(batch, { key: o.key })).pushed;
+          batch = [];
+          bar.update(bytes, total, count);
+        };
+        await readLines(
+          io,
+          o.file,
+          async (id) => {
+            batch.push(id);
+            if (batch.length >= PUSH_BATCH) await flush();
+          },
+          (read, size) => {
+            bytes = read;
+            total = size;
+          },
+        );
+        await flush();
+        return count;
+      });
+      bar.done();
+      out(`pushed ${pushed} ids to ${o.key}\n`);
+    });
+  return cli;
+}
+
+/** URLs may carry a password; error messages end up in CI logs. */
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+function isUsage(err: unknown): boolean {
+  if (err instanceof UsageError || err instanceof CommanderError) return true;
+  // Bad input that reached the library: a key, id or option it refuses.
+  return err instanceof BatchByKeyError && ['ERR_INVALID_OPTION', 'ERR_INVALID_IDS', 'ERR_INVALID_KEY'].includes(err.code);
+}
+
+/** Runs the CLI; resolves with the exit code. */
+export async function main(argv: readonly string[], io: Io = process): Promise<number> {
+  const cli = program(io);
+  try {
+    await cli.parseAsync(argv as string[]);
+    return EXIT.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version end this way too, with exit code 0.
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    const { debug, redis } = cli.opts<Global>();
+    const message = err instanceof Error ? err.message : String(err);
+    const unreachable = !(err instanceof BatchByKeyError) && /Connection is closed|ECONNREFUSED|ENOTFOUND|ETIMEDOUT|connect/i.test(message);
+    io.stderr.write(`batch-by-key: ${unreachable ? `cannot reach Redis at ${redact(redis)} (${message})` : message}\n`);
+    if (debug && err instanceof Error && err.stack) io.stderr.write(`${err.stack}\n`);
+    return isUsage(err) ? EXIT.usage : EXIT.runtime;
+  }
+}
+
+if (require.main === module) {
+  const stop = () => process.exit(EXIT.ok);
+  process.on('SIGINT', stop);
+  main(process.argv).then((code) => {
+    process.exitCode = code;
+  });
+}

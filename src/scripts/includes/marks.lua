@@ -1,0 +1,33 @@
+-- Push marks (lag bookkeeping) for the claim scripts; KEYS as in claim-body.
+
+local function clockMs()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- List store: consumes the marks of `n` ids claimed from the head; returns the push time of the
+-- first of them (`fallback` when marks are missing, e.g. ids pushed by an older version).
+local function takeMarks(marks, n, fallback)
+  local first
+  while n > 0 do
+    local head = redis.call('LINDEX', marks, 0)
+    if not head then break end
+    local at, count = string.match(head, '^(%d+) (%d+)$')
+    count = tonumber(count)
+    first = first or at
+    if count <= n then
+      redis.call('LPOP', marks)
+      n = n - count
+    else
+      redis.call('LSET', marks, 0, at .. ' ' .. (count - n))
+      n = 0
+    end
+  end
+  return first or fallback
+end
+
+-- The mark of a slice in flight (its key: `markKey`), for a restore; a slice claimed without
+-- one counts from now.
+local function inFlightMark(markKey)
+  return redis.call('GET', markKey) or clockMs()
+end

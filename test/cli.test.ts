@@ -1,0 +1,127 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { PermanentError, type Batcher, type Stats } from '../src';
+import { range, redisUrl, testBatcher, waitFor } from './helpers/redis';
+
+const CLI = join(__dirname, '..', 'src', 'cli.ts');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI from source under tsx, as `npx batch-by-key` would run the build. */
+function cli(args: string[], { input, env = {} }: { input?: string; env?: Record<string, string> } = {}): Promise<Run> {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, REDIS_URL: '', ...env } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdin.end(input ?? '');
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+const on = (b: Batcher) => ['--redis', redisUrl(), '--name', b.name];
+
+/** A batcher with `n` dead letters of key 'k' (ids 0..n-1) and no worker left running. */
+async function withDead(n: number): Promise<Batcher> {
+  const b = testBatcher({
+    eachIteration: (ids) => {
+      throw new PermanentError('broken', { ids });
+    },
+  });
+  await b.performBatchLater(range(n), { key: 'k' });
+  const worker = b.createWorker();
+  await waitFor(async () => (await b.deadLetters.count()) === n, { what: `${n} dead letters` });
+  await worker.close();
+  return b;
+}
+
+describe('the batch-by-key CLI', () => {
+  it('push reads ids from stdin, one per line, and stats prints them', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const pushed = await cli([...on(b), 'push', '--key', 'acct-1'], { input: 'a\nb\n\nc\r\n' });
+    expect(pushed).toEqual({ code: 0, stdout: 'pushed 3 ids to acct-1\n', stderr: '' });
+    expect(await b.backlog('acct-1')).toEqual({ pending: 3, inFlight: 0, retrying: 0 });
+
+    const human = await cli([...on(b), 'stats']);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(new RegExp(`^${b.name}: 1 keys, 3 pending, 0 in flight, 0 retrying, 0 dead, lag \\d`));
+    expect(human.stdout).toContain('top keys by backlog:\n  acct-1  pending 3');
+
+    const json = await cli([...on(b), 'stats', '--json', '--top', '1']);
+    expect(JSON.parse(json.stdout) as Stats).toMatchObject({ name: b.name, keys: 1, pending: 3, topKeys: [{ key: 'acct-1', pending: 3 }] });
+  });
+
+  it('push --file sends a large file in batches (no progress bar when stderr is not a terminal)', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const file = join(mkdtempSync(join(tmpdir(), 'bbk-')), 'ids.txt');
+    writeFileSync(file, `${range(25_000).join('\n')}\n`);
+    const run = await cli([...on(b), 'push', '--key', 'big', '--file', file]);
+    expect(run).toEqual({ code: 0, stdout: 'pushed 25000 ids to big\n', stderr: '' });
+    expect((await b.backlog('big')).pending).toBe(25_000);
+  });
+
+  it('--store reads and pushes a set batcher', async () => {
+    const b = testBatcher({ store: 'set', eachIteration: () => {} });
+    expect(await cli([...on(b), '--store', 'set', 'push', '--key', 'k'], { input: 'a\na\nb\n' })).toMatchObject({ code: 0 });
+    const json = await cli([...on(b), '--store', 'set', 'stats', '--json']);
+    expect(JSON.parse(json.stdout) as Stats).toMatchObject({ keys: 1, pending: 2 });
+    const wrong = await cli([...on(b), 'stats']);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('WRONGTYPE');
+  });
+
+  it('stats --watch prints until interrupted', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...on(b), 'stats', '--watch', '50', '--json']);
+    let lines = 0;
+    child.stdout.on('data', (d: Buffer) => (lines += d.toString().split('\n').length - 1));
+    await waitFor(() => lines >= 2, { what: 'two readings' });
+    const code = new Promise((resolve) => child.on('close', resolve));
+    child.kill('SIGINT');
+    expect(await code).toBe(0);
+  });
+
+  it('dead list, requeue and purge', async () => {
+    const b = await withDead(4);
+    const listed = await cli([...on(b), 'dead', 'list', '--limit', '2']);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout.trim().split('\n')).toHaveLength(2);
+    expect(listed.stdout).toMatch(/^k\t\d\t1\t\S+Z\tPermanentError: broken$/m);
+    const json = await cli([...on(b), 'dead', 'list', '--json', '--order', 'attempts']);
+    expect(json.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { id: string }).id).sort()).toEqual(['0', '1', '2', '3']);
+
+    expect(await cli([...on(b), 'dead', 'requeue', '--key', 'k', '--ids', '0,1'])).toMatchObject({ code: 0, stdout: 'requeued 2\n' });
+    expect(await b.backlog('k')).toMatchObject({ pending: 2 });
+
+    const refused = await cli([...on(b), 'dead', 'purge']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe('batch-by-key: dead purge without --key or --ids deletes every dead letter: add --yes\n');
+    expect(await cli([...on(b), 'dead', 'purge', '--ids', '2'])).toMatchObject({ code: 0, stdout: 'purged 1\n' });
+    expect(await cli([...on(b), 'dead', 'purge', '--yes'])).toMatchObject({ code: 0, stdout: 'purged 1\n' });
+    expect(await b.deadLetters.count()).toBe(0);
+  });
+
+  it('exits 2 on usage errors and 1 with a one-line message when Redis is unreachable', async () => {
+    const noName = await cli(['stats']);
+    expect(noName.code).toBe(2);
+    expect(noName.stderr).toContain("required option '--name <name>' not specified");
+    expect((await cli(['--name', 'q', 'dead', 'list', '--order', 'size'])).code).toBe(2);
+    const badKey = await cli(['--redis', redisUrl(), '--name', 'q', 'push', '--key', 'x'.repeat(2000)], { input: '1\n' });
+    expect(badKey.code).toBe(2);
+    expect(badKey.stderr).toMatch(/^batch-by-key: .*key/);
+
+    const down = await cli(['--redis', 'redis://user:secret@127.0.0.1:1', '--name', 'q', 'stats']);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/^batch-by-key: cannot reach Redis at redis:\/\/user:\*\*\*@127\.0\.0\.1:1\/? \(.+\)\n$/);
+    const debug = await cli(['--redis', 'redis://127.0.0.1:1', '--name', 'q', '--debug', 'stats']);
+    expect(debug.code).toBe(1);
+    expect(debug.stderr.split('\n').length).toBeGreaterThan(3); // the stack too
+    expect((await cli(['--help'])).code).toBe(0);
+  });
+});

@@ -1,0 +1,161 @@
+import { mkdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dashboard, InvalidOptionError, PermanentError, type Batcher, type DashboardHandler } from '../src';
+import { Gate } from './helpers/gate';
+import { testBatcher, track, waitFor } from './helpers/redis';
+
+const XSS_KEY = '<img src=x onerror=alert(1)>';
+
+let browser: Browser;
+beforeAll(async () => {
+  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox'] });
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function serve(handler: DashboardHandler | express.Express): Promise<string> {
+  const server: Server = createServer(handler as DashboardHandler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  track({
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections(); // the browser's keep-alive connections
+      }),
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** A live workload: two keys held in flight with a backlog, and a dead letter whose key is markup. */
+async function workload(): Promise<{ b: Batcher; gate: Gate; poison: Set<string> }> {
+  const gate = new Gate();
+  const poison = new Set(['boom']);
+  const b = testBatcher({
+    sliceSize: 2,
+    async eachIteration(ids, ctx) {
+      if (ids.some((id) => poison.has(id))) throw new PermanentError('bad <b>payload</b>', { ids: ids.filter((id) => poison.has(id)) });
+      // Until the gate opens, or the worker closes at the end of the test.
+      await Promise.race([gate.opened, new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }))]);
+    },
+  });
+  await b.performBatchLater(['boom'], { key: XSS_KEY });
+  await b.performBatchLater(['1', '2', '3', '4', '5'], { key: 'busy' });
+  await b.performBatchLater(['a', 'b', 'c'], { key: 'backlog-key' });
+  b.createWorker({ concurrency: 3 });
+  await waitFor(async () => (await b.deadLetters.count()) === 1 && (await b.stats()).inFlight === 4, { what: 'a dead letter and two busy keys' });
+  return { b, gate, poison };
+}
+
+describe('dashboard in a browser', () => {
+  it('lists the keys of a live workload, escapes user data, and requeues a dead letter', async () => {
+    const { b, gate, poison } = await workload();
+    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const page = await browser.newPage();
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.accept();
+    });
+    await page.goto(`${url}/`);
+    const section = page.locator(`section[data-batcher="${b.name}"]`);
+    await expect(section.locator('.key', { hasText: 'busy' }).first().isVisible()).resolves.toBe(true);
+    const text = await section.innerText();
+    expect(text).toContain('backlog-key');
+    expect(text).toMatch(/busy\t3\t2\t0\t/);
+    expect(text).toContain(XSS_KEY); // shown as text, not markup
+    expect(text).toContain('PermanentError: bad <b>payload</b>');
+    expect(await page.locator('main img, main b').count()).toBe(0);
+    mkdirSync('test-artifacts', { recursive: true });
+    await page.screenshot({ path: 'test-artifacts/dashboard.png', fullPage: true });
+
+    poison.clear();
+    await section.locator('table.dead form[action$="/actions/requeue"] button').first().click();
+    await page.waitForURL(`${url}/`);
+    await waitFor(async () => (await b.deadLetters.count()) === 0, { what: 'the letter requeued' });
+    expect(await section.locator('table.dead').count()).toBe(0);
+    expect(dialogs).toEqual([]); // no alert from the key's markup
+    gate.open();
+    await waitFor(async () => (await b.stats()).keys === 0, { what: 'drained' });
+  });
+
+  it('read-only: no buttons, and a POST is refused with 403', async () => {
+    const { b } = await workload();
+    const url = await serve(dashboard({ batchers: [b] }));
+    const page = await browser.newPage();
+    await page.goto(`${url}/`);
+    expect(await page.locator('button').count()).toBe(0);
+    expect(await page.locator('text=read-only').count()).toBe(1);
+    const status = await page.evaluate(async () => (await fetch('actions/requeue', { method: 'POST', body: new URLSearchParams({ batcher: 'x' }) })).status);
+    expect(status).toBe(403);
+    expect(await b.deadLetters.count()).toBe(1);
+  });
+});
+
+describe('dashboard over HTTP', () => {
+  it('GET /api/v1/stats returns every batcher\'s stats as JSON', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const c = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(['1', '2'], { key: 'k' });
+    const url = await serve(dashboard({ batchers: [b, c] }));
+    const res = await fetch(`${url}/api/v1/stats`);
+    expect(res.headers.get('content-type')).toContain('application/json');
+    const body = (await res.json()) as { batchers: { name: string; pending: number }[] };
+    expect(body.batchers.map((s) => [s.name, s.pending])).toEqual([
+      [b.name, 2],
+      [c.name, 0],
+    ]);
+    expect((await fetch(`${url}/api/v1/stats`, { method: 'DELETE' })).status).toBe(405);
+    expect((await fetch(`${url}/nope`)).status).toBe(404);
+  });
+
+  it('refuses actions that are cross-site or lack the token', async () => {
+    const { b } = await workload();
+    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const token = /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())?.[1];
+    expect(token).toBeDefined();
+    const post = (headers: Record<string, string>, fields: Record<string, string>) =>
+      fetch(`${url}/actions/purge`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(fields), redirect: 'manual' });
+    expect((await post({ origin: 'https://evil.example' }, { batcher: b.name, token: token! })).status).toBe(403);
+    expect((await post({ 'sec-fetch-site': 'cross-site' }, { batcher: b.name, token: token! })).status).toBe(403);
+    expect((await post({}, { batcher: b.name, token: 'f'.repeat(48) })).status).toBe(403);
+    expect((await post({}, { batcher: 'other', token: token! })).status).toBe(400);
+    expect(await b.deadLetters.count()).toBe(1);
+    const ok = await post({ origin: url, 'sec-fetch-site': 'same-origin' }, { batcher: b.name, token: token! });
+    expect(await ok.json()).toEqual({ purged: 1 });
+    expect(await b.deadLetters.count()).toBe(0);
+  });
+
+  it('mounted under a sub-path in Express, links and forms point under it', async () => {
+    const { b, poison } = await workload();
+    poison.clear();
+    const app = express();
+    app.use('/admin/queues', dashboard({ batchers: [b], readOnly: false }));
+    const url = await serve(app);
+    const html = await (await fetch(`${url}/admin/queues`)).text();
+    expect(html).toContain('href="/admin/queues/api/v1/stats"');
+    expect(html).toContain('action="/admin/queues/actions/requeue"');
+    const token = /name="token" value="([0-9a-f]+)"/.exec(html)?.[1] as string;
+    const res = await fetch(`${url}/admin/queues/actions/requeue`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-csrf-token': token, accept: 'text/html' },
+      body: JSON.stringify({ batcher: b.name }),
+      redirect: 'manual',
+    });
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/admin/queues/');
+    expect(await b.deadLetters.count()).toBe(0);
+  });
+
+  it('rejects bad options with an InvalidOptionError', () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    expect(() => dashboard({ batchers: [] })).toThrow(InvalidOptionError);
+    expect(() => dashboard({ batchers: [b, b] })).toThrow(/different names/);
+    expect(() => dashboard({ batchers: [b], readOnly: 'no' as never })).toThrow(InvalidOptionError);
+    expect(() => dashboard({ batchers: [b], deadLetters: -1 })).toThrow(InvalidOptionError);
+  });
+});

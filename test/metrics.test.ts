@@ -1,0 +1,84 @@
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionError, MissingDependencyError, PermanentError, prometheusMetrics } from '../src';
+import { loadOptional, requireOptional } from '../src/optional';
+import { range, testBatcher, waitFor } from './helpers/redis';
+
+/** The samples of a Prometheus text exposition: `name{labels}` → value. */
+function parse(text: string): Map<string, number> {
+  const samples = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$/.exec(line);
+    if (!match) throw new Error(`not a Prometheus sample line: ${line}`);
+    samples.set(match[1]!, Number(match[2]));
+  }
+  return samples;
+}
+
+describe('prometheusMetrics', () => {
+  it('counts pushed, processed, failed and dead ids, times slices and push-to-processed latency, and reads the gauges from stats()', async () => {
+    const registry = new Registry();
+    const b = testBatcher({
+      sliceSize: 2,
+      attempts: 1,
+      isolateFailures: false,
+      eachIteration: (ids, ctx) => {
+        if (ctx.key === 'bad') throw new PermanentError('no');
+      },
+    });
+    const metrics = prometheusMetrics([b], { registry, prefix: 'bbk_' });
+    await b.performBatchLater(range(5), { key: 'a' });
+    await b.performBatchLater(['x'], { key: 'bad' });
+    const label = `{batcher="${b.name}"}`;
+
+    let samples = parse(await registry.metrics());
+    expect(samples.get(`bbk_ids_pushed_total${label}`)).toBe(6);
+    expect(samples.get(`bbk_pending_ids${label}`)).toBe(6);
+    expect(samples.get(`bbk_keys${label}`)).toBe(2);
+    expect(samples.get(`bbk_lag_seconds${label}`)).toBeGreaterThanOrEqual(0);
+
+    b.createWorker();
+    await waitFor(
+      async () => {
+        const now = parse(await registry.metrics());
+        return now.get(`bbk_push_to_processed_seconds_count${label}`) === 3 && now.get(`bbk_ids_dead_lettered_total${label}`) === 1;
+      },
+      { what: 'three slices timed and one dead' },
+    );
+    samples = parse(await registry.metrics());
+    expect(samples.get(`bbk_ids_processed_total${label}`)).toBe(5);
+    expect(samples.get(`bbk_ids_failed_total{batcher="${b.name}",outcome="dead"}`)).toBe(1);
+    expect(samples.get(`bbk_ids_dead_lettered_total${label}`)).toBe(1);
+    expect(samples.get(`bbk_slice_duration_seconds_count${label}`)).toBe(4);
+    expect(samples.get(`bbk_push_to_processed_seconds_bucket{le="+Inf",batcher="${b.name}"}`)).toBe(3);
+    await waitFor(async () => parse(await registry.metrics()).get(`bbk_pending_ids${label}`) === 0 || undefined, { what: 'gauges to drop' });
+    const end = parse(await registry.metrics());
+    expect([end.get(`bbk_in_flight_ids${label}`), end.get(`bbk_lag_seconds${label}`), end.get(`bbk_dead_letters${label}`)]).toEqual([0, 0, 1]);
+
+    metrics.close();
+    expect(await registry.metrics()).not.toContain('bbk_');
+    await b.performBatchLater(['late'], { key: 'a' });
+    expect(await registry.metrics()).toBe('\n');
+  });
+
+  it('uses the default registry and prefix, and rejects bad options', async () => {
+    const { register } = await import('prom-client');
+    const b = testBatcher({ eachIteration: () => {} });
+    const metrics = prometheusMetrics([b]);
+    try {
+      expect(metrics.registry).toBe(register);
+      expect(await register.metrics()).toContain(`batch_by_key_pending_ids{batcher="${b.name}"} 0`);
+    } finally {
+      metrics.close();
+    }
+    expect(() => prometheusMetrics([])).toThrow(InvalidOptionError);
+    expect(() => prometheusMetrics([b], { prefix: 'bad prefix' })).toThrow(InvalidOptionError);
+  });
+
+  it('a missing optional dependency is a MissingDependencyError that says what to install', () => {
+    expect(loadOptional('batch-by-key-not-installed')).toBeUndefined();
+    expect(() => requireOptional('batch-by-key-not-installed', 'prometheusMetrics')).toThrow(MissingDependencyError);
+    expect(() => requireOptional('batch-by-key-not-installed', 'prometheusMetrics')).toThrow('npm install batch-by-key-not-installed');
+  });
+});

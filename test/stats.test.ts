@@ -1,0 +1,152 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionError, PermanentError, type Batcher, type StoreKind } from '../src';
+import { redisNow } from '../src/stats';
+import { Gate } from './helpers/gate';
+import { keyspaceOf, redisClient, testBatcher, waitFor } from './helpers/redis';
+
+/** Pushes and returns the Redis clock just before and just after, which bracket the push's mark. */
+async function timedPush(b: Batcher, key: string, ids: string[]): Promise<[number, number]> {
+  const client = redisClient();
+  const before = await redisNow(client);
+  await b.performBatchLater(ids, { key });
+  return [before, await redisNow(client)];
+}
+
+/** A lag read at `at` of ids pushed within [before, after] is within these bounds. */
+function expectLagOf(lag: number, at: number, [before, after]: [number, number]): void {
+  expect(lag).toBeGreaterThanOrEqual(at - after);
+  expect(lag).toBeLessThanOrEqual(at - before);
+}
+
+describe('stats()', () => {
+  it('counts pending, in flight (a blocked slice), backing off and dead exactly, with the busiest and laggiest keys', async () => {
+    const gate = new Gate();
+    const b = testBatcher({
+      sliceSize: 2,
+      attempts: 1,
+      isolateFailures: false,
+      async eachIteration(ids, ctx) {
+        if (ctx.key === 'bad') throw new PermanentError('bad id');
+        if (ctx.key === 'busy') await gate.opened;
+      },
+    });
+    const quiet = await timedPush(b, 'quiet', ['q1']);
+    await timedPush(b, 'big', ['1', '2', '3', '4']);
+    const busy = await timedPush(b, 'busy', ['1', '2', '3', '4', '5']);
+    await b.performBatchLater(['x'], { key: 'bad' });
+    const worker = b.createWorker({ concurrency: 4 });
+    await waitFor(async () => (await b.backlog('busy')).inFlight === 2 && (await b.deadLetters.count()) === 1, { what: 'busy in flight, bad dead' });
+    await waitFor(async () => (await b.backlog('quiet')).pending === 0 && (await b.backlog('big')).pending === 0, { what: 'quiet and big drained' });
+    await b.performBatchLater(['6'], { key: 'busy' });
+
+    const s = await b.stats();
+    expect(s).toMatchObject({ name: b.name, keys: 1, pending: 4, inFlight: 2, retrying: 0, dead: 1, scannedKeys: 4, truncated: false });
+    expect(s.topKeys).toEqual([{ key: 'busy', pending: 4, inFlight: 2, retrying: 0, oldestPendingAgeMs: s.oldestPendingAgeMs }]);
+    expect(s.laggingKeys.map((k) => k.key)).toEqual(['busy']);
+    // The head of busy's list is id 3, from the first push: the claim consumed two ids of its mark.
+    expectLagOf(s.oldestPendingAgeMs, s.at, busy);
+    expect(quiet[0]).toBeLessThanOrEqual(busy[0]);
+
+    gate.open();
+    await waitFor(async () => (await b.stats()).keys === 0, { what: 'all drained' });
+    expect(await b.stats()).toMatchObject({ pending: 0, inFlight: 0, oldestPendingAgeMs: 0, dead: 1, topKeys: [], laggingKeys: [] });
+    await worker.close();
+  });
+
+  it('list: lag follows the FIFO head across pushes and claims, and survives a restore', async () => {
+    const b = testBatcher({
+      sliceSize: 3,
+      async eachIteration(_ids, ctx) {
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+        throw ctx.signal.reason;
+      },
+    });
+    const first = await timedPush(b, 'k', ['1', '2']);
+    // Pushes 25 ms apart, so reading the wrong mark would show.
+    await waitFor(async () => (await redisNow(redisClient())) > first[1] + 25, { what: 'the Redis clock to move on' });
+    const second = await timedPush(b, 'k', ['3', '4', '5']);
+    let s = await b.stats();
+    expectLagOf(s.oldestPendingAgeMs, s.at, first);
+
+    const worker = b.createWorker();
+    await waitFor(async () => (await b.backlog('k')).inFlight === 3, { what: 'a slice of 3 in flight' });
+    s = await b.stats();
+    // Ids 1-3 are in flight; 4 and 5 came with the second push.
+    expect(s).toMatchObject({ pending: 2, inFlight: 3 });
+    expectLagOf(s.oldestPendingAgeMs, s.at, second);
+
+    await worker.close(); // the slice gives up on the shutdown signal and goes back to the head
+    s = await b.stats();
+    expect(s).toMatchObject({ pending: 5, inFlight: 0 });
+    expectLagOf(s.oldestPendingAgeMs, s.at, first);
+  });
+
+  it('zset: lag is exact from the earliest ready time, 0 while nothing is ready yet', async () => {
+    const b = testBatcher({ store: 'zset', eachIteration: () => {} });
+    const pushed = await timedPush(b, 'now', ['a']);
+    await b.performBatchLater(['b'], { key: 'later', delayMs: 60_000 });
+    const s = await b.stats();
+    expect(s).toMatchObject({ keys: 2, pending: 2 });
+    expect(s.laggingKeys.map((k) => [k.key, k.oldestPendingAgeMs > 0 || k.key === 'now'])).toEqual([
+      ['now', true],
+      ['later', false],
+    ]);
+    expectLagOf(s.laggingKeys[0]!.oldestPendingAgeMs, s.at, pushed);
+    expect(s.laggingKeys[1]!.oldestPendingAgeMs).toBe(0);
+  });
+
+  it('set: lag is an upper bound, from when pending last went from empty to non-empty', async () => {
+    const gate = new Gate();
+    const b = testBatcher({ store: 'set', sliceSize: 1, eachIteration: () => gate.opened });
+    const first = await timedPush(b, 'k', ['1', '2']);
+    await timedPush(b, 'k', ['3']);
+    let s = await b.stats();
+    expectLagOf(s.oldestPendingAgeMs, s.at, first); // not the second push's time: pending never emptied
+    b.createWorker();
+    await waitFor(async () => (await b.backlog('k')).inFlight === 1, { what: 'one in flight' });
+    s = await b.stats();
+    expect(s).toMatchObject({ pending: 2, inFlight: 1 });
+    expectLagOf(s.oldestPendingAgeMs, s.at, first);
+    gate.open();
+    await waitFor(async () => (await b.stats()).keys === 0, { what: 'drained' });
+    // Drained: the mark went with the last id, so the next push starts a fresh one.
+    await b.close();
+    const c = testBatcher({ name: b.name, store: 'set', eachIteration: () => {} });
+    const again = await timedPush(c, 'k', ['9']);
+    s = await c.stats();
+    expectLagOf(s.oldestPendingAgeMs, s.at, again);
+  });
+
+  it('leaves no mark behind once a key is drained', async () => {
+    for (const store of ['list', 'set'] as StoreKind[]) {
+      const b = testBatcher({ store, sliceSize: 2, eachIteration: () => {} });
+      await b.performBatchLater(['1', '2', '3'], { key: 'k' });
+      b.createWorker();
+      await waitFor(async () => (await b.stats()).keys === 0, { what: `${store} drained` });
+      const names = keyspaceOf(b).forKey('k');
+      const client = redisClient();
+      await waitFor(async () => (await client.exists(names.pushMarks, names.inFlightMark, names.inFlight)) === 0, { what: `${store} marks gone` });
+    }
+  });
+
+  it('bounds the keys read by maxKeys and says so; top limits the lists', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    for (let i = 0; i < 5; i++) await b.performBatchLater(Array.from({ length: i + 1 }, (_, j) => String(j)), { key: `k${i}` });
+    const all = await b.stats({ top: 2 });
+    expect(all).toMatchObject({ keys: 5, pending: 15, truncated: false, scannedKeys: 5 });
+    expect(all.topKeys.map((k) => [k.key, k.pending])).toEqual([
+      ['k4', 5],
+      ['k3', 4],
+    ]);
+    expect(all.laggingKeys).toHaveLength(2);
+    // The index lists keys by their last push, oldest first.
+    expect(await b.stats({ maxKeys: 3 })).toMatchObject({ keys: 3, pending: 6, truncated: true, scannedKeys: 3 });
+  });
+
+  it('rejects bad options with an InvalidOptionError', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    await expect(b.stats({ maxKeys: 0 })).rejects.toThrow(InvalidOptionError);
+    await expect(b.stats({ top: 1.5 })).rejects.toThrow(/top must be an integer between 1 and 1000/);
+    await expect(b.stats(null as never)).rejects.toThrow(InvalidOptionError);
+  });
+});
