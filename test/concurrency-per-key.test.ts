@@ -77,6 +77,19 @@ describe('concurrencyPerKey', () => {
 });
 
 describe('concurrencyPerKey: one lane in trouble', () => {
+  it('ids a crashed run left only in a lane above 0 count in backlog() and are recovered, not forgotten', async () => {
+    const seen: string[] = [];
+    const b = testBatcher({ recoveryIntervalMs: 100_000, eachIteration: (ids) => void seen.push(...ids) });
+    // What a run with 2 lanes leaves when it dies after lane 0 drained: ids only in lane 1.
+    await redisClient().rpush(`${keyspaceOf(b).forKey('k').inFlight}:1`, 'x', 'y');
+    await redisClient().zadd(keyspaceOf(b).index, 0, 'k');
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 2, retrying: 0 });
+    expect(await b.recover()).toBe(1);
+    b.createWorker();
+    await waitFor(() => seen.length === 2);
+    expect(seen).toEqual(['x', 'y']);
+  });
+
   it('a slice timeout in one lane does not fail the slices of the others', async () => {
     const done: string[] = [];
     const b = testBatcher({

@@ -1,6 +1,7 @@
 import type { ChainableCommander } from 'ioredis';
 import type { RetrySlice } from '../failures';
-import type { KeyNames } from '../keys';
+import { laneNames, type KeyNames } from '../keys';
+import { MAX_CONCURRENCY_PER_KEY } from '../options';
 import { runScript, ScriptStatus, type RedisClient } from '../scripts';
 import type { Backlog, Id, StoreKind } from '../types';
 import { listStore } from './list';
@@ -39,7 +40,8 @@ export interface Store {
   /** Queues the push mark (for lag) once per push, after its ids, in the same transaction. */
   mark(pipeline: ChainableCommander, names: KeyNames, count: number): void;
   /** Commands that count pending and in-flight ids, in that order. */
-  count(pipeline: ChainableCommander, names: KeyNames): void;
+  /** Queues the command that counts the ids of one of its structures (pending, or a lane's in-flight). */
+  size(pipeline: ChainableCommander, key: string): void;
   /** A command whose reply `pendingSince` reads. */
   oldest(pipeline: ChainableCommander, names: KeyNames): void;
   /** When the oldest pending id was pushed (list), ready (zset), or no later than (set); undefined when unknown. */
@@ -102,16 +104,33 @@ export async function backlog(client: RedisClient, store: Store, names: KeyNames
   return { pending, inFlight, retrying };
 }
 
-/** A key's backlog and when its oldest pending id was pushed (see `Store.pendingSince`), in one round trip. */
+/**
+ * A key's backlog and when its oldest pending id was pushed (see `Store.pendingSince`), in one
+ * round trip, or two when lanes other than lane 0 hold slices (rare: they must be counted too,
+ * or recovery would forget a key whose last ids are in a crashed run's lane).
+ */
 export async function readKey(client: RedisClient, store: Store, names: KeyNames): Promise<Backlog & { pendingSince: number | undefined }> {
+  const otherLanes = Array.from({ length: MAX_CONCURRENCY_PER_KEY - 1 }, (_, i) => laneNames(names, i + 1).inFlight);
   const pipeline = client.pipeline();
-  store.count(pipeline, names);
+  store.size(pipeline, names.pending);
+  store.size(pipeline, names.inFlight);
   pipeline.hvals(names.retrySlices);
   store.oldest(pipeline, names);
-  const [pending, inFlight, slices, oldest] = ((await pipeline.exec()) ?? []).map(([err, value]) => {
+  pipeline.exists(...otherLanes);
+  const [pending, inFlight, slices, oldest, lanesInFlight] = await replies(pipeline);
+  const retrying = (slices as string[]).reduce((sum, json) => sum + (JSON.parse(json) as RetrySlice).ids.length, 0);
+  let inLanes = 0;
+  if (Number(lanesInFlight) > 0) {
+    const lanes = client.pipeline();
+    for (const key of otherLanes) store.size(lanes, key);
+    inLanes = (await replies(lanes)).reduce((sum: number, n) => sum + Number(n), 0);
+  }
+  return { pending: Number(pending), inFlight: Number(inFlight) + inLanes, retrying, pendingSince: store.pendingSince(oldest) };
+}
+
+async function replies(pipeline: ChainableCommander): Promise<unknown[]> {
+  return ((await pipeline.exec()) ?? []).map(([err, value]) => {
     if (err) throw err;
     return value;
   });
-  const retrying = (slices as string[]).reduce((sum, json) => sum + (JSON.parse(json) as RetrySlice).ids.length, 0);
-  return { pending: Number(pending), inFlight: Number(inFlight), retrying, pendingSince: store.pendingSince(oldest) };
 }

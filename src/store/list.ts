@@ -10,8 +10,8 @@ export const listStore: Store = {
   mark(pipeline, names, count) {
     queueScript(pipeline, 'mark-push', [names.pushMarks], ['list', count]);
   },
-  count(pipeline, names) {
-    pipeline.llen(names.pending).llen(names.inFlight);
+  size(pipeline, key) {
+    pipeline.llen(key);
   },
   // The head mark is the push of the head id, the oldest pending one.
   oldest(pipeline, names) {

@@ -10,8 +10,8 @@ export const setStore: Store = {
   mark(pipeline, names, count) {
     queueScript(pipeline, 'mark-push', [names.pushMarks], ['set', count]);
   },
-  count(pipeline, names) {
-    pipeline.scard(names.pending).scard(names.inFlight);
+  size(pipeline, key) {
+    pipeline.scard(key);
   },
   oldest(pipeline, names) {
     pipeline.get(names.pushMarks);

@@ -9,8 +9,8 @@ export const zsetStore: Store = {
   },
   // The scores are the ready times, by the Redis clock already.
   mark() {},
-  count(pipeline, names) {
-    pipeline.zcard(names.pending).zcard(names.inFlight);
+  size(pipeline, key) {
+    pipeline.zcard(key);
   },
   oldest(pipeline, names) {
     pipeline.zrange(names.pending, 0, 0, 'WITHSCORES');
