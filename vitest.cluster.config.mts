@@ -34,6 +34,7 @@ export default defineConfig({
         'progress',
         'recovery',
         'scheduling',
+        'scripts',
         'stats',
         'store.set',
         'store.zset',

@@ -149,8 +149,8 @@ async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedS
     await runScript(
       deps.client,
       'fail-slice',
-      [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix],
-      [lock.value, JSON.stringify({ retry, dead: { ids: plan.dead, message: serialized.message } }), MAX_TICKET_ERRORS],
+      [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim],
+      [lock.value, JSON.stringify({ retry, dead: { ids: plan.dead, message: serialized.message } }), MAX_TICKET_ERRORS, `${failed.sliceId}:failed`],
     ),
   );
   if (status === ScriptStatus.LockNotHeld) {

@@ -8,16 +8,21 @@
   KEYS[4] retry slices (hash: slice id -> JSON)
   KEYS[5] tracked ids waiting KEYS[6] tracked ids in flight
   KEYS[7] ticket prefix (ticket hashes are named from it, in this key's hash slot)
+  KEYS[8] id of the last claim (or settle) applied in this lane
   ARGV[1] lock value
   ARGV[2] JSON { retry: [{ id, delayMs, slice }], dead: { ids, message } }, where `slice` is
           the JSON stored for the part (it holds the part's ids as `ids`), and each ticket of a
           dead id records { id, message }
   ARGV[3] errors kept per ticket
+  ARGV[4] settle id, unique per failed slice: a resent call (ioredis resends after a reconnect)
+          changes nothing, so it cannot bring back a part another lane has claimed since
 
   Returns 1: settled; -1: the lock is not held with this value (nothing changed)
 ]]
 --- @include "tracking"
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
+if redis.call('GET', KEYS[8]) == ARGV[4] then return 1 end
+redis.call('SET', KEYS[8], ARGV[4], 'PX', math.max(1, redis.call('PTTL', KEYS[2])))
 local plan = cjson.decode(ARGV[2])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)

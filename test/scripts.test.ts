@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { defineScripts, runScript } from '../src/scripts';
+import { keyspaceOf, redisClient, testBatcher } from './helpers/redis';
+
+describe('fail-slice.lua', () => {
+  it('is idempotent: a resent call (after a reconnect) does not bring back a part claimed since', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const names = keyspaceOf(b).forKey('k');
+    const redis = redisClient();
+    defineScripts(redis);
+    await redis.set(names.lock, 'lock-1', 'PX', 60_000);
+    await redis.rpush(names.inFlight, 'a', 'b');
+    const failSlice = () =>
+      runScript(
+        redis,
+        'fail-slice',
+        [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim],
+        ['lock-1', JSON.stringify({ retry: [{ id: 'part-0', delayMs: 0, slice: JSON.stringify({ ids: ['a', 'b'] }) }], dead: { ids: [], message: '' } }), 100, 'slice-1:failed'],
+      );
+    expect(await failSlice()).toBe(1);
+    expect(await redis.zrange(names.retry, 0, -1)).toEqual(['part-0']);
+    // Another lane claims the part, then the first call is resent.
+    await redis.zrem(names.retry, 'part-0');
+    expect(await failSlice()).toBe(1);
+    expect(await redis.zrange(names.retry, 0, -1)).toEqual([]);
+    // Without the lock, nothing changes.
+    await redis.set(names.lock, 'someone-else');
+    await redis.rpush(names.inFlight, 'c');
+    expect(await runScript(redis, 'fail-slice', [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim], ['lock-1', '{"retry":[],"dead":{"ids":[],"message":""}}', 100, 'slice-2:failed'])).toBe(-1);
+    expect(await redis.lrange(names.inFlight, 0, -1)).toEqual(['c']);
+  });
+});
