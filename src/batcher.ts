@@ -11,7 +11,7 @@ import { log } from './logger';
 import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
 import { keyProcessor } from './processor';
 import { progress, waitFor } from './progress';
-import { ageLevelOne } from './scheduling';
+import { ageLevelOne, budgetOf } from './scheduling';
 import { INTERNALS, type BatcherInternals } from './internals';
 import { stats } from './stats';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
@@ -109,7 +109,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       const timer = setInterval(() => {
         recoverStrandedKeys(recoveryDeps()).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
         if (opts.scheduling === 'fair') {
-          ageLevelOne(getQueue(), opts.maxRuntimeMs).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
+          const budget = (key: string) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger);
+          ageLevelOne(getQueue(), opts.maxRuntimeMs, budget).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
         }
       }, opts.recoveryIntervalMs);
       timer.unref();

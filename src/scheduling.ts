@@ -1,7 +1,7 @@
 import type { InterruptCheck } from './interrupt';
 import { log } from './logger';
 import type { RedisClient } from './scripts';
-import type { KeyQueue } from './job';
+import { JOB_NAME, type KeyQueue } from './job';
 import type { Key, KeyJob, Logger } from './types';
 
 /**
@@ -24,11 +24,13 @@ export interface QueueLists {
 /**
  * Yields to waiting level-0 jobs, without a thundering herd: with `w` jobs waiting and `a`
  * running, each run yields with probability w / a at a slice boundary, so about `w` yield.
- * The counts are read in the background and are at most one slice old, so the check itself
- * costs the slice loop nothing.
+ * Only jobs seen waiting by two reads in a row count: a job an idle worker slot takes at once
+ * needs no one to yield. The counts are read in the background and are at most one slice old,
+ * so the check itself costs the slice loop nothing.
  */
 export function preemption(client: RedisClient, lists: QueueLists, logger: Logger, random: () => number = Math.random): InterruptCheck {
   let waiting = 0;
+  let waitingBefore = 0;
   let running = 1;
   let reading = false;
   const read = () => {
@@ -37,6 +39,7 @@ export function preemption(client: RedisClient, lists: QueueLists, logger: Logge
     // Two single-key reads: on a Cluster BullMQ's keys share one slot, but not a pipeline with ours.
     Promise.all([client.llen(lists.wait), client.llen(lists.active)])
       .then(([w, a]) => {
+        waitingBefore = waiting;
         waiting = w;
         running = Math.max(1, a);
       })
@@ -45,7 +48,8 @@ export function preemption(client: RedisClient, lists: QueueLists, logger: Logge
   };
   read();
   return () => {
-    const yieldNow = waiting > 0 && random() < waiting / running;
+    const stillWaiting = Math.min(waiting, waitingBefore);
+    const yieldNow = stillWaiting > 0 && random() < stillWaiting / running;
     read();
     return yieldNow ? 'preempted' : undefined;
   };
@@ -66,24 +70,29 @@ export function budgetOf(key: Key, maxRuntimeMs: number, weight: ((key: Key) => 
   return maxRuntimeMs;
 }
 
-/** Puts a run's job at level 1 before it is requeued (BullMQ keeps the priority through the delayed hop). */
+/**
+ * Puts a run's job at level 1 before it is requeued (BullMQ keeps the priority through the
+ * delayed hop). Unconditional: the aging sweep may have reset it in Redis since the job was read.
+ */
 export async function demote(job: KeyJob): Promise<void> {
-  if (Number(job.priority) !== LEVEL_ONE_PRIORITY) await job.changePriority({ priority: LEVEL_ONE_PRIORITY });
+  await job.changePriority({ priority: LEVEL_ONE_PRIORITY });
 }
 
 /** Level-1 jobs looked at per aging sweep: the ones that have waited longest come first. */
 const AGING_LIMIT = 100;
 
 /**
- * Aging: lifts level-1 jobs whose last run started more than `2 × maxRuntimeMs` ago (so they have
- * waited at least a whole budget since it ended) back to level 0, at the back of the wait list.
- * Run by every worker's recovery timer. Returns how many were lifted.
+ * Aging: lifts our level-1 jobs that have waited at least `maxRuntimeMs` since their last run
+ * could have ended (it started at `processedOn` and lasted at most the key's budget) back to
+ * level 0, at the back of the wait list. Other job names on the queue are left alone. Run by
+ * every worker's recovery timer. Returns how many were lifted.
  */
-export async function ageLevelOne(queue: KeyQueue, maxRuntimeMs: number): Promise<number> {
-  const cutoff = Date.now() - 2 * maxRuntimeMs;
+export async function ageLevelOne(queue: KeyQueue, maxRuntimeMs: number, budget: (key: Key) => number): Promise<number> {
+  const now = Date.now();
   let lifted = 0;
   for (const job of await queue.getPrioritized(0, AGING_LIMIT - 1)) {
-    if (job.processedOn !== undefined && job.processedOn < cutoff) {
+    if (job.name !== JOB_NAME || job.processedOn === undefined) continue;
+    if (job.processedOn + budget(job.data.key) + maxRuntimeMs < now) {
       await job.changePriority({ priority: 0 });
       lifted++;
     }

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { Batcher, EachIteration } from '../src';
-import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
+import { JOB_NAME, type Batcher, type EachIteration } from '../src';
+import type { KeyQueue } from '../src/job';
+import { ageLevelOne } from '../src/scheduling';
+import { prefixOf, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /** Spins for `ms`: a slice that costs CPU, like the bench's handler. */
 const busy = (ms: number) => {
@@ -116,5 +118,28 @@ describe('weight', () => {
     await waitFor(() => rec.all.length === 2);
     expect(warnings).toContain('batch-by-key: the weight function threw; using 1');
     expect(warnings).toContain('batch-by-key: the weight function returned no positive finite number; using 1');
+  });
+});
+
+describe('aging sweep', () => {
+  it('lifts only our level-1 jobs that waited a budget past their run, and leaves other job names alone', async () => {
+    const b = testBatcher({ maxRuntimeMs: 1000, eachIteration: () => {} });
+    const queue = queueOf(b) as unknown as KeyQueue;
+    const ours = await queue.add(JOB_NAME, { key: 'old' }, { priority: 1 });
+    const recent = await queue.add(JOB_NAME, { key: 'recent' }, { priority: 1 });
+    const foreign = await queue.add('send-email' as typeof JOB_NAME, { key: 'x' }, { priority: 1 });
+    const redis = redisClient();
+    const jobKey = (id: string | undefined) => `${prefixOf(b.name)}:${b.name}:${id}`;
+    // Their last runs started 5 s ago (ours, foreign) and just now (recent).
+    await redis.hset(jobKey(ours.id), 'processedOn', Date.now() - 5000);
+    await redis.hset(jobKey(foreign.id), 'processedOn', Date.now() - 5000);
+    await redis.hset(jobKey(recent.id), 'processedOn', Date.now());
+    expect(await ageLevelOne(queue, 1000, () => 1000)).toBe(1);
+    expect(await queue.getJobState(ours.id!)).toBe('waiting');
+    expect(await queue.getJobState(recent.id!)).toBe('prioritized');
+    expect(await queue.getJobState(foreign.id!)).toBe('prioritized');
+    // A heavier key's longer budget counts: 5 s ago is not long enough for a 10 s budget.
+    await queue.add(JOB_NAME, { key: 'gold' }, { priority: 1 }).then((job) => redis.hset(jobKey(job.id), 'processedOn', Date.now() - 5000));
+    expect(await ageLevelOne(queue, 1000, (key) => (key === 'gold' ? 10_000 : 1000))).toBe(0);
   });
 });
