@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'ERR_SHUTDOWN'
   | 'ERR_CLOSED'
   | 'ERR_SLICE_TIMEOUT'
+  | 'ERR_SLICE_CRASHED'
   | 'ERR_PERMANENT'
   | 'ERR_UNKNOWN_TICKET'
   | 'ERR_WAIT_TIMEOUT'
@@ -76,6 +77,17 @@ export class ShutdownError extends BatchByKeyError {
 export class SliceTimeoutError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_SLICE_TIMEOUT', message);
+  }
+}
+
+/**
+ * Recorded (in dead letters and `slice:failed`) for a slice whose runs died with their worker
+ * (a crash, an OOM kill, a lost lock) until it had used its attempts: it is split or
+ * dead-lettered without running again.
+ */
+export class SliceCrashedError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_SLICE_CRASHED', message);
   }
 }
 

@@ -11,6 +11,8 @@ export interface RetrySlice {
   /** The slice used its attempts and is being split: each part now gets one run. */
   isolating: boolean;
   firstFailedAt: number;
+  /** Its last run died with it (a crash, an OOM kill, a lost lock): that run is counted in `attempts`. */
+  crashed?: boolean;
 }
 
 export interface FailurePolicy {
@@ -55,7 +57,7 @@ export function planFailure(ids: readonly Id[], previous: RetrySlice | undefined
     return plan('dead', retry, bad);
   }
   const permanent = error instanceof PermanentError || error instanceof UnrecoverableError;
-  if (!permanent && !previous?.isolating && attempts < policy.attempts) {
+  if (!permanent && mayRetry(attempts, previous?.isolating ?? false, policy)) {
     const delayMs = backoffDelay(policy.backoff, attempts, error);
     return { ...plan('retry', [again([...ids], delayMs, false)], []), retryInMs: delayMs };
   }
@@ -64,6 +66,11 @@ export function planFailure(ids: readonly Id[], previous: RetrySlice | undefined
     return plan('split', [again(ids.slice(0, mid), 0, true), again(ids.slice(mid), 0, true)], []);
   }
   return plan('dead', [], [...ids]);
+}
+
+/** Whether a slice that has failed `attempts` runs is retried whole (rather than split or dead). */
+export function mayRetry(attempts: number, isolating: boolean, policy: FailurePolicy): boolean {
+  return !isolating && attempts < policy.attempts;
 }
 
 /** Stacks are cut to this many characters in dead letters. */

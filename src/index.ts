@@ -28,6 +28,7 @@ export {
   ShutdownError,
   ClosedError,
   SliceTimeoutError,
+  SliceCrashedError,
   PermanentError,
   UnknownTicketError,
   WaitTimeoutError,

@@ -1,4 +1,4 @@
-import { SliceTimeoutError } from './errors';
+import { SliceCrashedError, SliceTimeoutError } from './errors';
 import type { BatcherEmitter } from './events';
 import type { RetrySlice } from './failures';
 import { firstReason, type InterruptCheck } from './interrupt';
@@ -63,6 +63,8 @@ export interface IterationParams {
   interrupts: readonly InterruptCheck[];
   /** Retries, splits or dead-letters a failed slice; false when the lock was lost first. */
   settleFailure: (failed: FailedSlice) => Promise<boolean>;
+  /** Whether a slice whose last run died with its worker may run again whole. */
+  mayRunAgain: (slice: RetrySlice) => boolean;
 }
 
 /**
@@ -115,7 +117,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, onFirstC
   // resetting, and a timeout in one lane never aborts another lane's slice.
   const timeout = new AbortController();
   const signal = AbortSignal.any([p.stop, timeout.signal]);
-  let settle: Settle = 'restore';
+  let settle: Settle = 'recover';
   for (let n = 1; ; n++) {
     const sliceId = `${p.lock.value}:${lane}:${n}`;
     const claimed = await claim(p.client, p.store, names, p.lock.value, sliceId, settle, p.sliceSize, lane === 0 && n === 1 ? MAX_CONCURRENCY_PER_KEY - 1 : 0);
@@ -145,6 +147,14 @@ interface LaneContext {
 /** Runs one claimed slice; an outcome when the slice ends the run. */
 async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[]; retry?: RetrySlice }, sliceId: string): Promise<RunOutcome | undefined> {
   const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
+  const crashed = claimed.retry?.crashed ? claimed.retry : undefined;
+  if (crashed && !p.mayRunAgain(crashed)) {
+    // Its death was its last allowed run (a poison id that kills the worker): settle it as that
+    // failure, which splits or dead-letters it, rather than run it to die once more.
+    const error = new SliceCrashedError(`the run of this slice of key ${JSON.stringify(p.key)} died before it finished (a crash, an OOM kill, a lost lock)`);
+    const failed = { slice, previous: { ...crashed, attempts: crashed.attempts - 1 }, error, sliceId, names: lane.names, durationMs: 0 };
+    return (await p.settleFailure(failed)) ? undefined : { kind: 'lock_lost' };
+  }
   const started = performance.now();
   try {
     await runSlice(p, { ...slice, signal: lane.signal }, lane.timeout);

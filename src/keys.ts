@@ -29,6 +29,8 @@ export interface KeyNames {
   pushMarks: string;
   /** The push time of the oldest id of the slice in flight (by `pushMarks`), for a restore to put back. */
   inFlightMark: string;
+  /** The JSON of the failed slice in flight, if it is one: a run that dies keeps its history. */
+  inFlightSlice: string;
   /** Prefix of a ticket's hash (`${ticketPrefix}${ticket}`: total, done, failed) and its errors list (`…:errors`). */
   ticketPrefix: string;
 }
@@ -46,6 +48,7 @@ export function laneNames(names: KeyNames, lane: number): KeyNames {
     lastClaim: `${names.lastClaim}:${lane}`,
     trackedInFlight: `${names.trackedInFlight}:${lane}`,
     inFlightMark: `${names.inFlightMark}:${lane}`,
+    inFlightSlice: `${names.inFlightSlice}:${lane}`,
   };
 }
 
@@ -107,6 +110,7 @@ export class Keyspace {
       ticketPrefix: `${base}:ticket:`,
       pushMarks: `${base}:marks`,
       inFlightMark: `${base}:marks:inflight`,
+      inFlightSlice: `${base}:inflight:slice`,
     };
   }
 }

@@ -3,7 +3,7 @@ import type Redlock from 'redlock';
 import type { DeadLetterBox } from './dead-letters';
 import { ShutdownError } from './errors';
 import type { BatcherEmitter } from './events';
-import { planFailure, serializeError } from './failures';
+import { mayRetry, planFailure, serializeError } from './failures';
 import { aborted, maxRuntime } from './interrupt';
 import { iterate, type FailedSlice, type RunOutcome } from './iteration';
 import { JOB_NAME } from './job';
@@ -104,6 +104,7 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
       ...(options.scheduling === 'fair' ? [preemption(deps.client, deps.queueLists(), options.logger)] : []),
     ],
     settleFailure: (failed) => settleFailure(deps, lock, failed),
+    mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
   });
 }
 

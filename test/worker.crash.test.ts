@@ -65,6 +65,34 @@ describe('a worker process with 4 lanes per key killed mid-slice', () => {
   });
 });
 
+describe('a poison id that kills its worker process', () => {
+  it('still ends in the dead letters: a run that dies counts as a failed run of its slice', async () => {
+    const name = uniqueName('poison');
+    const redis = redisClient();
+    const options = { sliceSize: 2, attempts: 1, ...FAST_RECOVERY };
+    const pusher = testBatcher({ name, ...options, eachIteration: () => {} });
+    await pusher.performBatchLater(['a', 'poison'], { key: 'k' });
+    // Each worker process dies on the poison; the next one recovers the slice it left. With one
+    // attempt: the first death splits the slice, the second (the poison alone) dead-letters it.
+    for (let deaths = 0; (await pusher.deadLetters.count()) === 0; deaths++) {
+      expect(deaths).toBeLessThan(4);
+      // BullMQ fails a job after maxStalledCount stalls (default 1); the recovery sweep would add it
+      // back within recoveryIntervalMs, but this test need not wait for that.
+      const worker = { ...FAST_STALL, maxStalledCount: 10 };
+      const child = await startWorkerProcess({ redisUrl: redisUrl(), name, mode: 'crash-on-poison', options, worker });
+      await Promise.race([
+        new Promise((resolve) => child.once('exit', resolve)),
+        waitFor(async () => (await pusher.deadLetters.count()) > 0, { timeoutMs: 30_000, what: 'a dead letter' }),
+      ]);
+      await stopProcess(child);
+    }
+    const [letter] = (await pusher.deadLetters.list()).letters;
+    expect(letter).toMatchObject({ key: 'k', id: 'poison', error: { name: 'SliceCrashedError' } });
+    await waitFor(async () => (await redis.lrange(`${name}:processed`, 0, -1)).includes('a'), { what: "'a' processed" });
+    expect(await pusher.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+  });
+});
+
 describe('two worker processes on the same keys', () => {
   it('never run two slices of one key at once and process every id exactly once', async () => {
     const name = uniqueName('multi');

@@ -88,3 +88,31 @@ describe('a handler that throws because ctx.signal fired', () => {
     expect(errors).toEqual([]);
   });
 });
+
+describe('worker.close() during a retry of a failed slice', () => {
+  it('gives the slice back to the retry set with its history: the next run is still its second attempt', async () => {
+    const attempts: number[] = [];
+    let signalled!: () => void;
+    const inSecondAttempt = new Promise<void>((resolve) => (signalled = resolve));
+    const b = testBatcher({
+      backoff: { type: 'fixed', delayMs: 1 },
+      async eachIteration(_ids, ctx) {
+        attempts.push(ctx.attempt);
+        if (attempts.length === 1) throw new Error('first run fails');
+        if (attempts.length === 2) {
+          signalled();
+          // Gives up when the worker closes: a stop, not a failure.
+          await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+        }
+      },
+    });
+    const first = b.createWorker();
+    await b.performBatchLater(['x'], { key: 'k' });
+    await inSecondAttempt;
+    await first.close();
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 1 });
+    b.createWorker();
+    await waitFor(() => attempts.length === 3);
+    expect(attempts).toEqual([1, 2, 2]);
+  });
+});

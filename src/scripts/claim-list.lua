@@ -7,7 +7,7 @@
 --- @include "marks"
 local store = {
   perPush = true,
-  inFlightIds = function() return redis.call('LRANGE', KEYS[2], 0, -1) end,
+  inFlightIds = function(inFlight) return redis.call('LRANGE', inFlight, 0, -1) end,
   restore = function(inFlight, markKey)
     local n = redis.call('LLEN', inFlight)
     if n == 0 then return end

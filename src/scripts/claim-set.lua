@@ -7,7 +7,7 @@
 --- @include "marks"
 local store = {
   perPush = false,
-  inFlightIds = function() return redis.call('SMEMBERS', KEYS[2]) end,
+  inFlightIds = function(inFlight) return redis.call('SMEMBERS', inFlight) end,
   restore = function(inFlight, markKey)
     if redis.call('EXISTS', inFlight) == 0 then return end
     redis.call('SUNIONSTORE', KEYS[1], KEYS[1], inFlight)

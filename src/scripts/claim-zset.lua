@@ -6,7 +6,7 @@
 ]]
 local store = {
   perPush = false,
-  inFlightIds = function() return redis.call('ZRANGE', KEYS[2], 0, -1) end,
+  inFlightIds = function(inFlight) return redis.call('ZRANGE', inFlight, 0, -1) end,
   restore = function(inFlight)
     local ids = redis.call('ZRANGE', inFlight, 0, -1, 'WITHSCORES')
     for i = 1, #ids, 2 do

@@ -8,8 +8,12 @@ import { listStore } from './list';
 import { setStore } from './set';
 import { zsetStore } from './zset';
 
-/** What the processor does with the ids of the previous slice when it claims the next one. */
-export type Settle = 'ack' | 'restore';
+/**
+ * What the processor does with the ids of the previous slice when it claims the next one: ack
+ * them (done), restore them to pending (a graceful stop), or, at a run's first claim, recover
+ * what a dead run left in flight as a failed run of it.
+ */
+export type Settle = 'ack' | 'restore' | 'recover';
 
 export type ClaimResult =
   | {
@@ -68,7 +72,7 @@ export async function claim(
   claimId: string,
   settle: Settle,
   count: number,
-  /** With 'restore': restore lanes 1..n of a crashed run too (a run's first claim). */
+  /** With 'recover': recover lanes 1..n of a dead run too (lane 0's first claim). */
   otherLanes = 0,
 ): Promise<ClaimResult> {
   const reply = (await runScript(
@@ -86,6 +90,7 @@ export async function claim(
       names.ticketPrefix,
       names.pushMarks,
       names.inFlightMark,
+      names.inFlightSlice,
     ],
     [lockValue, claimId, settle, count, MAX_RETRYING_SLICES, otherLanes],
   )) as [number, number, string, ...Id[]];

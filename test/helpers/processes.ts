@@ -6,7 +6,7 @@ const FIXTURE = join(__dirname, '..', 'fixtures', 'worker-process.ts');
 export interface WorkerProcessOptions {
   redisUrl: string;
   name: string;
-  mode?: 'record' | 'hang';
+  mode?: 'record' | 'hang' | 'crash-on-poison';
   options?: Record<string, unknown>;
   worker?: Record<string, unknown>;
   sliceDelayMs?: number;

@@ -10,15 +10,18 @@
 -- KEYS[10] push marks (lag; see mark-push.lua)
 -- KEYS[11] mark of the slice in flight: when its oldest id was pushed (list), pending since (set),
 --          ready (zset), or, for a failed slice run again, claimed
+-- KEYS[12] the JSON of the failed slice in flight, if it is one (of this lane)
 -- ARGV[1] lock value (fencing: nothing changes unless the caller holds the lock)
 -- ARGV[2] claim id, unique per call within a job run; a resent call with the same id
 --         changes nothing and returns the ids already in flight
 -- ARGV[3] 'ack': the in-flight ids are done; 'restore': put them back in front of pending
+--         (a graceful stop); 'recover' (a run's first claim): what a dead run left in flight
+--         is a failed run of it (see settle-previous)
 -- ARGV[4] how many ids to claim; 0 settles only
 -- ARGV[5] while this many failed slices back off, claim no new pending ids (a key whose every
 --         slice fails, say during an outage, waits instead of burning through its attempts)
--- ARGV[6] with 'restore': how many other lanes to restore too (a run's first claim restores
---         them all; see settle-previous)
+-- ARGV[6] with 'recover': how many other lanes to recover too (lane 0's first claim recovers
+--         them all)
 --
 -- Returns {1, waitMs, slice, id...}: a due failed slice (its JSON as `slice`, its ids alone),
 --         or else pending ids ('' as `slice`); when nothing is claimed, waitMs is how long
@@ -44,6 +47,8 @@ if count > 0 then
       ids = cjson.decode(slice).ids
       store.toInFlight(ids, now)
       redis.call('SET', KEYS[11], now)
+      -- Kept with the ids in flight: if the run dies, the slice's history survives it.
+      redis.call('SET', KEYS[12], slice)
       result[3] = slice
     end
   end

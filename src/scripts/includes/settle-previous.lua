@@ -1,10 +1,33 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice.
 -- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
 -- {-1} when the caller does not hold the lock; {1, 0, '', id...} when this claim was already applied.
+
+-- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
+-- worker must still reach the dead letters): it becomes a failed slice, due now, one attempt on.
+local function recoverLane(store, inFlight, trackedInFlight, mark, sliceKey, lane)
+  local ids = store.inFlightIds(inFlight)
+  if #ids > 0 then
+    local previous = redis.call('GET', sliceKey)
+    local slice = previous and cjson.decode(previous) or { attempts = 0, isolating = false }
+    local time = redis.call('TIME')
+    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    slice.ids = ids
+    slice.attempts = slice.attempts + 1
+    slice.firstFailedAt = slice.firstFailedAt or now
+    slice.crashed = true
+    local id = 'crashed:' .. ARGV[2] .. ':' .. lane
+    redis.call('ZADD', KEYS[5], now, id)
+    redis.call('HSET', KEYS[6], id, cjson.encode(slice))
+    redis.call('DEL', inFlight)
+  end
+  untrackAll(KEYS[7], trackedInFlight)
+  redis.call('DEL', mark, sliceKey)
+end
+
 local function settlePrevious(store)
   if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {-1} end
   if redis.call('GET', KEYS[4]) == ARGV[2] then
-    local ids = store.inFlightIds()
+    local ids = store.inFlightIds(KEYS[2])
     table.insert(ids, 1, '')
     table.insert(ids, 1, 0)
     table.insert(ids, 1, 1)
@@ -13,18 +36,28 @@ local function settlePrevious(store)
   if ARGV[3] == 'ack' then
     redis.call('DEL', KEYS[2])
     creditAll(KEYS[8], KEYS[9], 'done')
-  else
-    store.restore(KEYS[2], KEYS[11])
+  elseif ARGV[3] == 'restore' then
+    local slice = redis.call('GET', KEYS[12])
+    if slice then
+      -- A failed slice run again goes back to the retry set as it was, due now, history kept.
+      local time = redis.call('TIME')
+      local id = 'restored:' .. ARGV[2]
+      redis.call('ZADD', KEYS[5], tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), id)
+      redis.call('HSET', KEYS[6], id, slice)
+      redis.call('DEL', KEYS[2])
+    else
+      store.restore(KEYS[2], KEYS[11])
+    end
     untrackAll(KEYS[7], KEYS[8])
-    -- A run's first claim also restores what any other lane of a crashed run left in flight
-    -- (lane n's keys are lane 0's followed by ':n'), however many lanes that run had.
+  else
+    -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
+    -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had.
+    recoverLane(store, KEYS[2], KEYS[8], KEYS[11], KEYS[12], 0)
     for lane = 1, tonumber(ARGV[6]) do
-      local inFlight, mark = KEYS[2] .. ':' .. lane, KEYS[11] .. ':' .. lane
-      if redis.call('EXISTS', inFlight) == 1 then store.restore(inFlight, mark) end
-      untrackAll(KEYS[7], KEYS[8] .. ':' .. lane)
-      redis.call('DEL', mark)
+      local n = ':' .. lane
+      recoverLane(store, KEYS[2] .. n, KEYS[8] .. n, KEYS[11] .. n, KEYS[12] .. n, lane)
     end
   end
-  redis.call('DEL', KEYS[11])
+  redis.call('DEL', KEYS[11], KEYS[12])
   return nil
 end
