@@ -52,7 +52,15 @@ describe('per-key lock and fencing', () => {
     // A resent claim (same id) changes nothing and answers with what is in flight.
     expect(await claim(redis, 'list', names, 'holder', 'c1', 'ack', 1)).toEqual({ held: true, ids: ['a'], waitMs: 0 });
     expect(await redis.lrange(names.inFlight, 0, -1)).toEqual(['a']);
-    await redis.del(names.pending, names.inFlight, names.lock, names.lastClaim);
+    // A resent empty claim answers with the same wait, not 'drained' (which would end the run).
+    expect(await claim(redis, 'list', names, 'holder', 'c2', 'ack', 10)).toMatchObject({ ids: ['b'] });
+    const time = await redis.time();
+    await redis.zadd(names.retry, Number(time[0]) * 1000 + 60_000, 'failed-slice');
+    const waiting = await claim(redis, 'list', names, 'holder', 'c3', 'ack', 10);
+    expect(waiting).toMatchObject({ held: true, ids: [] });
+    expect((waiting as { waitMs: number }).waitMs).toBeGreaterThan(50_000);
+    expect(await claim(redis, 'list', names, 'holder', 'c3', 'ack', 10)).toEqual(waiting);
+    await redis.del(names.pending, names.inFlight, names.lock, names.lastClaim, names.retry);
   });
 });
 

@@ -1,6 +1,8 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice.
 -- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
--- {-1} when the caller does not hold the lock; {1, 0, '', id...} when this claim was already applied.
+-- {-1} when the caller does not hold the lock; when this claim was already applied, its reply
+-- again: {1, waitMs, slice, id...} (the claim id is remembered with its waitMs, `claimId|waitMs`,
+-- and a failed slice's JSON is kept in flight with it).
 
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
 -- worker must still reach the dead letters): it becomes a failed slice, due now, one attempt on.
@@ -26,10 +28,12 @@ end
 
 local function settlePrevious(store)
   if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {-1} end
-  if redis.call('GET', KEYS[4]) == ARGV[2] then
+  local last = redis.call('GET', KEYS[4])
+  local applied = ARGV[2] .. '|'
+  if last and string.sub(last, 1, #applied) == applied then
     local ids = store.inFlightIds(KEYS[2])
-    table.insert(ids, 1, '')
-    table.insert(ids, 1, 0)
+    table.insert(ids, 1, redis.call('GET', KEYS[12]) or '')
+    table.insert(ids, 1, tonumber(string.sub(last, #applied + 1)))
     table.insert(ids, 1, 1)
     return ids
   end
