@@ -63,6 +63,7 @@ interface Sizes {
   contendedWindowMs: number;
   repeats: { drain: number; enqueue: number; scaleOut: number };
   scaleOutSystems: SystemId[];
+  scaleOutProcesses: number[];
   profile: { keys: number; idsPerKey: number };
   timeoutMs: number;
 }
@@ -89,7 +90,7 @@ function configFor(mode: Mode, s: Sizes): Config {
     oversubscribed: contended(CONTENDED_HEAVY_KEYS, s.idsPerHeavyKey),
     splitFlood: contended(s.splitKeys, heavyIds / s.splitKeys),
     memory: backlog,
-    scaleOut: { ...backlog, systems: s.scaleOutSystems, processes: [1, 2], repeats: s.repeats.scaleOut },
+    scaleOut: { ...backlog, systems: s.scaleOutSystems, processes: s.scaleOutProcesses, repeats: s.repeats.scaleOut },
     profile: { ...s.profile, concurrency: 16, timeoutMs: s.timeoutMs },
   };
 }
@@ -106,6 +107,7 @@ export const CONFIGS: Record<Mode, Config> = {
     contendedWindowMs: 4_000,
     repeats: { drain: 5, enqueue: 3, scaleOut: 3 },
     scaleOutSystems: ['ours', 'bullmq-chunks', 'bullmq-per-id', 'groupmq'],
+    scaleOutProcesses: [1, 2, 4],
     profile: { keys: 100, idsPerKey: 1_000 },
     timeoutMs: 60_000,
   }),
@@ -121,6 +123,7 @@ export const CONFIGS: Record<Mode, Config> = {
     contendedWindowMs: 600,
     repeats: { drain: 1, enqueue: 1, scaleOut: 1 },
     scaleOutSystems: ['ours'],
+    scaleOutProcesses: [1, 2, 4],
     profile: { keys: 20, idsPerKey: 500 },
     timeoutMs: 20_000,
   }),
