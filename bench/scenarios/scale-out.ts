@@ -1,4 +1,5 @@
 import { cpus } from 'node:os';
+import { SLOW } from '../config';
 import { ratio } from '../lib/stats';
 import { systemFor, type SystemSpec } from '../systems';
 import { drainWorkload, fmtInt, forRepeats, medianOf, runSystems, slowNote, THROUGHPUT_COLUMNS, throughputRow } from './common';
@@ -31,7 +32,7 @@ export const scaleOut: Scenario = {
           .filter((n) => n !== fewest)
           .map((n) => ({ name: `${label}: ${n} / ${fewest} process ids/s`, value: ratio(rate(label, n), rate(label, fewest)) }));
       }),
-      notes: [slowNote(config), 'raw ceiling is left out: its loops own keys inside one process, it has no cross-process ownership'],
+      notes: [...(c.systems.some((id) => SLOW.includes(id)) ? [slowNote(config)] : []), 'raw ceiling is left out: its loops own keys inside one process, it has no cross-process ownership'],
       details: runs,
     };
   },
