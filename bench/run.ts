@@ -19,10 +19,11 @@ import { noisyNeighbour, TARGET_P99_MS } from './scenarios/noisy-neighbour';
 import { oversubscribed } from './scenarios/oversubscribed';
 import { profile } from './scenarios/profile';
 import { scaleOut } from './scenarios/scale-out';
+import { splitFlood } from './scenarios/split-flood';
 import type { Scenario, ScenarioResult } from './scenarios/types';
 import { writeLatencySvg } from './svg';
 
-const SCENARIOS: readonly Scenario[] = [drain, enqueue, noisyNeighbour, oversubscribed, memory, scaleOut, profile];
+const SCENARIOS: readonly Scenario[] = [drain, enqueue, noisyNeighbour, oversubscribed, splitFlood, memory, scaleOut, profile];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */
 const SCENARIO_DEADLINE_MS: Record<Mode, number> = { quick: 90_000, full: 300_000 };

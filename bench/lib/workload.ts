@@ -1,6 +1,6 @@
 import { systemFor, type SystemSpec } from '../systems';
 import { WorkerPool } from '../worker/host';
-import { withTimeout } from './clock';
+import { now, sleep, withTimeout } from './clock';
 import { LIGHT_PREFIX, LightPusher, type LightPlan, type LightResult } from './light';
 import { measuredFill, newTarget } from './fill';
 import { backlogCalls, keyNames } from './push';
@@ -26,6 +26,12 @@ export interface Workload {
   backlog: { keys: number; idsPerKey: number };
   light?: LightPlan;
   timeoutMs: number;
+  /**
+   * For a backlog too big to drain in the bench's time: heavy ids processed in the first
+   * `windowMs` give the throughput, and the run stops once the window is over and every light id
+   * is processed, leaving the rest of the backlog undrained. Needs `light`.
+   */
+  windowMs?: number;
   /** Log every Redis command of the drain (SLOWLOG) to count round trips; slows the run down. */
   profile?: boolean;
 }
@@ -43,6 +49,8 @@ export interface WorkloadResult {
   drainMs: number;
   idsPerSec: number;
   light?: LightResult;
+  /** With `windowMs`: heavy (non-light) ids processed from the workers' start to the window's end. */
+  window?: { ms: number; heavyIds: number; heavyIdsPerSec: number };
   workerRssReadyMb: number;
   workerRssEndMb: number;
   /** Worker processes' CPU (all of them) per id processed. */
@@ -80,7 +88,19 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
         light.start();
       }
       const expected = backlogIds + (light?.total ?? 0);
-      const done = await pool.waitProcessed(expected, w.timeoutMs);
+      let window: WorkloadResult['window'];
+      let done: boolean;
+      if (w.windowMs === undefined) {
+        done = await pool.waitProcessed(expected, w.timeoutMs);
+      } else {
+        if (!light) throw new Error('a windowed run stops when its light ids are processed: it needs light keys');
+        await sleep(startAt + w.windowMs - now());
+        // Progress messages carry the processed count and the light samples together, so the difference is heavy ids.
+        const ms = now() - startAt;
+        const heavyIds = pool.processed - pool.light.length;
+        window = { ms, heavyIds, heavyIdsPerSec: perSecond(heavyIds, ms) };
+        done = await pool.waitLight(light.total, w.timeoutMs - ms);
+      }
       const redisCpu = (await redis.cpuMicros()) - cpuBefore;
       const slowlog = w.profile ? await readSlowlog(redis) : undefined;
       light?.cancel();
@@ -99,6 +119,7 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
         drainMs,
         idsPerSec: perSecond(processed, drainMs),
         ...(light ? { light: light.result(running.light) } : {}),
+        ...(window ? { window } : {}),
         workerRssReadyMb: mb(Math.max(...finals.map((f) => f.rssReady))),
         workerRssEndMb: mb(Math.max(...finals.map((f) => f.rssEnd))),
         workerCpuUsPerId: finals.reduce((n, f) => n + f.cpuMicros, 0) / Math.max(1, processed),

@@ -8,6 +8,7 @@ import type { ConsumerOptions, OursVariant, System, Target } from './types';
 export function oursSystem(variant: OursVariant = {}): System {
   const suffix = [
     variant.store && variant.store !== 'list' ? `store ${variant.store}` : '',
+    variant.scheduling && variant.scheduling !== 'fair' ? variant.scheduling : '',
     variant.maxRuntimeMs !== undefined ? `maxRuntimeMs ${variant.maxRuntimeMs}` : '',
   ].filter(Boolean);
   const batcher = (target: Target, handler: ConsumerOptions['handler'] = () => undefined): Batcher =>

@@ -46,11 +46,12 @@ export interface System {
  */
 export interface SystemSpec {
   id: SystemId;
-  /** Options of the variant (ours: `maxRuntimeMs`, `store`); other systems have none. */
+  /** Options of the variant (ours: `maxRuntimeMs`, `store`, `scheduling`); other systems have none. */
   variant?: OursVariant;
 }
 
 export interface OursVariant {
   maxRuntimeMs?: number;
   store?: 'list' | 'set' | 'zset';
+  scheduling?: 'fair' | 'fifo';
 }

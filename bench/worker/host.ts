@@ -27,6 +27,8 @@ interface Tracked {
 /** `count` worker processes of one system, started together and stopped together. */
 export class WorkerPool {
   readonly light: LightSample[] = [];
+  /** Distinct light ids processed: a redelivered id must not make a windowed run stop early. */
+  private readonly lightIds = new Set<string>();
   private constructor(private readonly workers: Tracked[]) {}
 
   static async fork(count: number, spec: WorkerSpec): Promise<WorkerPool> {
@@ -62,6 +64,7 @@ export class WorkerPool {
         w.processed = message.processed;
         w.lastAt = message.lastAt;
         this.light.push(...message.light);
+        for (const [id] of message.light) this.lightIds.add(id);
         if (message.type === 'final') w.final = message;
       });
     });
@@ -87,6 +90,13 @@ export class WorkerPool {
   waitProcessed(total: number, timeoutMs: number): Promise<boolean> {
     return pollUntil(() => this.processed >= total || this.workers.some((w) => w.child.exitCode !== null), timeoutMs, 5).then(
       (done) => done && this.processed >= total,
+    );
+  }
+
+  /** False if `total` distinct light ids were not processed within `timeoutMs`. */
+  waitLight(total: number, timeoutMs: number): Promise<boolean> {
+    return pollUntil(() => this.lightIds.size >= total || this.workers.some((w) => w.child.exitCode !== null), timeoutMs, 5).then(
+      (done) => done && this.lightIds.size >= total,
     );
   }
 
