@@ -66,7 +66,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     }
     return redlock;
   };
-  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, ticketTtlMs: opts.ticketTtlMs });
+  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, ticketTtlMs: opts.ticketTtlMs, fair: opts.scheduling === 'fair', sliceSize: opts.sliceSize });
   const events = new BatcherEmitter(opts.logger);
   const push = async (ids: ReadonlyArray<Id | number>, performOptions?: PerformOptions): Promise<PerformResult> => {
     const result = await performBatchLater(enqueueDeps(), ids, performOptions);

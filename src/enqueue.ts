@@ -21,6 +21,9 @@ export interface EnqueueDeps {
   resolver: BatchByKeyOptions['key'];
   /** How long a ticket of a tracked push lives. */
   ticketTtlMs: number;
+  /** Fair scheduling: a new key's job whose first push fits in one slice goes to the front of the wait list. */
+  fair: boolean;
+  sliceSize: number;
 }
 
 /**
@@ -77,7 +80,10 @@ export async function performBatchLater(
   // Even if a command failed, earlier chunks may have landed: they must have a job all the same.
   const waitMs = zset ? Math.max(0, Number(stored.replies.at(-1))) : 0;
   let error = stored.error;
-  await ensureJob(deps.queue(), key, waitMs).catch((err: unknown) => (error ??= err));
+  // A light newcomer goes ahead of every new key that is still waiting, so a flood split over
+  // many new keys (each bigger than a slice) does not hold it back; bigger ones queue FIFO.
+  const front = deps.fair && ids.length <= deps.sliceSize;
+  await ensureJob(deps.queue(), key, waitMs, front).catch((err: unknown) => (error ??= err));
   if (error !== undefined) throw error;
   if (zset) await bringForward(deps, key, names, waitMs);
   return result;

@@ -1,7 +1,13 @@
 import type { StopReason } from './types';
 
+/** What a check may know of the slice that just ended. */
+export interface SliceEnd {
+  /** The slice had `sliceSize` ids: the key probably has more (a short one emptied pending). */
+  full: boolean;
+}
+
 /** Asked between slices; returns why the run should stop now, or undefined to go on. */
-export type InterruptCheck = () => StopReason | undefined;
+export type InterruptCheck = (slice: SliceEnd) => StopReason | undefined;
 
 export function maxRuntime(startedAt: number, maxRuntimeMs: number): InterruptCheck {
   return () => (Date.now() - startedAt >= maxRuntimeMs ? 'max_runtime' : undefined);
@@ -12,9 +18,9 @@ export function aborted(signal: AbortSignal, reason: StopReason): InterruptCheck
 }
 
 /** The first reason any check gives, in the order given. */
-export function firstReason(checks: readonly InterruptCheck[]): StopReason | undefined {
+export function firstReason(checks: readonly InterruptCheck[], slice: SliceEnd): StopReason | undefined {
   for (const check of checks) {
-    const reason = check();
+    const reason = check(slice);
     if (reason) return reason;
   }
   return undefined;

@@ -1,7 +1,7 @@
 import { SliceCrashedError, SliceTimeoutError } from './errors';
 import type { BatcherEmitter } from './events';
 import type { RetrySlice } from './failures';
-import { firstReason, type InterruptCheck } from './interrupt';
+import { firstReason, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from './keys';
 import { MAX_CONCURRENCY_PER_KEY } from './options';
 import type { KeyLock } from './lock';
@@ -128,7 +128,10 @@ async function runLane(p: IterationParams, run: RunState, lane: number, onFirstC
     }
     settle = 'ack';
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
-    const outcome = (await runOne(p, { names, signal, timeout }, claimed, sliceId)) ?? (run.stopped && { ...run.stopped, restore: false }) ?? stopReason(p);
+    const outcome =
+      (await runOne(p, { names, signal, timeout }, claimed, sliceId)) ??
+      (run.stopped && { ...run.stopped, restore: false }) ??
+      stopReason(p, { full: claimed.ids.length >= p.sliceSize });
     if (outcome) {
       run.stopped ??= outcome;
       // Lane 0's last slice is settled by the release; the other lanes settle their own.
@@ -175,8 +178,8 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
   }
 }
 
-function stopReason(p: IterationParams): RunOutcome | undefined {
-  const reason = firstReason(p.interrupts);
+function stopReason(p: IterationParams, slice: SliceEnd): RunOutcome | undefined {
+  const reason = firstReason(p.interrupts, slice);
   if (reason === 'lock_lost') return { kind: 'lock_lost' };
   return reason ? { kind: 'stopped', reason } : undefined;
 }

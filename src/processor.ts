@@ -101,7 +101,9 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
       aborted(lock.signal, 'lock_lost'),
       aborted(stopping, 'shutdown'),
       maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
-      ...(options.scheduling === 'fair' ? [preemption(deps.client, deps.queueLists(), options.logger)] : []),
+      ...(options.scheduling === 'fair'
+        ? [preemption(deps.client, deps.queueLists(), options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
+        : []),
     ],
     settleFailure: (failed) => settleFailure(deps, lock, failed),
     mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),

@@ -5,15 +5,24 @@ import { JOB_NAME, type KeyQueue } from './job';
 import type { Key, KeyJob, Logger } from './types';
 
 /**
- * Fair scheduling is a two-level feedback queue on BullMQ's own lists. A key's job starts at
- * level 0: BullMQ's wait list (priority 0), which workers always take before prioritized jobs.
- * A run that yields (budget spent, or preempted) drops to level 1: priority 1, BullMQ's
- * prioritized set, FIFO among themselves. Between slices, a level-1 run (or a level-0 run, after
- * its first slice) yields when level-0 jobs wait, so a key that has not had a turn starts within
- * a few slices instead of after whole budgets. The aging sweep (see `ageLevelOne`) lifts level-1
- * jobs that waited too long back to level 0, so a stream of new keys cannot starve old ones.
+ * Fair scheduling is a two-level feedback queue on BullMQ's own lists. A key's new job starts at
+ * level 0: BullMQ's wait list (priority 0), which workers always take before prioritized jobs;
+ * when its first push fits in one slice it goes to the front (see enqueue.ts), so a light key
+ * that arrives after a flood of new keys (one tenant's flood split over many keys) does not wait
+ * behind all of them. A run that used at least a quantum and
+ * then yields (budget spent, or preempted) drops to level 1: priority 1, BullMQ's prioritized
+ * set, FIFO among themselves. Between slices, a level-1 run, or a level-0 run past its quantum,
+ * yields when level-0 jobs wait, so a key that has not had a turn starts within a few slices
+ * instead of after whole budgets. The aging sweep (see `ageLevelOne`) lifts level-1 jobs that
+ * waited too long back to level 0, so a stream of new keys cannot starve old ones.
  */
 export const LEVEL_ONE_PRIORITY = 1;
+
+/**
+ * How long a level-0 run goes before it can be preempted (and so demoted): a light key's run is
+ * far shorter, so light keys stay at level 0 however often they are pushed to.
+ */
+export const LEVEL_ZERO_QUANTUM_MS = 50;
 
 /** BullMQ's lists the scheduler reads, by full Redis name. */
 export interface QueueLists {
@@ -25,10 +34,18 @@ export interface QueueLists {
  * Yields to waiting level-0 jobs, without a thundering herd: with `w` jobs waiting and `a`
  * running, each run yields with probability w / a at a slice boundary, so about `w` yield.
  * Only jobs seen waiting by two reads in a row count: a job an idle worker slot takes at once
- * needs no one to yield. The counts are read in the background and are at most one slice old,
- * so the check itself costs the slice loop nothing.
+ * needs no one to yield. A run never yields after a short slice (its key just emptied: its
+ * next claim will most likely end the run anyway), nor at level 0 before its quantum. The
+ * counts are read in the background and are at most one slice old, so the check itself costs
+ * the slice loop nothing.
  */
-export function preemption(client: RedisClient, lists: QueueLists, logger: Logger, random: () => number = Math.random): InterruptCheck {
+export function preemption(
+  client: RedisClient,
+  lists: QueueLists,
+  logger: Logger,
+  run: { level: number; startedAt: number },
+  random: () => number = Math.random,
+): InterruptCheck {
   let waiting = 0;
   let waitingBefore = 0;
   let running = 1;
@@ -47,9 +64,10 @@ export function preemption(client: RedisClient, lists: QueueLists, logger: Logge
       .finally(() => (reading = false));
   };
   read();
-  return () => {
+  return (slice) => {
     const stillWaiting = Math.min(waiting, waitingBefore);
-    const yieldNow = stillWaiting > 0 && random() < stillWaiting / running;
+    const mayYield = slice.full && (run.level > 0 || Date.now() - run.startedAt >= LEVEL_ZERO_QUANTUM_MS);
+    const yieldNow = mayYield && stillWaiting > 0 && random() < stillWaiting / running;
     read();
     return yieldNow ? 'preempted' : undefined;
   };
