@@ -24,6 +24,9 @@ export const LEVEL_ONE_PRIORITY = 1;
  */
 export const LEVEL_ZERO_QUANTUM_MS = 50;
 
+/** The wait and active lists are read at most this often per run: fast slices would read them thousands of times a second. */
+const READ_INTERVAL_MS = 5;
+
 /** BullMQ's lists the scheduler reads, by full Redis name. */
 export interface QueueLists {
   wait: string;
@@ -50,9 +53,11 @@ export function preemption(
   let waitingBefore = 0;
   let running = 1;
   let reading = false;
+  let lastRead = 0;
   const read = () => {
-    if (reading) return;
+    if (reading || performance.now() - lastRead < READ_INTERVAL_MS) return;
     reading = true;
+    lastRead = performance.now();
     // Two single-key reads: on a Cluster BullMQ's keys share one slot, but not a pipeline with ours.
     Promise.all([client.llen(lists.wait), client.llen(lists.active)])
       .then(([w, a]) => {

@@ -57,9 +57,14 @@ local function settlePrevious(store)
     -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
     -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had.
     recoverLane(store, KEYS[2], KEYS[8], KEYS[11], KEYS[12], 0)
-    for lane = 1, tonumber(ARGV[6]) do
-      local n = ':' .. lane
-      recoverLane(store, KEYS[2] .. n, KEYS[8] .. n, KEYS[11] .. n, KEYS[12] .. n, lane)
+    -- One EXISTS tells whether any other lane holds a slice (rarely): every run starts here.
+    local lanes = {}
+    for lane = 1, tonumber(ARGV[6]) do lanes[lane] = KEYS[2] .. ':' .. lane end
+    if #lanes > 0 and redis.call('EXISTS', unpack(lanes)) > 0 then
+      for lane = 1, #lanes do
+        local n = ':' .. lane
+        recoverLane(store, KEYS[2] .. n, KEYS[8] .. n, KEYS[11] .. n, KEYS[12] .. n, lane)
+      end
     end
   end
   redis.call('DEL', KEYS[11], KEYS[12])
