@@ -72,16 +72,16 @@ export interface IterationParams {
  * the same call), runs the handler, then asks the interrupt checks. Progress is committed only
  * after a slice succeeds, and the budget is checked only between slices (as job-iteration does).
  * A failed slice is settled on its own (see failures.ts) and the lane goes on with the key's
- * other ids. Lane 0's first claim restores whatever a crashed run left in flight, in any lane,
- * so the other lanes start after it.
+ * other ids. Lane 0's first claim recovers whatever a dead run left in flight, in any lane, as a
+ * failed run of it, so the other lanes start after it.
  */
 export async function iterate(p: IterationParams): Promise<RunOutcome> {
   const run: RunState = { stopped: undefined, error: undefined };
   let started!: () => void;
   const firstClaimed = new Promise<void>((resolve) => (started = resolve));
   const lanes = [contained(run, runLane(p, run, 0, started))];
-  if (p.concurrency > 1) {
-    await Promise.race([firstClaimed, lanes[0]]);
+  // The other lanes start once lane 0 has recovered them and found work, not on an idle run.
+  if (p.concurrency > 1 && (await Promise.race([firstClaimed.then(() => true), lanes[0]!.then(() => false)]))) {
     for (let lane = 1; lane < p.concurrency; lane++) lanes.push(contained(run, runLane(p, run, lane)));
   }
   const outcomes = await Promise.all(lanes);
@@ -117,15 +117,16 @@ async function runLane(p: IterationParams, run: RunState, lane: number, onFirstC
   // resetting, and a timeout in one lane never aborts another lane's slice.
   const timeout = new AbortController();
   const signal = AbortSignal.any([p.stop, timeout.signal]);
-  let settle: Settle = 'recover';
+  // Lane 0's first claim recovers what a dead run left in any lane; the others have nothing to settle.
+  let settle: Settle = lane === 0 ? 'recover' : 'ack';
   for (let n = 1; ; n++) {
     const sliceId = `${p.lock.value}:${lane}:${n}`;
     const claimed = await claim(p.client, p.store, names, p.lock.value, sliceId, settle, p.sliceSize, lane === 0 && n === 1 ? MAX_CONCURRENCY_PER_KEY - 1 : 0);
-    if (n === 1) onFirstClaim?.();
     if (!claimed.held) return { kind: 'lock_lost' };
     if (claimed.ids.length === 0) {
       return claimed.waitMs > 0 ? { kind: 'waiting', waitMs: claimed.waitMs } : { kind: 'drained' };
     }
+    if (n === 1) onFirstClaim?.();
     settle = 'ack';
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
     const outcome =
@@ -148,7 +149,7 @@ interface LaneContext {
 }
 
 /** Runs one claimed slice; an outcome when the slice ends the run. */
-async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[]; retry?: RetrySlice }, sliceId: string): Promise<RunOutcome | undefined> {
+async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number }, sliceId: string): Promise<RunOutcome | undefined> {
   const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
   const crashed = claimed.retry?.crashed ? claimed.retry : undefined;
   if (crashed && !p.mayRunAgain(crashed)) {
@@ -161,7 +162,9 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
   const started = performance.now();
   try {
     await runSlice(p, { ...slice, signal: lane.signal }, lane.timeout);
-    if (p.events.wants('slice:done')) p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started });
+    if (p.events.wants('slice:done')) {
+      p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started, ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }) });
+    }
     return undefined;
   } catch (thrown) {
     // Redis trouble in a claim is not the slice's fault: the safety net in runKey retries the run.

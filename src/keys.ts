@@ -38,7 +38,7 @@ export interface KeyNames {
 /**
  * The names a lane of a run uses for its own slice (with `concurrencyPerKey` > 1); lane 0 is the
  * key's own names. Lane n's are lane 0's followed by `:n`, which the claim scripts rely on to
- * restore every lane of a crashed run.
+ * recover every lane of a dead run.
  */
 export function laneNames(names: KeyNames, lane: number): KeyNames {
   if (lane === 0) return names;

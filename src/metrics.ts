@@ -1,7 +1,5 @@
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, InvalidOptionError } from './errors';
-import { internalsOf } from './internals';
-import { runScript } from './scripts';
 import { requireOptional } from './optional';
 import type { Batcher, Stats, StatsOptions } from './types';
 
@@ -22,7 +20,7 @@ export interface PrometheusOptions {
   /** For the gauges, read by one `stats()` per batcher per scrape. @default { maxKeys: 10000, top: 1 } */
   stats?: StatsOptions;
   /**
-   * Observe push-to-processed latency: one extra Redis call per slice, in the worker process.
+   * Observe push-to-processed latency (from `slice:done`'s `waitedMs`, which the claim returns at no extra cost).
    * @default true
    */
   latency?: boolean;
@@ -93,17 +91,11 @@ export function prometheusMetrics(batchers: readonly Batcher[], options: Prometh
 
   const unsubscribe = batchers.map((b) => {
     const batcher = b.name;
-    const internals = internalsOf(b);
     const onPushed = ({ count }: { count: number }) => pushed.inc({ batcher }, count);
-    const onDone = ({ key, ids, durationMs }: { key: string; ids: readonly string[]; durationMs: number }) => {
+    const onDone = ({ ids, durationMs, waitedMs }: { ids: readonly string[]; durationMs: number; waitedMs?: number }) => {
       processed.inc({ batcher }, ids.length);
       sliceSeconds.observe({ batcher }, durationMs / 1000);
-      if (options.latency === false) return;
-      // Sent now, on the claim's connection, so it reads this slice's mark before the next claim replaces it.
-      runScript(internals.client(), 'mark-age', [internals.keyspace.forKey(key).inFlightMark], []).then(
-        (ms) => Number(ms) >= 0 && latency.observe({ batcher }, Number(ms) / 1000),
-        () => undefined,
-      );
+      if (options.latency !== false && waitedMs !== undefined) latency.observe({ batcher }, (waitedMs + durationMs) / 1000);
     };
     const onFailed = ({ ids, durationMs, outcome }: { ids: readonly string[]; durationMs: number; outcome: string }) => {
       failed.inc({ batcher, outcome }, ids.length);

@@ -71,7 +71,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
   } catch (err) {
     if (err instanceof DelayedError) throw err;
     // Redis trouble outside a slice. Failing the job would leave the key to the recovery sweep;
-    // retrying it is better. The in-flight ids (if any) are restored by the next run.
+    // retrying it is better. The in-flight ids (if any) are recovered by the next run.
     log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key: job.data.key });
     if (lock) await release(client, names, lock.value, 'keep', options).catch(() => undefined);
     return await requeue(job, token, backoffDelay(options.backoff, 1, err));

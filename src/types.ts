@@ -83,7 +83,12 @@ export type FailureOutcome =
 
 /** The events of a batcher, emitted in the worker process; listener errors are logged, not thrown. */
 export interface BatcherEvents {
-  'slice:done': [SliceInfo & { durationMs: number }];
+  /**
+   * `waitedMs`: how long the slice's oldest id waited from its push to the claim, by the Redis
+   * clock (exact for list, from pending's first push for set, from ready time for zset, from the
+   * claim for a retry); `waitedMs + durationMs` is push-to-processed latency.
+   */
+  'slice:done': [SliceInfo & { durationMs: number; waitedMs?: number }];
   'slice:failed': [SliceInfo & { durationMs: number; error: unknown; outcome: FailureOutcome; retryInMs?: number }];
   /** A run stopped between slices and requeued its key. */
   interrupted: [{ key: Key; job: KeyJob; reason: StopReason }];

@@ -145,3 +145,24 @@ describe('concurrencyPerKey: one lane in trouble', () => {
     expect(lockHeldAtEnd[0]).not.toBeNull();
   });
 });
+
+describe('slice:done waitedMs', () => {
+  it("is each lane's own slice's wait from push to claim", async () => {
+    const waited: { ids: readonly string[]; waitedMs?: number }[] = [];
+    const b = testBatcher({
+      sliceSize: 2,
+      concurrencyPerKey: 2,
+      eachIteration: () => new Promise((resolve) => setTimeout(resolve, 150)),
+    });
+    b.on('slice:done', ({ ids, waitedMs }) => void waited.push({ ids, waitedMs }));
+    await b.performBatchLater(range(8), { key: 'k' });
+    b.createWorker();
+    await waitFor(() => waited.length === 4);
+    // Pushed at once: the first two slices start at once, the next two after one 150 ms slice.
+    const byFirstId = new Map(waited.map((w) => [w.ids[0], w.waitedMs]));
+    expect(byFirstId.get('0')).toBeLessThan(100);
+    expect(byFirstId.get('2')).toBeLessThan(100);
+    expect(byFirstId.get('4')).toBeGreaterThanOrEqual(140);
+    expect(byFirstId.get('6')).toBeGreaterThanOrEqual(140);
+  });
+});

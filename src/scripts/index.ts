@@ -7,24 +7,7 @@ import { VERSION } from '../version';
 export type RedisClient = Redis | Cluster;
 
 /** One name per `.lua` file beside this module. */
-export type ScriptName =
-  | 'acquire-lock'
-  | 'claim-list'
-  | 'claim-set'
-  | 'claim-zset'
-  | 'push-zset'
-  | 'release'
-  | 'forget-key'
-  | 'job-waits'
-  | 'fail-slice'
-  | 'track-push'
-  | 'dead-add'
-  | 'dead-remove'
-  | 'due-in'
-  | 'mark-push'
-  | 'mark-age';
-
-const NAMES: readonly ScriptName[] = [
+const NAMES = [
   'acquire-lock',
   'claim-list',
   'claim-set',
@@ -39,8 +22,9 @@ const NAMES: readonly ScriptName[] = [
   'dead-remove',
   'due-in',
   'mark-push',
-  'mark-age',
-];
+] as const;
+
+export type ScriptName = (typeof NAMES)[number];
 
 /** Lua status codes shared by the scripts. */
 export const enum ScriptStatus {
@@ -96,8 +80,9 @@ function command(target: object, name: ScriptName): (...args: (string | number)[
 }
 
 /**
- * Runs a script. Keys are given by the caller (built by `Keyspace`), never assembled inside
- * Lua, so every script is Redis Cluster safe.
+ * Runs a script. Keys are given by the caller (built by `Keyspace`); a script builds a name only
+ * from a prefix it was given (a lane's keys, a ticket's hash, a key's dead letters), which shares
+ * that prefix's hash tag, so every script touches one Redis Cluster slot.
  */
 export function runScript(
   client: RedisClient,

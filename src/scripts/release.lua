@@ -6,7 +6,7 @@
   KEYS[6] mark of the slice in flight (see includes/claim-body.lua)
   ARGV[1] lock value
   ARGV[2] 'ack':  the in-flight slice succeeded: drop it (and count it done on its tickets)
-          'keep': leave the in-flight ids for the next run to restore
+          'keep': leave the in-flight ids for the next run to recover (a failed run of them)
 
   Returns 1: released; -1: the lock is not held with this value (nothing changed)
 ]]

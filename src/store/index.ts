@@ -23,6 +23,8 @@ export type ClaimResult =
       waitMs: number;
       /** Set when the ids are a failed slice run again. */
       retry?: RetrySlice;
+      /** Ms the slice's oldest id waited before this claim (see `Store.pendingSince`), when known. */
+      waitedMs?: number;
     }
   | { held: false };
 
@@ -93,10 +95,16 @@ export async function claim(
       names.inFlightSlice,
     ],
     [lockValue, claimId, settle, count, MAX_RETRYING_SLICES, otherLanes],
-  )) as [number, number, string, ...Id[]];
+  )) as [number, number, string, number, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false };
-  const ids = reply.slice(3) as Id[];
-  return { held: true, waitMs: reply[1], ids, ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }) };
+  const ids = reply.slice(4) as Id[];
+  return {
+    held: true,
+    waitMs: reply[1],
+    ids,
+    ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }),
+    ...(reply[3] >= 0 && { waitedMs: reply[3] }),
+  };
 }
 
 /** Ms until the key has something to claim, as its claim would judge it; -1 for nothing at all. */

@@ -13,7 +13,7 @@
 -- KEYS[12] the JSON of the failed slice in flight, if it is one (of this lane)
 -- ARGV[1] lock value (fencing: nothing changes unless the caller holds the lock)
 -- ARGV[2] claim id, unique per call within a job run; a resent call with the same id
---         changes nothing and returns the ids already in flight
+--         changes nothing and gets the same reply
 -- ARGV[3] 'ack': the in-flight ids are done; 'restore': put them back in front of pending
 --         (a graceful stop); 'recover' (a run's first claim): what a dead run left in flight
 --         is a failed run of it (see settle-previous)
@@ -23,9 +23,10 @@
 -- ARGV[6] with 'recover': how many other lanes to recover too (lane 0's first claim recovers
 --         them all)
 --
--- Returns {1, waitMs, slice, id...}: a due failed slice (its JSON as `slice`, its ids alone),
---         or else pending ids ('' as `slice`); when nothing is claimed, waitMs is how long
---         until something is due (0: nothing left at all)
+-- Returns {1, waitMs, slice, waited, id...}: a due failed slice (its JSON as `slice`, its ids
+--         alone), or else pending ids ('' as `slice`); `waited` is how long the slice's mark
+--         (KEYS[11]) is old, -1 without one; when nothing is claimed, waitMs is how long until
+--         something is due (0: nothing left at all)
 --         {-1}: the lock is not held with this value
 --- @include "tracking"
 --- @include "settle-previous"
@@ -34,12 +35,15 @@ if early then return early end
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local result = {1, 0, ''}
+local result = {1, 0, '', -1}
 local count = tonumber(ARGV[4])
 if count > 0 then
   local ids
-  local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 1)[1]
+  -- The retry set is almost always empty: one ZCARD spares the lookups below.
+  local retrying = redis.call('ZCARD', KEYS[5])
+  local due = retrying > 0 and redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 1)[1]
   if due then
+    retrying = retrying - 1
     local slice = redis.call('HGET', KEYS[6], due)
     redis.call('ZREM', KEYS[5], due)
     redis.call('HDEL', KEYS[6], due)
@@ -52,16 +56,18 @@ if count > 0 then
       result[3] = slice
     end
   end
-  local blocked = redis.call('ZCARD', KEYS[5]) >= tonumber(ARGV[5])
+  local blocked = retrying >= tonumber(ARGV[5])
   if not ids and not blocked then
     ids = store.takePending(count, now)
   end
   if ids and #ids > 0 then
     trackClaim(KEYS[7], KEYS[8], ids, store.perPush)
-    for i = 1, #ids do result[i + 3] = ids[i] end
+    local mark = redis.call('GET', KEYS[11])
+    if mark then result[4] = math.max(0, now - tonumber(mark)) end
+    for i = 1, #ids do result[i + 4] = ids[i] end
   else
     local wait = not blocked and store.readyIn(now) or nil
-    local nextRetry = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
+    local nextRetry = retrying > 0 and redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
     if nextRetry then
       local retryIn = tonumber(nextRetry) - now
       if not wait or retryIn < wait then wait = retryIn end

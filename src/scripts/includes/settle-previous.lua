@@ -1,8 +1,8 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice.
 -- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
 -- {-1} when the caller does not hold the lock; when this claim was already applied, its reply
--- again: {1, waitMs, slice, id...} (the claim id is remembered with its waitMs, `claimId|waitMs`,
--- and a failed slice's JSON is kept in flight with it).
+-- again: {1, waitMs, slice, -1, id...} (the claim id is remembered with its waitMs,
+-- `claimId|waitMs`, and a failed slice's JSON is kept in flight with it).
 
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
 -- worker must still reach the dead letters): it becomes a failed slice, due now, one attempt on.
@@ -32,13 +32,14 @@ local function settlePrevious(store)
   local applied = ARGV[2] .. '|'
   if last and string.sub(last, 1, #applied) == applied then
     local ids = store.inFlightIds(KEYS[2])
+    table.insert(ids, 1, -1)
     table.insert(ids, 1, redis.call('GET', KEYS[12]) or '')
     table.insert(ids, 1, tonumber(string.sub(last, #applied + 1)))
     table.insert(ids, 1, 1)
     return ids
   end
   if ARGV[3] == 'ack' then
-    redis.call('DEL', KEYS[2])
+    redis.call('DEL', KEYS[2], KEYS[11], KEYS[12])
     creditAll(KEYS[8], KEYS[9], 'done')
   elseif ARGV[3] == 'restore' then
     local slice = redis.call('GET', KEYS[12])
@@ -53,6 +54,7 @@ local function settlePrevious(store)
       store.restore(KEYS[2], KEYS[11])
     end
     untrackAll(KEYS[7], KEYS[8])
+    redis.call('DEL', KEYS[11], KEYS[12])
   else
     -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
     -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had.
@@ -67,6 +69,5 @@ local function settlePrevious(store)
       end
     end
   end
-  redis.call('DEL', KEYS[11], KEYS[12])
   return nil
 end
