@@ -10,7 +10,7 @@ import { VERSION } from './version';
 import type { Batcher, DeadLetterQuery, KeyStats, Stats, StoreKind } from './types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
-export const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
+const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
 
 /** Lines pushed per performBatchLater call (it chunks further inside one transaction). */
 const PUSH_BATCH = 10_000;
@@ -61,7 +61,7 @@ function keyLine(k: KeyStats): string {
   return `  ${k.key}  pending ${k.pending}  in flight ${k.inFlight}  retrying ${k.retrying}  lag ${formatMs(k.oldestPendingAgeMs)}`;
 }
 
-export function formatStats(s: Stats): string {
+function formatStats(s: Stats): string {
   const lines = [
     `${s.name}: ${s.keys} keys, ${s.pending} pending, ${s.inFlight} in flight, ${s.retrying} retrying, ${s.dead} dead, lag ${formatMs(s.oldestPendingAgeMs)}`,
   ];

@@ -15,7 +15,7 @@ export interface RetrySlice {
   crashed?: boolean;
 }
 
-export interface FailurePolicy {
+interface FailurePolicy {
   attempts: number;
   backoff: Backoff;
   isolateFailures: boolean;

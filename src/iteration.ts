@@ -13,7 +13,7 @@ import type { EachIteration, Id, IterationContext, Key, KeyJob, SliceInfo, Slice
  * Wraps what the handler threw (or its timeout), so the run can tell a failed slice, which is
  * retried or dead-lettered, from Redis trouble on the way, which is not the slice's fault.
  */
-export class SliceFailure {
+class SliceFailure {
   constructor(readonly error: unknown) {}
 }
 

@@ -16,13 +16,13 @@ import type { Key, KeyJob, Logger } from './types';
  * instead of after whole budgets. The aging sweep (see `ageLevelOne`) lifts level-1 jobs that
  * waited too long back to level 0, so a stream of new keys cannot starve old ones.
  */
-export const LEVEL_ONE_PRIORITY = 1;
+const LEVEL_ONE_PRIORITY = 1;
 
 /**
  * How long a level-0 run goes before it can be preempted (and so demoted): a light key's run is
  * far shorter, so light keys stay at level 0 however often they are pushed to.
  */
-export const LEVEL_ZERO_QUANTUM_MS = 50;
+const LEVEL_ZERO_QUANTUM_MS = 50;
 
 /** The wait and active lists are read at most this often per run: fast slices would read them thousands of times a second. */
 const READ_INTERVAL_MS = 5;

@@ -7,7 +7,7 @@ import type { KeyStats, Stats, StatsOptions } from './types';
 /** Index entries read per page, each key's reads pipelined; bounds the replies held at once. */
 const PAGE = 500;
 const MAX_KEYS = 1_000_000;
-export const STATS_DEFAULTS = { maxKeys: 10_000, top: 10 } as const;
+const STATS_DEFAULTS = { maxKeys: 10_000, top: 10 } as const;
 
 /** @internal */
 export interface StatsDeps {

@@ -33,7 +33,7 @@ export type ClaimResult =
  * whose every slice fails (an outage) waits for its retries instead of spending every id's
  * attempts, while one bad slice never holds back the rest.
  */
-export const MAX_RETRYING_SLICES = 10;
+const MAX_RETRYING_SLICES = 10;
 
 /**
  * One Redis structure per key for pending ids and one for in-flight ids. A store knows how to
