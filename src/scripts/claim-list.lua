@@ -5,6 +5,7 @@
   the ids; a restored slice gets one mark, its oldest id's push time, in front.
 ]]
 --- @include "marks"
+--- @include "chunked"
 local store = {
   perPush = true,
   inFlightIds = function(inFlight) return redis.call('LRANGE', inFlight, 0, -1) end,
@@ -15,11 +16,7 @@ local store = {
     while redis.call('RPOPLPUSH', inFlight, KEYS[1]) do end
     redis.call('LPUSH', KEYS[10], inFlightMark(markKey) .. ' ' .. n)
   end,
-  toInFlight = function(ids)
-    for i = 1, #ids, 1000 do
-      redis.call('RPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
-    end
-  end,
+  toInFlight = function(ids) chunked('RPUSH', KEYS[2], ids) end,
   readyIn = function() return nil end,
 }
 store.takePending = function(count, now)

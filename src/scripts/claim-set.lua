@@ -5,6 +5,7 @@
   upper bound of its oldest id's age (SPOP takes ids in no order, so no exact one is cheap).
 ]]
 --- @include "marks"
+--- @include "chunked"
 local store = {
   perPush = false,
   inFlightIds = function(inFlight) return redis.call('SMEMBERS', inFlight) end,
@@ -17,11 +18,7 @@ local store = {
     local since = redis.call('GET', KEYS[10])
     if not since or tonumber(since) > tonumber(mark) then redis.call('SET', KEYS[10], mark) end
   end,
-  toInFlight = function(ids)
-    for i = 1, #ids, 1000 do
-      redis.call('SADD', KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
-    end
-  end,
+  toInFlight = function(ids) chunked('SADD', KEYS[2], ids) end,
   readyIn = function() return nil end,
 }
 store.takePending = function(count, now)

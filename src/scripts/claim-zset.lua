@@ -4,6 +4,7 @@
   differ; a restored id goes back at its time unless re-added meanwhile (the newer time wins).
   Keys, arguments and reply: see includes/claim-body.lua.
 ]]
+--- @include "chunked"
 local store = {
   perPush = false,
   inFlightIds = function(inFlight) return redis.call('ZRANGE', inFlight, 0, -1) end,
@@ -15,18 +16,25 @@ local store = {
     redis.call('DEL', inFlight)
   end,
   toInFlight = function(ids, now)
-    for _, id in ipairs(ids) do redis.call('ZADD', KEYS[2], now, id) end
+    local scored = {}
+    for _, id in ipairs(ids) do
+      scored[#scored + 1] = now
+      scored[#scored + 1] = id
+    end
+    chunked('ZADD', KEYS[2], scored)
   end,
   takePending = function(count, now)
     local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, count)
-    local ids = {}
+    local ids, scored = {}, {}
     -- The earliest ready time of the slice, for push-to-processed latency.
     if ready[2] then redis.call('SET', KEYS[11], ready[2]) end
     for i = 1, #ready, 2 do
-      redis.call('ZREM', KEYS[1], ready[i])
-      redis.call('ZADD', KEYS[2], ready[i + 1], ready[i])
       ids[#ids + 1] = ready[i]
+      scored[#scored + 1] = ready[i + 1]
+      scored[#scored + 1] = ready[i]
     end
+    chunked('ZREM', KEYS[1], ids)
+    chunked('ZADD', KEYS[2], scored)
     return ids
   end,
   readyIn = function(now)

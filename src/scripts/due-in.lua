@@ -9,8 +9,8 @@
 
   Returns ms until something is due (0: now); -1 when nothing is pending or backing off.
 ]]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--- @include "clock"
+local now = clockMs()
 local due
 local retry = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
 if retry then due = tonumber(retry) end

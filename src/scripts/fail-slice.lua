@@ -19,13 +19,13 @@
 
   Returns 1: settled; -1: the lock is not held with this value (nothing changed)
 ]]
+--- @include "clock"
 --- @include "tracking"
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
 if redis.call('GET', KEYS[8]) == ARGV[4] then return 1 end
 redis.call('SET', KEYS[8], ARGV[4], 'PX', math.max(1, redis.call('PTTL', KEYS[2])))
 local plan = cjson.decode(ARGV[2])
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = clockMs()
 
 for _, part in ipairs(plan.retry) do
   redis.call('ZADD', KEYS[3], now + part.delayMs, part.id)

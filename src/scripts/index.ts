@@ -34,11 +34,17 @@ export const enum ScriptStatus {
 
 const INCLUDE = /^--- @include "([a-z-]+)"$/gm;
 
-function load(file: string, seen: ReadonlySet<string> = new Set()): string {
+/**
+ * Inlines includes. Each include lands once per script, where it is first named, so includes
+ * may name what they need (the clock, say) without defining it twice.
+ */
+function load(file: string, chain: ReadonlySet<string> = new Set(), included = new Set<string>()): string {
   const source = readFileSync(join(__dirname, file), 'utf8');
   return source.replace(INCLUDE, (_line, name: string) => {
-    if (seen.has(name)) throw new Error(`script include cycle at ${name}`);
-    return load(join('includes', `${name}.lua`), new Set([...seen, name]));
+    if (chain.has(name)) throw new Error(`script include cycle at ${name}`);
+    if (included.has(name)) return '';
+    included.add(name);
+    return load(join('includes', `${name}.lua`), new Set([...chain, name]), included);
   });
 }
 

@@ -7,8 +7,8 @@
           'set':  set the time unless pending was already non-empty (cleared when a claim empties it)
   ARGV[2] ids pushed
 ]]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--- @include "clock"
+local now = clockMs()
 if ARGV[1] == 'list' then
   redis.call('RPUSH', KEYS[1], now .. ' ' .. ARGV[2])
 else

@@ -10,19 +10,16 @@
   Returns ms until the key's job should run: when its earliest id or failed slice is due
   (0: now); -1 when nothing is pending or backing off.
 ]]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--- @include "clock"
+--- @include "chunked"
+local now = clockMs()
 local at = now + tonumber(ARGV[1])
-local args = {}
+local scored = {}
 for i = 2, #ARGV do
-  args[#args + 1] = at
-  args[#args + 1] = ARGV[i]
-  if #args >= 1000 then
-    redis.call('ZADD', KEYS[1], unpack(args))
-    args = {}
-  end
+  scored[#scored + 1] = at
+  scored[#scored + 1] = ARGV[i]
 end
-if #args > 0 then redis.call('ZADD', KEYS[1], unpack(args)) end
+chunked('ZADD', KEYS[1], scored)
 
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
 local retry = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]

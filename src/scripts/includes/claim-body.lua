@@ -28,13 +28,13 @@
 --         (KEYS[11]) is old, -1 without one; when nothing is claimed, waitMs is how long until
 --         something is due (0: nothing left at all)
 --         {-1}: the lock is not held with this value
+--- @include "clock"
 --- @include "tracking"
 --- @include "settle-previous"
 local early = settlePrevious(store)
 if early then return early end
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = clockMs()
 local result = {1, 0, '', -1}
 local count = tonumber(ARGV[4])
 if count > 0 then

@@ -1,9 +1,5 @@
 -- Push marks (lag bookkeeping) for the claim scripts; KEYS as in claim-body.
-
-local function clockMs()
-  local time = redis.call('TIME')
-  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
+--- @include "clock"
 
 -- List store: consumes the marks of `n` ids claimed from the head; returns the push time of the
 -- first of them (`fallback` when marks are missing, e.g. ids pushed by an older version).

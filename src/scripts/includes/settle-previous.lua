@@ -11,8 +11,7 @@ local function recoverLane(store, inFlight, trackedInFlight, mark, sliceKey, lan
   if #ids > 0 then
     local previous = redis.call('GET', sliceKey)
     local slice = previous and cjson.decode(previous) or { attempts = 0, isolating = false }
-    local time = redis.call('TIME')
-    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local now = clockMs()
     slice.ids = ids
     slice.attempts = slice.attempts + 1
     slice.firstFailedAt = slice.firstFailedAt or now
@@ -45,9 +44,8 @@ local function settlePrevious(store)
     local slice = redis.call('GET', KEYS[12])
     if slice then
       -- A failed slice run again goes back to the retry set as it was, due now, history kept.
-      local time = redis.call('TIME')
       local id = 'restored:' .. ARGV[2]
-      redis.call('ZADD', KEYS[5], tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), id)
+      redis.call('ZADD', KEYS[5], clockMs(), id)
       redis.call('HSET', KEYS[6], id, slice)
       redis.call('DEL', KEYS[2])
     else
