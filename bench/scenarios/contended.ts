@@ -2,7 +2,7 @@ import type { Config, Contended } from '../config';
 import { ratio } from '../lib/stats';
 import type { WorkloadResult } from '../lib/workload';
 import type { SystemSpec } from '../systems';
-import { backlogFor, fmtInt, latencyRow, runSystems } from './common';
+import { backlogFor, fmtInt, LATENCY_COLUMNS, latencyRow, runSystems } from './common';
 import type { Column, Ratio } from './types';
 
 /** Ours as shipped (fair) and as before fair scheduling (fifo: requeue by runtime budget alone). */
@@ -34,14 +34,11 @@ export function contendedSetup(c: Contended): string {
   );
 }
 
+/** The latency columns, with the heavy rate after the backlog; a run ends with its window, not a drain. */
 export const CONTENDED_COLUMNS: Column[] = [
-  { key: 'system', label: 'system' },
-  { key: 'backlog', label: 'heavy ids' },
+  ...LATENCY_COLUMNS.slice(0, 2),
   { key: 'heavyRate', label: 'heavy ids/s in window' },
-  { key: 'p50', label: 'light p50 ms', digits: 1 },
-  { key: 'p99', label: 'light p99 ms', digits: 1 },
-  { key: 'max', label: 'light max ms', digits: 1 },
-  { key: 'lightDone', label: 'light ids done' },
+  ...LATENCY_COLUMNS.slice(2, -1),
   { key: 'seconds', label: 'run s', digits: 2 },
 ];
 
