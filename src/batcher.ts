@@ -11,11 +11,11 @@ import { log } from './logger';
 import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
 import { keyProcessor } from './processor';
 import { progress, waitFor } from './progress';
-import { ageLevelOne, budgetOf } from './scheduling';
+import { age, budgetOf } from './scheduling';
 import { INTERNALS, type BatcherInternals } from './internals';
 import { stats } from './stats';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
-import { defineScripts, scriptSource } from './scripts';
+import { defineScripts } from './scripts';
 import { backlog, storeFor } from './store';
 import type { KeyQueue } from './job';
 import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, Id, KeyJobData, KeyProcessor, PerformOptions, PerformResult } from './types';
@@ -61,7 +61,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
   };
   const getRedlock = () => {
     if (!redlock) {
-      redlock = new Redlock([client()], { retryCount: 0 }, { acquireScript: scriptSource('acquire-lock') });
+      // Only renewals go through redlock: the lock is taken by a run's first claim (see lock.ts).
+      redlock = new Redlock([client()], { retryCount: 0 });
       redlock.on('error', (err) => log(opts.logger, 'warn', 'batch-by-key: redlock error', { err }));
     }
     return redlock;
@@ -110,7 +111,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
         recoverStrandedKeys(recoveryDeps()).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
         if (opts.scheduling === 'fair') {
           const budget = (key: string) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger);
-          ageLevelOne(getQueue(), opts.maxRuntimeMs, budget).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
+          age(getQueue(), opts.maxRuntimeMs, budget).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
         }
       }, opts.recoveryIntervalMs);
       timer.unref();

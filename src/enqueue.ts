@@ -1,16 +1,14 @@
+import { Cluster } from 'ioredis';
 import { currentKey } from './context';
 import { describe, InvalidOptionError, MissingKeyError } from './errors';
 import { normalizeIds, validateKey } from './input';
-import { ensureJob, type KeyQueue } from './job';
-import { Cluster, type ChainableCommander } from 'ioredis';
+import { ensureJob, LEVEL, type KeyQueue } from './job';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
-import { queueScript, type RedisClient } from './scripts';
-import { dueIn, type Store } from './store';
 import { createTicket, newTicket } from './progress';
+import { dueIn, push, type JobKeys } from './protocol';
+import type { RedisClient } from './scripts';
+import type { Store } from './store';
 import type { BatchByKeyOptions, Id, Key, PerformOptions, PerformResult } from './types';
-
-/** Ids per Redis command: large enough for few round trips, small enough not to block Redis. */
-const PUSH_CHUNK = 1000;
 
 /** @internal */
 export interface EnqueueDeps {
@@ -21,18 +19,19 @@ export interface EnqueueDeps {
   resolver: BatchByKeyOptions['key'];
   /** How long a ticket of a tracked push lives. */
   ticketTtlMs: number;
-  /** Fair scheduling: a new key's job whose first push fits in one slice goes to the front of the wait list. */
+  /** Fair scheduling: a new key's job whose first push is more than a slice waits behind light ones (see scheduling.ts). */
   fair: boolean;
   sliceSize: number;
 }
 
 /**
- * Validates everything, then writes the ids in one transaction and makes sure a job serves the
- * key. Unless the transaction shows a waiting job that will claim them, the job is added after the
- * ids are stored, deduplicated by key with `keepLastIfActive`: if the key's job is finishing right
- * now, BullMQ keeps this add and starts it when that job ends, so no push is left without a job
- * (no lost wakeup). An active job is never trusted: it may be between its last (empty) claim and
- * its completion, and the add, which BullMQ keeps as the next job, is what covers that window.
+ * Validates everything, then stores the ids in one call (see push.lua), which also tells whether
+ * a run that holds the key's lock, or the key's waiting job, will claim them. Unless one will,
+ * the job is added after the ids are stored, deduplicated by key with `keepLastIfActive`: if the
+ * key's job is finishing right now, BullMQ keeps this add and starts it when that job ends, so no
+ * push is left without a job (no lost wakeup). An active job whose run does not hold the lock is
+ * never trusted: it may be between its last (empty) claim and its completion, and the add, which
+ * BullMQ keeps as the next job, is what covers that window.
  */
 export async function performBatchLater(
   deps: EnqueueDeps,
@@ -44,64 +43,37 @@ export async function performBatchLater(
   const track = validateTrack(options.track);
   const key = await resolveKey(deps.resolver, options.key);
   const ticket = track ? newTicket(key) : undefined;
+  const names = deps.keyspace.forKey(key);
   if (ids.length === 0) {
-    if (ticket) await createTicket(deps.client, deps.keyspace.forKey(key), ticket, deps.ticketTtlMs);
+    if (ticket) await createTicket(deps.client, names, ticket, deps.ticketTtlMs);
     return { key, pushed: 0, ...(ticket && { ticket: ticket.ticket }) };
   }
 
   const { client } = deps;
-  const names = deps.keyspace.forKey(key);
-  const zset = deps.store.kind === 'zset';
+  const store = deps.store.kind;
+  // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
+  // written first (so stored ids are always findable by recovery) and the job is always added.
   const cluster = client instanceof Cluster;
-  // Outside a Cluster the push is one transaction, which also tells whether the key's job will
-  // see these ids without an add. On a Cluster the index and BullMQ's keys
-  // sit in other slots than the key's data, so they are separate commands.
-  const tx = cluster ? client.pipeline() : client.multi();
-  // The index of keys with recent pushes (for recovery) is written first, so stored ids are always findable.
   if (cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
-  else tx.zadd(deps.keyspace.index, Date.now(), key);
-  const probe = !cluster && !zset;
-  if (probe) {
-    const queue = deps.queue();
-    queueScript(tx, 'job-waits', [queue.toKey(`de:${encodeKey(key)}`), queue.toKey('active'), queue.toKey('delayed')], []);
-  }
-  for (let i = 0; i < ids.length; i += PUSH_CHUNK) {
-    const chunk = ids.slice(i, i + PUSH_CHUNK);
-    // Before the ids on a Cluster pipeline too, so no claim sees a tracked id untracked.
-    if (ticket) queueScript(tx, 'track-push', [names.tracked, ticket.hash(names)], [ticket.id, deps.ticketTtlMs, ...chunk]);
-    deps.store.push(tx, names, chunk, delayMs);
-  }
-  deps.store.mark(tx, names, ids.length);
-  const stored = await execute(tx);
+  const pushed = await push(client, names, {
+    store,
+    key,
+    ids,
+    delayMs,
+    ...(ticket && { ticket: { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs } }),
+    ...(!cluster && { job: jobKeys(deps.queue(), deps.keyspace.index, key) }),
+  });
   const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }) };
-  // The job probe is the transaction's second reply; 1 means a waiting job will claim these ids.
-  if (probe && stored.error === undefined && Number(stored.replies[1]) === 1) return result;
-
-  // Even if a command failed, earlier chunks may have landed: they must have a job all the same.
-  const waitMs = zset ? Math.max(0, Number(stored.replies.at(-1))) : 0;
-  let error = stored.error;
-  // A light newcomer goes ahead of every new key that is still waiting, so a flood split over
-  // many new keys (each bigger than a slice) does not hold it back; bigger ones queue FIFO.
-  const front = deps.fair && ids.length <= deps.sliceSize;
-  await ensureJob(deps.queue(), key, waitMs, front).catch((err: unknown) => (error ??= err));
-  if (error !== undefined) throw error;
-  if (zset) await bringForward(deps, key, names, waitMs);
+  if (pushed.covered) return result;
+  const waitMs = Math.max(0, pushed.waitMs);
+  // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
+  await ensureJob(deps.queue(), key, waitMs, deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light);
+  if (store === 'zset') await bringForward(deps, key, names, waitMs);
   return result;
 }
 
-/** Runs a pipeline or transaction; every reply, and the first error (of the call or of any command). */
-async function execute(pipeline: ChainableCommander): Promise<{ error?: unknown; replies: unknown[] }> {
-  try {
-    let error: unknown;
-    const replies: unknown[] = [];
-    for (const [err, reply] of (await pipeline.exec()) ?? []) {
-      if (err) error ??= err;
-      replies.push(reply);
-    }
-    return { error, replies };
-  } catch (error) {
-    return { error, replies: [] };
-  }
+function jobKeys(queue: KeyQueue, index: string, key: Key): JobKeys {
+  return { index, deduplication: queue.toKey(`de:${encodeKey(key)}`), active: queue.toKey('active'), delayed: queue.toKey('delayed'), jobPrefix: queue.toKey('') };
 }
 
 /** A zset key's job is correct to within this much; closer readings are clock noise. */

@@ -3,10 +3,9 @@ import type { BatcherEmitter } from './events';
 import type { RetrySlice } from './failures';
 import { firstReason, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from './keys';
-import { MAX_CONCURRENCY_PER_KEY } from './options';
 import type { KeyLock } from './lock';
+import { claim, settle, type ClaimResult } from './protocol';
 import type { RedisClient } from './scripts';
-import { claim, type Settle } from './store';
 import type { EachIteration, Id, IterationContext, Key, KeyJob, SliceInfo, SliceMiddleware, StopReason, StoreKind } from './types';
 
 /**
@@ -19,10 +18,10 @@ class SliceFailure {
 
 /** How one job run ended, when it did not throw. */
 export type RunOutcome =
-  /** No id left: the last slice is acked. */
-  | { kind: 'drained' }
+  /** No id left: the last slice is acked; `released` when that claim released the lock too. */
+  | { kind: 'drained'; released: boolean }
   /** Ids are pending but none is due for `waitMs` (a zset time, a failed slice's backoff); the last slice is acked. */
-  | { kind: 'waiting'; waitMs: number }
+  | { kind: 'waiting'; waitMs: number; released: boolean }
   /**
    * Stopped between slices; the last slice is done but not yet acked (release acks it), or,
    * with `restore`, it gave up because of the stop and goes back to pending.
@@ -72,16 +71,14 @@ export interface IterationParams {
  * the same call), runs the handler, then asks the interrupt checks. Progress is committed only
  * after a slice succeeds, and the budget is checked only between slices (as job-iteration does).
  * A failed slice is settled on its own (see failures.ts) and the lane goes on with the key's
- * other ids. Lane 0's first claim recovers whatever a dead run left in flight, in any lane, as a
- * failed run of it, so the other lanes start after it.
+ * other ids. `first` is lane 0's first claim, made by the run as it took the lock: it recovered
+ * whatever a dead run left in flight, in any lane, so the other lanes start after it, and only
+ * when it found work. A single lane's last claim releases the lock too.
  */
-export async function iterate(p: IterationParams): Promise<RunOutcome> {
+export async function iterate(p: IterationParams, first: ClaimResult & { held: true }): Promise<RunOutcome> {
   const run: RunState = { stopped: undefined, error: undefined };
-  let started!: () => void;
-  const firstClaimed = new Promise<void>((resolve) => (started = resolve));
-  const lanes = [contained(run, runLane(p, run, 0, started))];
-  // The other lanes start once lane 0 has recovered them and found work, not on an idle run.
-  if (p.concurrency > 1 && (await Promise.race([firstClaimed.then(() => true), lanes[0]!.then(() => false)]))) {
+  const lanes = [contained(run, runLane(p, run, 0, first))];
+  if (p.concurrency > 1 && first.ids.length > 0) {
     for (let lane = 1; lane < p.concurrency; lane++) lanes.push(contained(run, runLane(p, run, lane)));
   }
   const outcomes = await Promise.all(lanes);
@@ -111,23 +108,23 @@ async function contained(run: RunState, lane: Promise<RunOutcome>): Promise<RunO
   }
 }
 
-async function runLane(p: IterationParams, run: RunState, lane: number, onFirstClaim?: () => void): Promise<RunOutcome> {
+async function runLane(p: IterationParams, run: RunState, lane: number, first?: ClaimResult): Promise<RunOutcome> {
   const names = laneNames(p.names, lane);
   // One signal per lane and run: a timed-out slice ends its lane (and the run), so it never needs
   // resetting, and a timeout in one lane never aborts another lane's slice.
   const timeout = new AbortController();
   const signal = AbortSignal.any([p.stop, timeout.signal]);
-  // Lane 0's first claim recovers what a dead run left in any lane; the others have nothing to settle.
-  let settle: Settle = lane === 0 ? 'recover' : 'ack';
+  // With lanes, the lock is released once every lane has ended (see processor.ts `conclude`).
+  const releaseIfEmpty = p.concurrency === 1;
   for (let n = 1; ; n++) {
-    const sliceId = `${p.lock.value}:${lane}:${n}`;
-    const claimed = await claim(p.client, p.store, names, p.lock.value, sliceId, settle, p.sliceSize, lane === 0 && n === 1 ? MAX_CONCURRENCY_PER_KEY - 1 : 0);
+    const sliceId = sliceIdOf(p.lock.value, lane, n);
+    const claimed =
+      n === 1 && first ? first : await claim(p.client, p.store, names, { lock: p.lock, claimId: sliceId, settle: 'ack', count: p.sliceSize, releaseIfEmpty });
     if (!claimed.held) return { kind: 'lock_lost' };
     if (claimed.ids.length === 0) {
-      return claimed.waitMs > 0 ? { kind: 'waiting', waitMs: claimed.waitMs } : { kind: 'drained' };
+      const released = releaseIfEmpty;
+      return claimed.waitMs > 0 ? { kind: 'waiting', waitMs: claimed.waitMs, released } : { kind: 'drained', released };
     }
-    if (n === 1) onFirstClaim?.();
-    settle = 'ack';
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
     const outcome =
       (await runOne(p, { names, signal, timeout }, claimed, sliceId)) ??
@@ -136,7 +133,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, onFirstC
     if (outcome) {
       run.stopped ??= outcome;
       // Lane 0's last slice is settled by the release; the other lanes settle their own.
-      if (lane > 0 && outcome.kind === 'stopped') await claim(p.client, p.store, names, p.lock.value, `${sliceId}:end`, outcome.restore ? 'restore' : 'ack', 0);
+      if (lane > 0 && outcome.kind === 'stopped') await settle(p.client, p.store, names, p.lock, `${sliceId}:end`, outcome.restore ? 'restore' : 'ack');
       return outcome;
     }
   }
@@ -187,13 +184,21 @@ function stopReason(p: IterationParams, slice: SliceEnd): RunOutcome | undefined
   return reason ? { kind: 'stopped', reason } : undefined;
 }
 
+/** The id of a lane's n-th slice of a run (its claim's id too). */
+export function sliceIdOf(lock: string, lane: number, n: number): string {
+  return `${lock}:${lane}:${n}`;
+}
+
 /** The run's outcome from its lanes': a lost lock over a stop, a stop over a wait, a wait over drained. */
-function combine(outcomes: RunOutcome[]): RunOutcome {
+export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
+  if (outcomes.length === 1) return outcomes[0]!;
   const first = (kind: RunOutcome['kind']) => outcomes.find((o) => o.kind === kind);
   const waits = outcomes.flatMap((o) => (o.kind === 'waiting' ? [o.waitMs] : []));
   // Lane 0 restores its own slice after a shutdown (through the release), so its stop is the one that says so.
   const stopped = outcomes[0]?.kind === 'stopped' ? outcomes[0] : first('stopped');
-  return first('lock_lost') ?? stopped ?? (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits) } : { kind: 'drained' });
+  // Lanes never release the lock in a claim: the run does once they have all ended.
+  const released = false;
+  return first('lock_lost') ?? stopped ?? (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits), released } : { kind: 'drained', released });
 }
 
 type SliceContext = IterationContext & SliceInfo;

@@ -9,18 +9,33 @@ export const JOB_NAME = 'batch-by-key';
 export type KeyQueue = Queue<KeyJobData, void, string>;
 
 /**
- * Adds the key's job unless one exists. An existing delayed job (backing off, or waiting for a
- * zset time) is moved to `delayMs`: for new ids that are ready now, that brings it forward.
- * With `front` (fair scheduling's light new keys) a new job goes to the front of the wait list.
+ * Fair scheduling's levels, as BullMQ priorities (see scheduling.ts). Workers take BullMQ's wait
+ * list (priority 0) first, FIFO, then the prioritized set by priority, FIFO within one.
  */
-export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number, front = false): Promise<void> {
+export const LEVEL = {
+  /** A new job whose first push fits in one slice, and a job lifted by aging: the wait list. */
+  light: 0,
+  /** A new job whose first push is bigger than a slice. */
+  heavy: 1,
+  /** A job whose run used its turn (its budget, or its quantum before it was preempted). */
+  hadTurn: 2,
+} as const;
+
+export type Level = (typeof LEVEL)[keyof typeof LEVEL];
+
+/**
+ * Adds the key's job at `level` unless one exists. An existing delayed job (backing off, or
+ * waiting for a zset time) is moved to `delayMs`: for new ids that are ready now, that brings it
+ * forward.
+ */
+export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number, level: Level = LEVEL.light): Promise<void> {
   await queue.add(
     JOB_NAME,
     { key },
     {
       deduplication: { id: encodeKey(key), keepLastIfActive: true, reschedule: true },
       delay: delayMs,
-      lifo: front,
+      ...(level !== LEVEL.light && { priority: level }),
       // Retries are ours, per slice; a run never fails for a slice.
       attempts: 1,
       removeOnComplete: true,

@@ -1,53 +1,50 @@
-import Redlock, { type Lock } from 'redlock';
+import { randomBytes } from 'node:crypto';
+import Redlock, { Lock } from 'redlock';
 import { LockLostError } from './errors';
 import { log } from './logger';
-import type { RedisClient } from './scripts';
 import type { Logger } from './types';
 
 /** Renew this many times per TTL, so one or two failed renewals still leave time for another. */
 const RENEWALS_PER_TTL = 3;
 
-export type Acquired = { held: true; lock: KeyLock } | { held: false; retryInMs: number };
+/** Redlock's default clock drift allowance: a lock counts as expired this share of its TTL early (plus 2 ms). */
+const DRIFT_FACTOR = 0.01;
 
 /**
- * The per-key lock: a redlock lock with our own renewal loop (not `redlock.using`, whose timer
- * crashes on an already-expired lock and only aborts after a failed extension). The lock's
- * value is also the fencing token every slice commit checks in Lua.
+ * The per-key lock: a redlock lock (a TTL key whose random value is the fencing token every
+ * slice commit checks in Lua) with our own renewal loop (not `redlock.using`, whose timer crashes
+ * on an already-expired lock and only aborts after a failed extension).
+ *
+ * It is taken by the run's first claim (claim-body.lua sets the same key, value and TTL that
+ * redlock's acquire would) rather than by `redlock.acquire`: a separate acquire is one more round
+ * trip and one more script per key cycle, and with many small keys the cycle is the cost that
+ * matters. Renewals go through redlock's `extend`, which checks the value as its acquire would.
  */
 export class KeyLock {
   private readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private lock: Lock;
 
-  private constructor(
-    private lock: Lock,
-    private readonly ttlMs: number,
+  /**
+   * The lock a run's first claim took with `value`; `sentAt` is when that claim was sent, so the
+   * lock's expiration is counted, as redlock counts it, from before it was set.
+   */
+  constructor(
+    redlock: Redlock,
+    resource: string,
+    value: string,
+    sentAt: number,
+    readonly ttlMs: number,
     private readonly logger: Logger,
   ) {
+    this.lock = new Lock(redlock, [resource], value, [], sentAt + ttlMs - (Math.round(DRIFT_FACTOR * ttlMs) + 2));
     this.schedule();
   }
 
-  /** Takes the lock, or says how long its current holder keeps it. Never waits. */
-  static async acquire(
-    redlock: Redlock,
-    client: RedisClient,
-    resource: string,
-    ttlMs: number,
-    logger: Logger,
-  ): Promise<Acquired> {
-    try {
-      const lock = await redlock.acquire([resource], ttlMs, { retryCount: 0 });
-      return { held: true, lock: new KeyLock(lock, ttlMs, logger) };
-    } catch (err) {
-      // Held by someone else, or Redis is unreachable: PTTL tells which (and throws in the latter case).
-      const pttl = await client.pttl(resource);
-      if (pttl === -2) return { held: false, retryInMs: 0 }; // released just now
-      if (pttl === -1) {
-        log(logger, 'warn', 'batch-by-key: lock key has no TTL (set by hand?); delete it to unblock the key', { resource, err });
-        return { held: false, retryInMs: ttlMs };
-      }
-      return { held: false, retryInMs: pttl };
-    }
+  /** A new fencing token, as random as redlock's own. */
+  static newValue(): string {
+    return randomBytes(16).toString('hex');
   }
 
   /** The fencing token. */
@@ -60,7 +57,7 @@ export class KeyLock {
     return this.controller.signal;
   }
 
-  /** Stops renewing; the lock itself is released (fenced) by the release script. */
+  /** Stops renewing; the lock itself is released, fenced, by the claim that finds nothing or by `release` (protocol.ts). */
   stop(): void {
     this.stopped = true;
     clearTimeout(this.timer);

@@ -5,16 +5,16 @@ import { ShutdownError } from './errors';
 import type { BatcherEmitter } from './events';
 import { mayRetry, planFailure, serializeError } from './failures';
 import { aborted, maxRuntime } from './interrupt';
-import { iterate, type FailedSlice, type RunOutcome } from './iteration';
+import { iterate, sliceIdOf, type FailedSlice, type RunOutcome } from './iteration';
 import { JOB_NAME } from './job';
 import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
 import { log } from './logger';
-import { backoffDelay, type ResolvedOptions } from './options';
-import { claim, dueIn } from './store';
+import { backoffDelay, MAX_CONCURRENCY_PER_KEY, type ResolvedOptions } from './options';
 import { MAX_TICKET_ERRORS } from './progress';
+import { claim, dueIn, failSlice, release, settle, type ClaimResult } from './protocol';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
-import { runScript, ScriptStatus, type RedisClient } from './scripts';
+import type { RedisClient } from './scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor } from './types';
 
 /** @internal */
@@ -56,15 +56,24 @@ export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor):
 async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSignal: AbortSignal | undefined): Promise<void> {
   const { client, keyspace, options } = deps;
   const names = keyspace.forKey(job.data.key);
+  const lockValue = KeyLock.newValue();
   let lock: KeyLock | undefined;
   try {
-    const acquired = await KeyLock.acquire(deps.redlock, client, names.lock, options.lockTtlMs, options.logger);
-    if (!acquired.held) {
-      // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
-      return await requeue(job, token, acquired.retryInMs);
-    }
-    lock = acquired.lock;
-    const outcome = await runSlices(deps, job, names, lock, bullSignal);
+    const sentAt = Date.now();
+    // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
+    const first = await claim(client, options.store, names, {
+      lock: { value: lockValue, ttlMs: options.lockTtlMs },
+      claimId: sliceIdOf(lockValue, 0, 1),
+      settle: 'recover',
+      count: options.sliceSize,
+      otherLanes: MAX_CONCURRENCY_PER_KEY - 1,
+      takeLock: true,
+      releaseIfEmpty: options.concurrencyPerKey === 1,
+    });
+    // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
+    if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
+    lock = new KeyLock(deps.redlock, names.lock, lockValue, sentAt, options.lockTtlMs, options.logger);
+    const outcome = await runSlices(deps, job, names, lock, first, bullSignal);
     // No renewal may race the release below (it would fail and log a spurious warning).
     lock.stop();
     await conclude(deps, job, token, names, lock, outcome);
@@ -73,14 +82,24 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     // Redis trouble outside a slice. Failing the job would leave the key to the recovery sweep;
     // retrying it is better. The in-flight ids (if any) are recovered by the next run.
     log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key: job.data.key });
-    if (lock) await release(client, names, lock.value, 'keep', options).catch(() => undefined);
+    if (lock) await releaseKey(client, names, lock.value, 'keep', options).catch(() => undefined);
     return await requeue(job, token, backoffDelay(options.backoff, 1, err));
   } finally {
     lock?.stop();
   }
 }
 
-async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock: KeyLock, bullSignal: AbortSignal | undefined): Promise<RunOutcome> {
+/** How long to wait for a lock held by another run, from its PTTL. */
+function busyFor(pttl: number, names: KeyNames, options: ResolvedOptions): number {
+  if (pttl === -1) {
+    log(options.logger, 'warn', 'batch-by-key: lock key has no TTL (set by hand?); delete it to unblock the key', { resource: names.lock });
+    return options.lockTtlMs;
+  }
+  // -2: released just now.
+  return Math.max(0, pttl);
+}
+
+async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock: KeyLock, first: ClaimResult & { held: true }, bullSignal: AbortSignal | undefined): Promise<RunOutcome> {
   const { options } = deps;
   const stopping = asShutdown(bullSignal);
   return iterate({
@@ -107,7 +126,7 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
     ],
     settleFailure: (failed) => settleFailure(deps, lock, failed),
     mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
-  });
+  }, first);
 }
 
 /** Commits what the run ended with, releases the key and moves the job on. */
@@ -116,16 +135,17 @@ async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: 
   const key = job.data.key;
   switch (outcome.kind) {
     case 'drained':
-      await release(client, names, lock.value, 'ack', options);
+      if (!outcome.released) await releaseKey(client, names, lock.value, 'ack', options);
       return;
     case 'waiting':
-      await release(client, names, lock.value, 'ack', options);
+      if (!outcome.released) await releaseKey(client, names, lock.value, 'ack', options);
       return delayUntilReady(client, job, token, names, outcome.waitMs, options);
     case 'stopped':
       log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
       deps.events.emit('interrupted', { key, job, reason: outcome.reason });
-      if (outcome.restore) await restoreSlice(deps, names, lock);
-      await release(client, names, lock.value, outcome.restore ? 'keep' : 'ack', options);
+      // Puts the slice in flight back in front of the pending ids.
+      if (outcome.restore) await settle(client, options.store, names, lock, `${lock.value}:restore`, 'restore');
+      await releaseKey(client, names, lock.value, outcome.restore ? 'keep' : 'ack', options);
       // A key that had its turn goes behind keys that have not (a shutdown or a timeout is no turn).
       if (options.scheduling === 'fair' && (outcome.reason === 'max_runtime' || outcome.reason === 'preempted')) await demote(job);
       return requeue(job, token, 0);
@@ -148,15 +168,8 @@ async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedS
   const serialized = serializeError(error);
   if (plan.dead.length > 0) await deps.deadLetters.add(slice.key, plan, serialized);
   const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
-  const status = Number(
-    await runScript(
-      deps.client,
-      'fail-slice',
-      [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim],
-      [lock.value, JSON.stringify({ retry, dead: { ids: plan.dead, message: serialized.message } }), MAX_TICKET_ERRORS, `${failed.sliceId}:failed`],
-    ),
-  );
-  if (status === ScriptStatus.LockNotHeld) {
+  const settled = await failSlice(deps.client, names, lock.value, { retry, dead: { ids: plan.dead, message: serialized.message } }, MAX_TICKET_ERRORS, `${failed.sliceId}:failed`);
+  if (!settled) {
     // The next holder restores these ids and runs them again: their letters would be stale.
     if (plan.dead.length > 0) await deps.deadLetters.undo(slice.key, plan);
     return false;
@@ -171,11 +184,6 @@ async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedS
   events.emit('slice:failed', { ...slice, durationMs: failed.durationMs, error, outcome: plan.outcome, ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }) });
   if (plan.dead.length > 0) events.emit('dead', { key: slice.key, ids: plan.dead, error, attempts: plan.attempts });
   return true;
-}
-
-/** Puts the slice in flight back in front of the pending ids (a claim of nothing that restores). */
-async function restoreSlice(deps: ProcessorDeps, names: KeyNames, lock: KeyLock): Promise<void> {
-  await claim(deps.client, deps.options.store, names, lock.value, `${lock.value}:restore`, 'restore', 0);
 }
 
 /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
@@ -201,14 +209,10 @@ async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, 
   throw new DelayedError();
 }
 
-async function release(client: RedisClient, names: KeyNames, lockValue: string, mode: 'ack' | 'keep', options: ResolvedOptions): Promise<number> {
-  const status = Number(
-    await runScript(client, 'release', [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark], [lockValue, mode]),
-  );
-  if (status === ScriptStatus.LockNotHeld) {
+async function releaseKey(client: RedisClient, names: KeyNames, lockValue: string, mode: 'ack' | 'keep', options: ResolvedOptions): Promise<void> {
+  if (!(await release(client, names, lockValue, mode))) {
     log(options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', { lock: names.lock });
   }
-  return status;
 }
 
 /** BullMQ aborts a job's signal with whatever reason was given to cancelJob; ours is always a ShutdownError. */

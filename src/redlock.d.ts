@@ -14,6 +14,7 @@ declare module 'redlock' {
   }
 
   export class Lock {
+    constructor(redlock: Redlock, resources: string[], value: string, attempts: unknown[], expiration: number);
     readonly redlock: Redlock;
     readonly resources: string[];
     readonly value: string;

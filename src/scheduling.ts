@@ -1,22 +1,21 @@
 import type { InterruptCheck } from './interrupt';
 import { log } from './logger';
 import type { RedisClient } from './scripts';
-import { JOB_NAME, type KeyQueue } from './job';
+import { JOB_NAME, LEVEL, type KeyQueue } from './job';
 import type { Key, KeyJob, Logger } from './types';
 
 /**
- * Fair scheduling is a two-level feedback queue on BullMQ's own lists. A key's new job starts at
- * level 0: BullMQ's wait list (priority 0), which workers always take before prioritized jobs;
- * when its first push fits in one slice it goes to the front (see enqueue.ts), so a light key
- * that arrives after a flood of new keys (one tenant's flood split over many keys) does not wait
- * behind all of them. A run that used at least a quantum and
- * then yields (budget spent, or preempted) drops to level 1: priority 1, BullMQ's prioritized
- * set, FIFO among themselves. Between slices, a level-1 run, or a level-0 run past its quantum,
- * yields when level-0 jobs wait, so a key that has not had a turn starts within a few slices
- * instead of after whole budgets. The aging sweep (see `ageLevelOne`) lifts level-1 jobs that
- * waited too long back to level 0, so a stream of new keys cannot starve old ones.
+ * Fair scheduling is a feedback queue on BullMQ's own structures, three levels (see `LEVEL` in
+ * job.ts). A key's new job whose first push fits in one slice (the common case: a controller
+ * pushing a few ids) goes to BullMQ's wait list, FIFO, which workers always take first; a new job
+ * with a bigger first push goes to the prioritized set at priority 1, so a flood split over many
+ * new keys queues behind every light newcomer, however many keys it has; a run that used its turn
+ * (its budget spent, or preempted past its quantum) goes back at priority 2, FIFO among
+ * themselves. Between slices, a run above level 0, or a level-0 run past its quantum, yields when
+ * level-0 jobs wait, so a key that has not had a turn starts within a few slices instead of after
+ * whole budgets. The aging sweep (see `age`) lifts prioritized jobs that waited too long to level
+ * 0, so a steady stream of light keys cannot starve the others.
  */
-const LEVEL_ONE_PRIORITY = 1;
 
 /**
  * How long a level-0 run goes before it can be preempted (and so demoted): a light key's run is
@@ -40,7 +39,8 @@ export interface QueueLists {
  * needs no one to yield. A run never yields after a short slice (its key just emptied: its
  * next claim will most likely end the run anyway), nor at level 0 before its quantum. The
  * counts are read in the background and are at most one slice old, so the check itself costs
- * the slice loop nothing.
+ * the slice loop nothing; a level-0 run starts reading only half-way to its quantum, so the short
+ * runs of light keys read nothing at all.
  */
 export function preemption(
   client: RedisClient,
@@ -68,12 +68,13 @@ export function preemption(
       .catch((err: unknown) => log(logger, 'debug', 'batch-by-key: could not read the wait list; not preempting', { err }))
       .finally(() => (reading = false));
   };
-  read();
+  const ranMs = () => Date.now() - run.startedAt;
+  if (run.level > 0) read();
   return (slice) => {
     const stillWaiting = Math.min(waiting, waitingBefore);
-    const mayYield = slice.full && (run.level > 0 || Date.now() - run.startedAt >= LEVEL_ZERO_QUANTUM_MS);
+    const mayYield = slice.full && (run.level > 0 || ranMs() >= LEVEL_ZERO_QUANTUM_MS);
     const yieldNow = mayYield && stillWaiting > 0 && random() < stillWaiting / running;
-    read();
+    if (run.level > 0 || ranMs() >= LEVEL_ZERO_QUANTUM_MS / 2) read();
     return yieldNow ? 'preempted' : undefined;
   };
 }
@@ -94,29 +95,32 @@ export function budgetOf(key: Key, maxRuntimeMs: number, weight: ((key: Key) => 
 }
 
 /**
- * Puts a run's job at level 1 before it is requeued (BullMQ keeps the priority through the
- * delayed hop). Unconditional: the aging sweep may have reset it in Redis since the job was read.
+ * Puts a run's job at the level of keys that had their turn before it is requeued (BullMQ keeps
+ * the priority through the delayed hop). Unconditional: the aging sweep may have reset it in
+ * Redis since the job was read.
  */
 export async function demote(job: KeyJob): Promise<void> {
-  await job.changePriority({ priority: LEVEL_ONE_PRIORITY });
+  await job.changePriority({ priority: LEVEL.hadTurn });
 }
 
-/** Level-1 jobs looked at per aging sweep: the ones that have waited longest come first. */
+/** Prioritized jobs looked at per aging sweep: BullMQ lists them by priority, FIFO within one. */
 const AGING_LIMIT = 100;
 
 /**
- * Aging: lifts our level-1 jobs that have waited at least `maxRuntimeMs` since their last run
- * could have ended (it started at `processedOn` and lasted at most the key's budget) back to
- * level 0, at the back of the wait list. Other job names on the queue are left alone. Run by
- * every worker's recovery timer. Returns how many were lifted.
+ * Aging: lifts our prioritized jobs that have waited at least `maxRuntimeMs` to level 0, at the
+ * back of the wait list: a job that ran since its last run could have ended (it started at
+ * `processedOn` and lasted at most the key's budget), a heavy newcomer since it was added. Other
+ * job names on the queue are left alone. Run by every worker's recovery timer. Returns how many
+ * were lifted.
  */
-export async function ageLevelOne(queue: KeyQueue, maxRuntimeMs: number, budget: (key: Key) => number): Promise<number> {
+export async function age(queue: KeyQueue, maxRuntimeMs: number, budget: (key: Key) => number): Promise<number> {
   const now = Date.now();
   let lifted = 0;
   for (const job of await queue.getPrioritized(0, AGING_LIMIT - 1)) {
-    if (job.name !== JOB_NAME || job.processedOn === undefined) continue;
-    if (job.processedOn + budget(job.data.key) + maxRuntimeMs < now) {
-      await job.changePriority({ priority: 0 });
+    if (job.name !== JOB_NAME) continue;
+    const waitingSince = job.processedOn === undefined ? job.timestamp : job.processedOn + budget(job.data.key);
+    if (waitingSince + maxRuntimeMs < now) {
+      await job.changePriority({ priority: LEVEL.light });
       lifted++;
     }
   }

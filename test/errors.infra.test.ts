@@ -41,13 +41,13 @@ describe('Redis errors outside the handler', () => {
     expect(rec.all).toEqual([...range(5), ...range(10)]);
   });
 
-  it('a push whose commands fail still leaves a job for whatever landed, and rejects', async () => {
+  it('a push that fails in Redis rejects and stores nothing of it (a push is one script call)', async () => {
     const redis = redisClient();
     const b = testBatcher({ eachIteration: () => {} });
     const names = keyspaceOf(b).forKey('k');
     await redis.set(names.pending, 'a string, so RPUSH fails');
-    await expect(b.performBatchLater(['1'], { key: 'k' })).rejects.toThrow(/WRONGTYPE/);
-    expect(await queueOf(b).getWaitingCount()).toBe(1);
-    expect(await redis.zscore(keyspaceOf(b).index, 'k')).not.toBeNull();
+    await expect(b.performBatchLater(['1'], { key: 'k', track: true })).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.exists(names.pushMarks, names.tracked)).toBe(0);
+    expect(await queueOf(b).getWaitingCount()).toBe(0);
   });
 });

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { LockLostError } from '../src';
 import { Keyspace } from '../src/keys';
+import { claim } from '../src/protocol';
+import { defineScripts } from '../src/scripts';
 import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('per-key lock and fencing', () => {
@@ -39,42 +41,62 @@ describe('per-key lock and fencing', () => {
   });
 
   it('the claim script refuses a caller that does not hold the lock', async () => {
-    const { claim } = await import('../src/store');
-    const { defineScripts } = await import('../src/scripts');
     const redis = redisClient();
     defineScripts(redis);
     const names = new Keyspace('bull', 'fencing-unit').forKey('k');
+    const claimAs = (lock: string, claimId: string, settle: 'ack' | 'restore', count: number) => claim(redis, 'list', names, { lock: { value: lock, ttlMs: 5000 }, claimId, settle, count });
     await redis.rpush(names.pending, 'a', 'b');
     await redis.set(names.lock, 'holder', 'PX', 5000);
-    expect(await claim(redis, 'list', names, 'not-holder', 'c1', 'ack', 10)).toEqual({ held: false });
+    expect(await claimAs('not-holder', 'c1', 'ack', 10)).toMatchObject({ held: false });
     expect(await redis.llen(names.pending)).toBe(2);
-    expect(await claim(redis, 'list', names, 'holder', 'c1', 'restore', 1)).toMatchObject({ held: true, ids: ['a'], waitMs: 0 });
+    expect(await claimAs('holder', 'c1', 'restore', 1)).toMatchObject({ held: true, ids: ['a'], waitMs: 0 });
     // A resent claim (same id) changes nothing and answers with what is in flight.
-    expect(await claim(redis, 'list', names, 'holder', 'c1', 'ack', 1)).toEqual({ held: true, ids: ['a'], waitMs: 0 });
+    expect(await claimAs('holder', 'c1', 'ack', 1)).toEqual({ held: true, ids: ['a'], waitMs: 0 });
     expect(await redis.lrange(names.inFlight, 0, -1)).toEqual(['a']);
     // A resent empty claim answers with the same wait, not 'drained' (which would end the run).
-    expect(await claim(redis, 'list', names, 'holder', 'c2', 'ack', 10)).toMatchObject({ ids: ['b'] });
+    expect(await claimAs('holder', 'c2', 'ack', 10)).toMatchObject({ ids: ['b'] });
     const time = await redis.time();
     await redis.zadd(names.retry, Number(time[0]) * 1000 + 60_000, 'failed-slice');
-    const waiting = await claim(redis, 'list', names, 'holder', 'c3', 'ack', 10);
+    const waiting = await claimAs('holder', 'c3', 'ack', 10);
     expect(waiting).toMatchObject({ held: true, ids: [] });
     expect((waiting as { waitMs: number }).waitMs).toBeGreaterThan(50_000);
-    expect(await claim(redis, 'list', names, 'holder', 'c3', 'ack', 10)).toEqual(waiting);
+    expect(await claimAs('holder', 'c3', 'ack', 10)).toEqual(waiting);
     await redis.del(names.pending, names.inFlight, names.lock, names.lastClaim, names.retry);
   });
 });
 
-describe('lock acquire script (given to redlock)', () => {
-  it('is safe to resend: a lock held with the same value is taken again, another value is refused', async () => {
-    const { scriptSource } = await import('../src/scripts');
+describe("a run's first claim takes the lock", () => {
+  const setup = () => {
     const redis = redisClient();
-    const lua = scriptSource('acquire-lock');
-    const key = `acquire-unit:${Date.now()}`;
-    expect(await redis.eval(lua, 1, key, 'mine', 5000)).toBe(1);
-    expect(await redis.eval(lua, 1, key, 'mine', 5000)).toBe(1); // the resend after a lost reply
-    expect(await redis.eval(lua, 1, key, 'theirs', 5000)).toBe(0);
-    expect(await redis.get(key)).toBe('mine');
-    expect(await redis.pttl(key)).toBeGreaterThan(4000);
-    await redis.del(key);
+    defineScripts(redis);
+    return { redis, names: new Keyspace('bull', `first-claim-${Date.now()}-${Math.random()}`).forKey('k') };
+  };
+
+  it('takes a free lock with its value and TTL, is safe to resend, and refuses a lock held by another value with its PTTL', async () => {
+    const { redis, names } = setup();
+    await redis.rpush(names.pending, 'a', 'b');
+    const first = (lock: string) => claim(redis, 'list', names, { lock: { value: lock, ttlMs: 5000 }, claimId: `${lock}:0:1`, settle: 'recover', count: 1, takeLock: true });
+    expect(await first('mine')).toMatchObject({ held: true, ids: ['a'] });
+    expect(await redis.get(names.lock)).toBe('mine');
+    expect(await redis.pttl(names.lock)).toBeGreaterThan(4000);
+    // The resend after a lost reply: the same reply, nothing claimed twice.
+    expect(await first('mine')).toMatchObject({ held: true, ids: ['a'] });
+    expect(await redis.lrange(names.pending, 0, -1)).toEqual(['b']);
+    const refused = await first('theirs');
+    expect(refused).toMatchObject({ held: false });
+    expect((refused as { lockTtlMs: number }).lockTtlMs).toBeGreaterThan(4000);
+    expect(await redis.get(names.lock)).toBe('mine');
+  });
+
+  it('a claim that finds nothing releases the lock in the same call when asked, and not otherwise', async () => {
+    const { redis, names } = setup();
+    await redis.rpush(names.pending, 'a');
+    const c = (claimId: string, releaseIfEmpty: boolean) => claim(redis, 'list', names, { lock: { value: 'mine', ttlMs: 5000 }, claimId, settle: 'ack', count: 10, takeLock: true, releaseIfEmpty });
+    expect(await c('c1', true)).toMatchObject({ held: true, ids: ['a'] });
+    expect(await redis.get(names.lock)).toBe('mine');
+    expect(await c('c2', false)).toMatchObject({ held: true, ids: [] });
+    expect(await redis.get(names.lock)).toBe('mine');
+    expect(await c('c3', true)).toMatchObject({ held: true, ids: [], waitMs: 0 });
+    expect(await redis.exists(names.lock, names.lastClaim, names.inFlight)).toBe(0);
   });
 });

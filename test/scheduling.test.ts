@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { JOB_NAME, type Batcher, type EachIteration } from '../src';
 import type { KeyQueue } from '../src/job';
-import { ageLevelOne } from '../src/scheduling';
+import { age } from '../src/scheduling';
 import { prefixOf, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /** Spins for `ms`: a slice that costs CPU, like the bench's handler. */
@@ -86,6 +86,23 @@ describe("scheduling: 'fair'", () => {
     check(floodDoneWhenLightDone);
   });
 
+  it('light keys start in push order (FIFO), and before a heavy newcomer pushed earlier, with one worker slot', async () => {
+    const started: string[] = [];
+    const b = testBatcher({
+      sliceSize: 10,
+      eachIteration(_ids, ctx) {
+        if (!started.includes(ctx.key)) started.push(ctx.key);
+      },
+    });
+    // Pushed before any worker runs, so the order of the queue alone decides.
+    await b.performBatchLater(range(50), { key: 'heavy' });
+    const light = range(20, 'light-');
+    for (const key of light) await b.performBatchLater(range(3), { key });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(() => started.length === 21, { what: 'every key to start' });
+    expect(started).toEqual([...light, 'heavy']);
+  });
+
   it('no key starves: a key that used its budget still progresses under a stream of new keys (aging)', async () => {
     let heavySlices = 0;
     const handler: EachIteration = (_ids, ctx) => {
@@ -156,24 +173,30 @@ describe('weight', () => {
 });
 
 describe('aging sweep', () => {
-  it('lifts only our level-1 jobs that waited a budget past their run, and leaves other job names alone', async () => {
+  it('lifts only our prioritized jobs that waited a budget past their run (or since they were added), and leaves other job names alone', async () => {
     const b = testBatcher({ maxRuntimeMs: 1000, eachIteration: () => {} });
     const queue = queueOf(b) as unknown as KeyQueue;
-    const ours = await queue.add(JOB_NAME, { key: 'old' }, { priority: 1 });
-    const recent = await queue.add(JOB_NAME, { key: 'recent' }, { priority: 1 });
-    const foreign = await queue.add('send-email' as typeof JOB_NAME, { key: 'x' }, { priority: 1 });
+    const ours = await queue.add(JOB_NAME, { key: 'old' }, { priority: 2 });
+    const recent = await queue.add(JOB_NAME, { key: 'recent' }, { priority: 2 });
+    const foreign = await queue.add('send-email' as typeof JOB_NAME, { key: 'x' }, { priority: 2 });
+    const heavyNew = await queue.add(JOB_NAME, { key: 'heavy-new' }, { priority: 1 });
+    const heavyOld = await queue.add(JOB_NAME, { key: 'heavy-old' }, { priority: 1 });
     const redis = redisClient();
     const jobKey = (id: string | undefined) => `${prefixOf(b.name)}:${b.name}:${id}`;
     // Their last runs started 5 s ago (ours, foreign) and just now (recent).
     await redis.hset(jobKey(ours.id), 'processedOn', Date.now() - 5000);
     await redis.hset(jobKey(foreign.id), 'processedOn', Date.now() - 5000);
     await redis.hset(jobKey(recent.id), 'processedOn', Date.now());
-    expect(await ageLevelOne(queue, 1000, () => 1000)).toBe(1);
+    // A heavy newcomer that never ran counts from when it was added.
+    await redis.hset(jobKey(heavyOld.id), 'timestamp', Date.now() - 5000);
+    expect(await age(queue, 1000, () => 1000)).toBe(2);
     expect(await queue.getJobState(ours.id!)).toBe('waiting');
+    expect(await queue.getJobState(heavyOld.id!)).toBe('waiting');
+    expect(await queue.getJobState(heavyNew.id!)).toBe('prioritized');
     expect(await queue.getJobState(recent.id!)).toBe('prioritized');
     expect(await queue.getJobState(foreign.id!)).toBe('prioritized');
     // A heavier key's longer budget counts: 5 s ago is not long enough for a 10 s budget.
-    await queue.add(JOB_NAME, { key: 'gold' }, { priority: 1 }).then((job) => redis.hset(jobKey(job.id), 'processedOn', Date.now() - 5000));
-    expect(await ageLevelOne(queue, 1000, (key) => (key === 'gold' ? 10_000 : 1000))).toBe(0);
+    await queue.add(JOB_NAME, { key: 'gold' }, { priority: 2 }).then((job) => redis.hset(jobKey(job.id), 'processedOn', Date.now() - 5000));
+    expect(await age(queue, 1000, (key) => (key === 'gold' ? 10_000 : 1000))).toBe(0);
   });
 });

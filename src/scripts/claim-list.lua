@@ -19,14 +19,21 @@ local store = {
   toInFlight = function(ids) chunked('RPUSH', KEYS[2], ids) end,
   readyIn = function() return nil end,
 }
-store.takePending = function(count, now)
+store.takePending = function(count)
   local ids = redis.call('LPOP', KEYS[1], count)
-  if ids then
-    store.toInFlight(ids)
-    redis.call('SET', KEYS[11], takeMarks(KEYS[10], #ids, now))
-    -- Marks that outlive their ids (lost with a failover, say) would skew lag for good.
-    if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[10]) end
+  if not ids then return nil end
+  store.toInFlight(ids)
+  local mark
+  if #ids < count then
+    -- Pending is empty now, so every mark left was these ids' (or outlived its ids, lost with a
+    -- failover, say, and would skew lag for good): the head one is the push time, drop them all.
+    local head = redis.call('LINDEX', KEYS[10], 0)
+    redis.call('DEL', KEYS[10])
+    mark = head and string.match(head, '^(%d+)') or clockMs()
+  else
+    mark = takeMarks(KEYS[10], #ids, clockMs())
   end
-  return ids
+  redis.call('SET', KEYS[11], mark)
+  return ids, mark
 end
 --- @include "claim-body"

@@ -21,12 +21,16 @@ local store = {
   toInFlight = function(ids) chunked('SADD', KEYS[2], ids) end,
   readyIn = function() return nil end,
 }
-store.takePending = function(count, now)
-  local since = redis.call('GET', KEYS[10]) or now
+store.takePending = function(count)
   local ids = redis.call('SPOP', KEYS[1], count)
-  store.toInFlight(ids)
-  if #ids > 0 then redis.call('SET', KEYS[11], since) end
-  if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[10]) end
-  return ids
+  local since
+  if #ids > 0 then
+    since = redis.call('GET', KEYS[10]) or clockMs()
+    store.toInFlight(ids)
+    redis.call('SET', KEYS[11], since)
+  end
+  -- Fewer than asked: pending is empty, and the next push starts a new mark.
+  if #ids < count then redis.call('DEL', KEYS[10]) end
+  return ids, since
 end
 --- @include "claim-body"

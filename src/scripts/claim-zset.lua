@@ -4,6 +4,7 @@
   differ; a restored id goes back at its time unless re-added meanwhile (the newer time wins).
   Keys, arguments and reply: see includes/claim-body.lua.
 ]]
+--- @include "clock"
 --- @include "chunked"
 local store = {
   perPush = false,
@@ -23,8 +24,8 @@ local store = {
     end
     chunked('ZADD', KEYS[2], scored)
   end,
-  takePending = function(count, now)
-    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, count)
+  takePending = function(count)
+    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', clockMs(), 'WITHSCORES', 'LIMIT', 0, count)
     local ids, scored = {}, {}
     -- The earliest ready time of the slice, for push-to-processed latency.
     if ready[2] then redis.call('SET', KEYS[11], ready[2]) end
@@ -35,11 +36,11 @@ local store = {
     end
     chunked('ZREM', KEYS[1], ids)
     chunked('ZADD', KEYS[2], scored)
-    return ids
+    return ids, ready[2]
   end,
-  readyIn = function(now)
+  readyIn = function()
     local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
-    return first and tonumber(first) - now
+    return first and tonumber(first) - clockMs()
   end,
 }
 --- @include "claim-body"

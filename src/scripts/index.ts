@@ -7,22 +7,7 @@ import { VERSION } from '../version';
 export type RedisClient = Redis | Cluster;
 
 /** One name per `.lua` file beside this module. */
-const NAMES = [
-  'acquire-lock',
-  'claim-list',
-  'claim-set',
-  'claim-zset',
-  'push-zset',
-  'release',
-  'forget-key',
-  'job-waits',
-  'fail-slice',
-  'track-push',
-  'dead-add',
-  'dead-remove',
-  'due-in',
-  'mark-push',
-] as const;
+const NAMES = ['push', 'claim-list', 'claim-set', 'claim-zset', 'release', 'fail-slice', 'due-in', 'forget-key', 'dead-add', 'dead-remove'] as const;
 
 export type ScriptName = (typeof NAMES)[number];
 
@@ -54,11 +39,6 @@ let sources: Map<ScriptName, string> | undefined;
 function allSources(): Map<ScriptName, string> {
   sources ??= new Map(NAMES.map((name) => [name, load(`${name}.lua`)]));
   return sources;
-}
-
-/** A script's source, for a library that runs it itself (redlock's acquire). */
-export function scriptSource(name: ScriptName): string {
-  return allSources().get(name) as string;
 }
 
 /** The command name carries the version, so two library versions on one Redis never run each other's scripts. */

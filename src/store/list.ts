@@ -1,15 +1,8 @@
-import { queueScript } from '../scripts';
 import type { Store } from './index';
 
 /** FIFO: RPUSH at the tail, claims LPOP from the head; a restored slice goes back to the head. */
 export const listStore: Store = {
   kind: 'list',
-  push(pipeline, names, ids) {
-    pipeline.rpush(names.pending, ...ids);
-  },
-  mark(pipeline, names, count) {
-    queueScript(pipeline, 'mark-push', [names.pushMarks], ['list', count]);
-  },
   size(pipeline, key) {
     pipeline.llen(key);
   },

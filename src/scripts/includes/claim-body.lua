@@ -22,26 +22,33 @@
 --         slice fails, say during an outage, waits instead of burning through its attempts)
 -- ARGV[6] with 'recover': how many other lanes to recover too (lane 0's first claim recovers
 --         them all)
+-- ARGV[7] the lock's TTL in ms (the claim id is remembered as long)
+-- ARGV[8] '1' (a run's first claim): take the lock with ARGV[1] as its value if it is free.
+--         Taking it here, not in a call of its own, spares a round trip per run; taking it
+--         again with the same value is a no-op, so a resent first claim is safe.
+-- ARGV[9] '1': when nothing is claimed, release the lock in this same call (the run ends; a
+--         single-lane run asks this). Pushes skip the job add while the lock is held (see
+--         push.lua), so a lock may only be dropped by a call that has looked at pending last.
 --
 -- Returns {1, waitMs, slice, waited, id...}: a due failed slice (its JSON as `slice`, its ids
 --         alone), or else pending ids ('' as `slice`); `waited` is how long the slice's mark
 --         (KEYS[11]) is old, -1 without one; when nothing is claimed, waitMs is how long until
 --         something is due (0: nothing left at all)
---         {-1}: the lock is not held with this value
+--         {-1, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was
+--         not held at all and ARGV[8] is not '1')
 --- @include "clock"
 --- @include "tracking"
 --- @include "settle-previous"
 local early = settlePrevious(store)
 if early then return early end
 
-local now = clockMs()
 local result = {1, 0, '', -1}
 local count = tonumber(ARGV[4])
 if count > 0 then
-  local ids
+  local ids, mark
   -- The retry set is almost always empty: one ZCARD spares the lookups below.
   local retrying = redis.call('ZCARD', KEYS[5])
-  local due = retrying > 0 and redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 1)[1]
+  local due = retrying > 0 and redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', clockMs(), 'LIMIT', 0, 1)[1]
   if due then
     retrying = retrying - 1
     local slice = redis.call('HGET', KEYS[6], due)
@@ -49,8 +56,9 @@ if count > 0 then
     redis.call('HDEL', KEYS[6], due)
     if slice then
       ids = cjson.decode(slice).ids
-      store.toInFlight(ids, now)
-      redis.call('SET', KEYS[11], now)
+      mark = clockMs()
+      store.toInFlight(ids, mark)
+      redis.call('SET', KEYS[11], mark)
       -- Kept with the ids in flight: if the run dies, the slice's history survives it.
       redis.call('SET', KEYS[12], slice)
       result[3] = slice
@@ -58,23 +66,28 @@ if count > 0 then
   end
   local blocked = retrying >= tonumber(ARGV[5])
   if not ids and not blocked then
-    ids = store.takePending(count, now)
+    ids, mark = store.takePending(count)
   end
   if ids and #ids > 0 then
     trackClaim(KEYS[7], KEYS[8], ids, store.perPush)
-    local mark = redis.call('GET', KEYS[11])
-    if mark then result[4] = math.max(0, now - tonumber(mark)) end
+    if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
     for i = 1, #ids do result[i + 4] = ids[i] end
   else
-    local wait = not blocked and store.readyIn(now) or nil
+    local wait = not blocked and store.readyIn() or nil
     local nextRetry = retrying > 0 and redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
     if nextRetry then
-      local retryIn = tonumber(nextRetry) - now
+      local retryIn = tonumber(nextRetry) - clockMs()
       if not wait or retryIn < wait then wait = retryIn end
     end
     if wait then result[2] = math.max(1, wait) end
   end
 end
 
---- @include "remember-claim"
+if ARGV[9] == '1' and count > 0 and #result == 4 then
+  redis.call('DEL', KEYS[3], KEYS[4])
+  return result
+end
+-- Remembered (with its waitMs) as long as the lock could live, so a resent claim changes
+-- nothing and gets the same reply; another run's claim ids never match it.
+redis.call('SET', KEYS[4], ARGV[2] .. '|' .. result[2], 'PX', ARGV[7])
 return result

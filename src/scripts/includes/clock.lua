@@ -1,6 +1,10 @@
 -- Milliseconds by the Redis server's clock: every time we store or compare is on this one clock,
--- so pushers' and workers' clocks may differ.
+-- so pushers' and workers' clocks may differ. Read once per script call, and only if needed.
+local clockNow
 local function clockMs()
-  local time = redis.call('TIME')
-  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  if not clockNow then
+    local time = redis.call('TIME')
+    clockNow = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  end
+  return clockNow
 end

@@ -1,7 +1,7 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice.
 -- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
--- {-1} when the caller does not hold the lock; when this claim was already applied, its reply
--- again: {1, waitMs, slice, -1, id...} (the claim id is remembered with its waitMs,
+-- {-1, pttl} when the caller does not hold the lock (and cannot take it, see ARGV[8]); when this
+-- claim was already applied, its reply again: {1, waitMs, slice, -1, id...} (the claim id is remembered with its waitMs,
 -- `claimId|waitMs`, and a failed slice's JSON is kept in flight with it).
 
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
@@ -25,9 +25,19 @@ local function recoverLane(store, inFlight, trackedInFlight, mark, sliceKey, lan
   redis.call('DEL', mark, sliceKey)
 end
 
+-- Holds the lock with ARGV[1], taking it if it is free and ARGV[8] asks; also returns the last
+-- claim applied while held. (GET, not MGET: a lock key of another type must fail loudly.)
+local function holdLock()
+  local holder = redis.call('GET', KEYS[3])
+  if holder == ARGV[1] then return true, redis.call('GET', KEYS[4]) end
+  if holder or ARGV[8] ~= '1' then return false end
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[7])
+  return true, nil
+end
+
 local function settlePrevious(store)
-  if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {-1} end
-  local last = redis.call('GET', KEYS[4])
+  local held, last = holdLock()
+  if not held then return {-1, redis.call('PTTL', KEYS[3])} end
   local applied = ARGV[2] .. '|'
   if last and string.sub(last, 1, #applied) == applied then
     local ids = store.inFlightIds(KEYS[2])
@@ -55,13 +65,13 @@ local function settlePrevious(store)
     redis.call('DEL', KEYS[11], KEYS[12])
   else
     -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
-    -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had.
-    recoverLane(store, KEYS[2], KEYS[8], KEYS[11], KEYS[12], 0)
-    -- One EXISTS tells whether any other lane holds a slice (rarely): every run starts here.
-    local lanes = {}
-    for lane = 1, tonumber(ARGV[6]) do lanes[lane] = KEYS[2] .. ':' .. lane end
-    if #lanes > 0 and redis.call('EXISTS', unpack(lanes)) > 0 then
-      for lane = 1, #lanes do
+    -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had. One EXISTS
+    -- tells whether there is anything at all (rarely): every run starts here.
+    local lanes = {KEYS[2], KEYS[8], KEYS[11], KEYS[12]}
+    for lane = 1, tonumber(ARGV[6]) do lanes[#lanes + 1] = KEYS[2] .. ':' .. lane end
+    if redis.call('EXISTS', unpack(lanes)) > 0 then
+      recoverLane(store, KEYS[2], KEYS[8], KEYS[11], KEYS[12], 0)
+      for lane = 1, tonumber(ARGV[6]) do
         local n = ':' .. lane
         recoverLane(store, KEYS[2] .. n, KEYS[8] .. n, KEYS[11] .. n, KEYS[12] .. n, lane)
       end

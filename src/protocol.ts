@@ -1,0 +1,187 @@
+import type { RetrySlice } from './failures';
+import type { KeyNames } from './keys';
+import { runScript, ScriptStatus, type RedisClient } from './scripts';
+import type { Id, StoreKind } from './types';
+
+/**
+ * The per-key protocol: every call that reads or writes one key's data, one verb per Lua script,
+ * each building its own key array from `KeyNames` (as BullMQ's `…Args` builders do), so the
+ * processor and the iteration call verbs, never scripts with positional keys.
+ *
+ * One key's cycle is two calls on the push side and two on the run side, beside BullMQ's own:
+ * - push: `push` (ids, lag mark, ticket, index, and "will a run or a waiting job claim these?"),
+ *   then `Queue.add` only when nothing will;
+ * - run: the first `claim` takes the lock, recovers what a dead run left and claims a slice;
+ *   each next `claim` acks the previous slice and claims again; the `claim` that finds nothing
+ *   releases the lock (single-lane runs; with lanes, `release` does it after the last lane).
+ * `settle`, `failSlice` and `release` end slices and runs that stop early; `dueIn` tells a
+ * delayed key's wait.
+ */
+
+/**
+ * While this many failed slices of a key back off, the key claims no new pending ids: a key
+ * whose every slice fails (an outage) waits for its retries instead of spending every id's
+ * attempts, while one bad slice never holds back the rest.
+ */
+const MAX_RETRYING_SLICES = 10;
+
+/** BullMQ's names a push on a standalone Redis reads to tell whether the key's job waits. */
+export interface JobKeys {
+  /** The batcher's index of keys with recent pushes (not BullMQ's, but also outside the key's slot). */
+  index: string;
+  /** The deduplication key of the key's job (holds its id). */
+  deduplication: string;
+  active: string;
+  delayed: string;
+  /** A job's hash is this followed by its id. */
+  jobPrefix: string;
+}
+
+export interface PushCall {
+  store: StoreKind;
+  key: string;
+  ids: readonly Id[];
+  delayMs: number;
+  /** A tracked push: its ticket's id and hash, and how long it lives. */
+  ticket?: { id: string; hash: string; ttlMs: number };
+  /** Standalone Redis only; on a Cluster the caller writes the index and adds the job itself. */
+  job?: JobKeys;
+}
+
+export interface PushResult {
+  /** A run holding the key's lock, or its waiting job, will claim these ids: no job add needed. */
+  covered: boolean;
+  /** zset: ms until the key's earliest id or failed slice is due, -1 when none; 0 otherwise. */
+  waitMs: number;
+}
+
+/** Stores one push, whole, in one call (see push.lua). */
+export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
+  const keys = [names.pending, names.pushMarks, names.lock, names.retry, names.tracked, p.ticket?.hash ?? names.ticketPrefix];
+  if (p.job) keys.push(p.job.index, p.job.deduplication, p.job.active, p.job.delayed, p.job.jobPrefix);
+  const [covered, waitMs] = (await runScript(client, 'push', keys, [
+    p.store,
+    p.delayMs,
+    p.ticket?.id ?? '',
+    p.ticket?.ttlMs ?? 0,
+    p.key,
+    Date.now(),
+    ...p.ids,
+  ])) as [number, number];
+  return { covered: covered === 1, waitMs };
+}
+
+/**
+ * What a claim does with the ids of the previous slice first: ack them (done), restore them to
+ * pending (a graceful stop), or, at a run's first claim, recover what a dead run left in flight
+ * as a failed run of it.
+ */
+export type Settle = 'ack' | 'restore' | 'recover';
+
+/** The key's lock as a claim needs it: its value (the fencing token) and its TTL. */
+export interface LockRef {
+  readonly value: string;
+  readonly ttlMs: number;
+}
+
+export interface ClaimCall {
+  lock: LockRef;
+  /** Unique per call within a run; a resent claim with the same id changes nothing. */
+  claimId: string;
+  settle: Settle;
+  /** Ids to claim; 0 settles only. */
+  count: number;
+  /** With 'recover': lanes 1..n of a dead run to recover too (lane 0's first claim). */
+  otherLanes?: number;
+  /** A run's first claim: take the lock if it is free. */
+  takeLock?: boolean;
+  /** Release the lock in the same call when nothing is claimed (the run ends). */
+  releaseIfEmpty?: boolean;
+}
+
+export type ClaimResult =
+  | {
+      held: true;
+      ids: Id[];
+      /** When nothing was claimed: ms until something is due (a zset time or a failed slice's backoff); 0 when nothing is left. */
+      waitMs: number;
+      /** Set when the ids are a failed slice run again. */
+      retry?: RetrySlice;
+      /** Ms the slice's oldest id waited before this claim (see `Store.pendingSince`), when known. */
+      waitedMs?: number;
+    }
+  /** Another value holds the lock for `lockTtlMs` more (-1: it has no TTL; -2: nobody holds it). */
+  | { held: false; lockTtlMs: number };
+
+/** Settles the previous slice and claims up to `count` ids (or a due failed slice), in one call. */
+export async function claim(client: RedisClient, store: StoreKind, names: KeyNames, c: ClaimCall): Promise<ClaimResult> {
+  const reply = (await runScript(
+    client,
+    `claim-${store}`,
+    [
+      names.pending,
+      names.inFlight,
+      names.lock,
+      names.lastClaim,
+      names.retry,
+      names.retrySlices,
+      names.tracked,
+      names.trackedInFlight,
+      names.ticketPrefix,
+      names.pushMarks,
+      names.inFlightMark,
+      names.inFlightSlice,
+    ],
+    [c.lock.value, c.claimId, c.settle, c.count, MAX_RETRYING_SLICES, c.otherLanes ?? 0, c.lock.ttlMs, c.takeLock ? '1' : '0', c.releaseIfEmpty ? '1' : '0'],
+  )) as [number, number, string, number, ...Id[]];
+  if (reply[0] !== ScriptStatus.Ok) return { held: false, lockTtlMs: reply[1] };
+  const ids = reply.slice(4) as Id[];
+  return {
+    held: true,
+    waitMs: reply[1],
+    ids,
+    ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }),
+    ...(reply[3] >= 0 && { waitedMs: reply[3] }),
+  };
+}
+
+/** Settles a lane's last slice without claiming: acks it, or restores it to the front of pending. False when the lock is lost. */
+export async function settle(client: RedisClient, store: StoreKind, names: KeyNames, lock: LockRef, claimId: string, how: 'ack' | 'restore'): Promise<boolean> {
+  return (await claim(client, store, names, { lock, claimId, settle: how, count: 0 })).held;
+}
+
+/**
+ * Releases the key's lock at the end of a run that did not release it in its last claim: 'ack'
+ * counts the slice in flight done, 'keep' leaves it for the next run to recover. False when the
+ * lock was no longer held (nothing changed).
+ */
+export async function release(client: RedisClient, names: KeyNames, lock: string, mode: 'ack' | 'keep'): Promise<boolean> {
+  const status = Number(
+    await runScript(client, 'release', [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark], [lock, mode]),
+  );
+  return status !== ScriptStatus.LockNotHeld;
+}
+
+/** What happens to a failed slice's ids (see failures.ts `planFailure`). */
+export interface FailPlan {
+  retry: { id: string; delayMs: number; slice: string }[];
+  dead: { ids: readonly Id[]; message: string };
+}
+
+/** Settles a failed slice of a lane, fenced and idempotent per `settleId` (see fail-slice.lua). False when the lock is lost. */
+export async function failSlice(client: RedisClient, names: KeyNames, lock: string, plan: FailPlan, maxTicketErrors: number, settleId: string): Promise<boolean> {
+  const status = Number(
+    await runScript(
+      client,
+      'fail-slice',
+      [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim],
+      [lock, JSON.stringify(plan), maxTicketErrors, settleId],
+    ),
+  );
+  return status !== ScriptStatus.LockNotHeld;
+}
+
+/** Ms until the key has something to claim, as its claim would judge it; -1 for nothing at all. */
+export async function dueIn(client: RedisClient, store: StoreKind, names: KeyNames): Promise<number> {
+  return Number(await runScript(client, 'due-in', [names.pending, names.retry], [store, MAX_RETRYING_SLICES]));
+}

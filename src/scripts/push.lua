@@ -1,0 +1,89 @@
+--[[
+  Stores one push of ids for a key, whole (a push is all or nothing), and tells whether the key's
+  job must be added: not when a run holds the key's lock (its next claim sees these ids: a run
+  drops the lock only in the claim that finds nothing, or before it requeues its job) nor when
+  the key's job is waiting to start. So a push to a busy key costs this one call.
+
+  KEYS[1] pending ids           KEYS[2] push marks (lag; see includes/claim-body.lua)
+  KEYS[3] the key's lock        KEYS[4] retry (failed slices, scored by when they are due)
+  KEYS[5] tracked ids waiting (hash: id -> tickets, space-separated)
+  KEYS[6] the ticket's hash (total, done, failed); unused when untracked
+  Standalone Redis only (on a Cluster these live in other slots and are written separately):
+  KEYS[7] index of keys with recent pushes (recovery sweeps it)
+  KEYS[8] BullMQ's deduplication key of the key's job (holds the job id)
+  KEYS[9] BullMQ's active list   KEYS[10] BullMQ's delayed set
+  KEYS[11] BullMQ's key prefix (a job's hash is the prefix followed by its id)
+  ARGV[1] store: 'list' | 'set' | 'zset'
+  ARGV[2] ms until the ids are ready (zset; 0 otherwise)
+  ARGV[3] ticket, '' for an untracked push      ARGV[4] ms the ticket lives
+  ARGV[5] the key (its index member)            ARGV[6] the index score: now, by the pusher's clock
+  ARGV[7..] ids
+
+  Returns {covered, waitMs}: covered 1 when a run or a waiting job will claim these ids (no job
+  add needed), 0 otherwise; waitMs (zset) ms until the key's earliest id or failed slice is due
+  (0: now), -1 when none; 0 for the other stores.
+]]
+--- @include "clock"
+--- @include "chunked"
+local FIRST = 7
+local count = #ARGV - FIRST + 1
+local kind = ARGV[1]
+local now = clockMs()
+
+local waitMs = 0
+if kind == 'list' then
+  chunked('RPUSH', KEYS[1], ARGV, FIRST)
+  -- One mark per push, consumed by claims in FIFO order.
+  redis.call('RPUSH', KEYS[2], now .. ' ' .. count)
+elseif kind == 'set' then
+  chunked('SADD', KEYS[1], ARGV, FIRST)
+  -- When pending went from empty to non-empty (a claim that empties it clears the mark).
+  redis.call('SET', KEYS[2], now, 'NX')
+else
+  -- Ready at the Redis server's now + delay; re-adding an id moves it (debounce).
+  local at = now + tonumber(ARGV[2])
+  local scored = {}
+  for i = FIRST, #ARGV do
+    scored[#scored + 1] = at
+    scored[#scored + 1] = ARGV[i]
+  end
+  chunked('ZADD', KEYS[1], scored)
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+  local retry = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2]
+  if first or retry then
+    local due = math.min(tonumber(first or retry), tonumber(retry or first))
+    waitMs = math.max(0, due - now)
+  else
+    waitMs = -1
+  end
+end
+
+-- After the ids, whose write is the one a key of the wrong type would fail: so a push that fails
+-- writes nothing (Redis does not roll a script back).
+local ticket = ARGV[3]
+if ticket ~= '' then
+  for i = FIRST, #ARGV do
+    local tickets = redis.call('HGET', KEYS[5], ARGV[i])
+    redis.call('HSET', KEYS[5], ARGV[i], tickets and (tickets .. ' ' .. ticket) or ticket)
+  end
+  local ttl = tonumber(ARGV[4])
+  -- The tracked ids live as long as their youngest ticket could.
+  if redis.call('PTTL', KEYS[5]) < ttl then redis.call('PEXPIRE', KEYS[5], ttl) end
+  redis.call('HINCRBY', KEYS[6], 'total', count)
+  redis.call('PEXPIRE', KEYS[6], ttl)
+end
+
+if #KEYS >= 7 then redis.call('ZADD', KEYS[7], ARGV[6], ARGV[5]) end
+
+if #KEYS < 8 then return {redis.call('EXISTS', KEYS[3]), waitMs} end
+-- One read for the lock and the job's id (standalone: any keys may share a call).
+local got = redis.call('MGET', KEYS[3], KEYS[8])
+if got[1] then return {1, waitMs} end
+-- A waiting (or prioritized) job will claim soon. An active one may be between its last claim
+-- and its completion, and a delayed one may be backing off or waiting for a zset time: for them
+-- the caller adds the job (which brings a delayed job forward, or is kept as the next job of an
+-- active one). A job id whose job is gone is no job.
+local jobId = got[2]
+if not jobId then return {0, waitMs} end
+if redis.call('LPOS', KEYS[9], jobId) or redis.call('ZSCORE', KEYS[10], jobId) then return {0, waitMs} end
+return {redis.call('EXISTS', KEYS[11] .. jobId), waitMs}
