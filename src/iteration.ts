@@ -1,7 +1,7 @@
 import { SliceCrashedError, SliceTimeoutError } from './errors';
 import type { BatcherEmitter } from './events';
 import type { RetrySlice } from './failures';
-import { firstReason, type InterruptCheck, type SliceEnd } from './interrupt';
+import { firstReason, follow, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from './keys';
 import type { KeyLock } from './lock';
 import { claim, settle, type ClaimResult } from './protocol';
@@ -112,8 +112,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
   const names = laneNames(p.names, lane);
   // One signal per lane and run: a timed-out slice ends its lane (and the run), so it never needs
   // resetting, and a timeout in one lane never aborts another lane's slice.
-  const timeout = new AbortController();
-  const signal = AbortSignal.any([p.stop, timeout.signal]);
+  const signal = follow(p.stop);
   // With lanes, the lock is released once every lane has ended (see processor.ts `conclude`).
   const releaseIfEmpty = p.concurrency === 1;
   for (let n = 1; ; n++) {
@@ -127,7 +126,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
     }
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
     const outcome =
-      (await runOne(p, { names, signal, timeout }, claimed, sliceId)) ??
+      (await runOne(p, { names, signal }, claimed, sliceId)) ??
       (run.stopped && { ...run.stopped, restore: false }) ??
       stopReason(p, { full: claimed.ids.length >= p.sliceSize });
     if (outcome) {
@@ -141,8 +140,8 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
 
 interface LaneContext {
   names: KeyNames;
-  signal: AbortSignal;
-  timeout: AbortController;
+  /** The lane's ctx.signal: aborted by the run's stop, or by a slice's timeout. */
+  signal: AbortController;
 }
 
 /** Runs one claimed slice; an outcome when the slice ends the run. */
@@ -158,7 +157,7 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
   }
   const started = performance.now();
   try {
-    await runSlice(p, { ...slice, signal: lane.signal }, lane.timeout);
+    await runSlice(p, { ...slice, signal: lane.signal.signal }, lane.signal);
     if (p.events.wants('slice:done')) {
       p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started, ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }) });
     }
@@ -172,8 +171,9 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
     if (p.stop.aborted) return { kind: 'stopped', reason: 'shutdown', restore: true };
     const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names: lane.names, durationMs: performance.now() - started };
     if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
-    // The abandoned handler may still run; a fresh run gets a fresh signal.
-    if (lane.timeout.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
+    // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run
+    // gets a fresh signal.
+    if (lane.signal.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
     return undefined;
   }
 }

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import Redlock, { Lock } from 'redlock';
 import { LockLostError } from './errors';
 import { log } from './logger';
@@ -42,9 +42,9 @@ export class KeyLock {
     this.schedule();
   }
 
-  /** A new fencing token, as random as redlock's own. */
+  /** A new fencing token: 122 random bits (redlock's own are 128), from Node's cached entropy. */
   static newValue(): string {
-    return randomBytes(16).toString('hex');
+    return randomUUID();
   }
 
   /** The fencing token. */

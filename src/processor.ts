@@ -4,7 +4,7 @@ import type { DeadLetterBox } from './dead-letters';
 import { ShutdownError } from './errors';
 import type { BatcherEmitter } from './events';
 import { mayRetry, planFailure, serializeError } from './failures';
-import { aborted, maxRuntime } from './interrupt';
+import { aborted, follow, maxRuntime } from './interrupt';
 import { iterate, sliceIdOf, type FailedSlice, type RunOutcome } from './iteration';
 import { JOB_NAME } from './job';
 import type { Keyspace, KeyNames } from './keys';
@@ -115,7 +115,7 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
     events: deps.events,
     key: job.data.key,
     job,
-    stop: AbortSignal.any([stopping, lock.signal]),
+    stop: follow(stopping, lock.signal).signal,
     interrupts: [
       aborted(lock.signal, 'lock_lost'),
       aborted(stopping, 'shutdown'),
