@@ -12,7 +12,7 @@ import { KeyLock } from './lock';
 import { log } from './logger';
 import { backoffDelay, MAX_CONCURRENCY_PER_KEY, type ResolvedOptions } from './options';
 import { MAX_TICKET_ERRORS } from './progress';
-import { claim, dueIn, failSlice, release, settle, type ClaimResult } from './protocol';
+import { claim, dueIn, failSlice, release, settle, type ClaimResult, type Released } from './protocol';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from './scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor } from './types';
@@ -135,7 +135,8 @@ async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: 
   const key = job.data.key;
   switch (outcome.kind) {
     case 'drained':
-      if (!outcome.released) await releaseKey(client, names, lock.value, 'ack', options);
+      // A run with lanes releases after its last claim: ids pushed in between had no job add.
+      if (!outcome.released && (await releaseKey(client, names, lock.value, 'ack', options)) === 'pending') return requeue(job, token, 0);
       return;
     case 'waiting':
       if (!outcome.released) await releaseKey(client, names, lock.value, 'ack', options);
@@ -209,10 +210,12 @@ async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, 
   throw new DelayedError();
 }
 
-async function releaseKey(client: RedisClient, names: KeyNames, lockValue: string, mode: 'ack' | 'keep', options: ResolvedOptions): Promise<void> {
-  if (!(await release(client, names, lockValue, mode))) {
+async function releaseKey(client: RedisClient, names: KeyNames, lockValue: string, mode: 'ack' | 'keep', options: ResolvedOptions): Promise<Released> {
+  const released = await release(client, names, lockValue, mode);
+  if (released === 'lost') {
     log(options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', { lock: names.lock });
   }
+  return released;
 }
 
 /** BullMQ aborts a job's signal with whatever reason was given to cancelJob; ours is always a ShutdownError. */

@@ -151,15 +151,25 @@ export async function settle(client: RedisClient, store: StoreKind, names: KeyNa
 }
 
 /**
- * Releases the key's lock at the end of a run that did not release it in its last claim: 'ack'
- * counts the slice in flight done, 'keep' leaves it for the next run to recover. False when the
- * lock was no longer held (nothing changed).
+ * How a release went: 'pending' when ids were left to claim (pushed while the lock was held, so
+ * with no job add: the caller must requeue the key's job), 'lost' when the lock was no longer held.
  */
-export async function release(client: RedisClient, names: KeyNames, lock: string, mode: 'ack' | 'keep'): Promise<boolean> {
+export type Released = 'released' | 'pending' | 'lost';
+
+/**
+ * Releases the key's lock at the end of a run that did not release it in its last claim: 'ack'
+ * counts the slice in flight done, 'keep' leaves it for the next run to recover.
+ */
+export async function release(client: RedisClient, names: KeyNames, lock: string, mode: 'ack' | 'keep'): Promise<Released> {
   const status = Number(
-    await runScript(client, 'release', [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark], [lock, mode]),
+    await runScript(
+      client,
+      'release',
+      [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark, names.pending, names.retry],
+      [lock, mode],
+    ),
   );
-  return status !== ScriptStatus.LockNotHeld;
+  return status === ScriptStatus.LockNotHeld ? 'lost' : status === 2 ? 'pending' : 'released';
 }
 
 /** What happens to a failed slice's ids (see failures.ts `planFailure`). */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LockLostError } from '../src';
 import { Keyspace } from '../src/keys';
-import { claim } from '../src/protocol';
+import { claim, release } from '../src/protocol';
 import { defineScripts } from '../src/scripts';
 import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
@@ -98,5 +98,17 @@ describe("a run's first claim takes the lock", () => {
     expect(await redis.get(names.lock)).toBe('mine');
     expect(await c('c3', true)).toMatchObject({ held: true, ids: [], waitMs: 0 });
     expect(await redis.exists(names.lock, names.lastClaim, names.inFlight)).toBe(0);
+  });
+
+  it("release (a run with lanes) says when ids were pushed after the last claim, so the run requeues instead of completing", async () => {
+    const { redis, names } = setup();
+    await redis.set(names.lock, 'mine', 'PX', 5000);
+    expect(await release(redis, names, 'theirs', 'ack')).toBe('lost');
+    expect(await release(redis, names, 'mine', 'ack')).toBe('released');
+    await redis.set(names.lock, 'mine', 'PX', 5000);
+    // A push while the lock is held adds no job (push.lua): only this answer brings the job back.
+    await redis.rpush(names.pending, 'late');
+    expect(await release(redis, names, 'mine', 'ack')).toBe('pending');
+    expect(await redis.exists(names.lock)).toBe(0);
   });
 });
