@@ -12,7 +12,7 @@ import type { Batcher, DeadLetterQuery, KeyStats, Stats, StoreKind } from './typ
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
 
-/** Lines pushed per performBatchLater call (it chunks further inside one transaction). */
+/** Lines pushed per performBatchLater call (it chunks further inside its one script call). */
 const PUSH_BATCH = 10_000;
 /** Below this many bytes of input no progress bar is drawn. */
 const PROGRESS_MIN_BYTES = 1 << 20;

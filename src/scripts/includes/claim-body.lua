@@ -7,7 +7,7 @@
 -- KEYS[6] retry slices (hash: slice id -> JSON with its ids and failure history)
 -- KEYS[7] tracked ids waiting    KEYS[8] tracked ids in flight (of this lane)
 -- KEYS[9] ticket prefix (ticket hashes are named from it, in this key's hash slot)
--- KEYS[10] push marks (lag; see mark-push.lua)
+-- KEYS[10] push marks (lag; see push.lua)
 -- KEYS[11] mark of the slice in flight: when its oldest id was pushed (list), pending since (set),
 --          ready (zset), or, for a failed slice run again, claimed
 -- KEYS[12] the JSON of the failed slice in flight, if it is one (of this lane)
