@@ -21,6 +21,15 @@ export interface Config {
   memory: { keys: number; idsPerKey: number; concurrency: number; timeoutMs: number };
   scaleOut: { systems: SystemId[]; processes: number[]; keys: number; idsPerKey: number; concurrency: number; repeats: number; timeoutMs: number };
   profile: { keys: number; idsPerKey: number; concurrency: number; timeoutMs: number };
+  /** Many accounts, small pushes: backlogs of many small keys (one push per key), drained. */
+  smallKeys: { shapes: KeyShape[]; concurrency: number; fillCallers: number; timeoutMs: number };
+  /** One id per key: every id is a key cycle of its own. Never scaled by slowShare. */
+  oneIdKeys: { keys: number; concurrency: number; fillCallers: number; timeoutMs: number };
+}
+
+export interface KeyShape {
+  keys: number;
+  idsPerKey: number;
 }
 
 /**
@@ -66,6 +75,10 @@ interface Sizes {
   scaleOutProcesses: number[];
   profile: { keys: number; idsPerKey: number };
   timeoutMs: number;
+  smallKeys: KeyShape[];
+  oneIdKeys: number;
+  /** Deadline of one one-id-keys run (fill and drain each). */
+  oneIdTimeoutMs: number;
 }
 
 function configFor(mode: Mode, s: Sizes): Config {
@@ -92,6 +105,8 @@ function configFor(mode: Mode, s: Sizes): Config {
     memory: backlog,
     scaleOut: { ...backlog, systems: s.scaleOutSystems, processes: s.scaleOutProcesses, repeats: s.repeats.scaleOut },
     profile: { ...s.profile, concurrency: 16, timeoutMs: s.timeoutMs },
+    smallKeys: { shapes: s.smallKeys, concurrency: 16, fillCallers: 16, timeoutMs: s.timeoutMs },
+    oneIdKeys: { keys: s.oneIdKeys, concurrency: 5, fillCallers: 16, timeoutMs: s.oneIdTimeoutMs },
   };
 }
 
@@ -112,6 +127,13 @@ export const CONFIGS: Record<Mode, Config> = {
     scaleOutProcesses: [1, 2, 4],
     profile: { keys: 100, idsPerKey: 1_000 },
     timeoutMs: 60_000,
+    smallKeys: [
+      { keys: 10_000, idsPerKey: 10 },
+      { keys: 2_000, idsPerKey: 50 },
+    ],
+    oneIdKeys: 100_000,
+    // Ours drained its 100,000 keys in 57 s before the hot-path rewrite.
+    oneIdTimeoutMs: 90_000,
   }),
   // Every scenario and system, small: under a minute, for CI.
   quick: configFor('quick', {
@@ -128,5 +150,11 @@ export const CONFIGS: Record<Mode, Config> = {
     scaleOutProcesses: [1, 2, 4],
     profile: { keys: 20, idsPerKey: 500 },
     timeoutMs: 20_000,
+    smallKeys: [
+      { keys: 1_000, idsPerKey: 10 },
+      { keys: 200, idsPerKey: 50 },
+    ],
+    oneIdKeys: 3_000,
+    oneIdTimeoutMs: 20_000,
   }),
 };

@@ -16,14 +16,28 @@ import { drain } from './scenarios/drain';
 import { enqueue } from './scenarios/enqueue';
 import { memory } from './scenarios/memory';
 import { noisyNeighbour, TARGET_P99_MS } from './scenarios/noisy-neighbour';
+import { oneIdKeys } from './scenarios/one-id-keys';
 import { oversubscribed } from './scenarios/oversubscribed';
 import { profile } from './scenarios/profile';
 import { scaleOut } from './scenarios/scale-out';
+import { smallKeys } from './scenarios/small-keys';
 import { splitFlood } from './scenarios/split-flood';
 import type { Scenario, ScenarioResult } from './scenarios/types';
 import { writeLatencySvg } from './svg';
 
-const SCENARIOS: readonly Scenario[] = [drain, enqueue, noisyNeighbour, oversubscribed, splitFlood, memory, scaleOut, profile];
+const SCENARIOS: readonly Scenario[] = [
+  drain,
+  enqueue,
+  noisyNeighbour,
+  oversubscribed,
+  splitFlood,
+  memory,
+  scaleOut,
+  profile,
+  // Many accounts, small frequent pushes.
+  smallKeys,
+  oneIdKeys,
+];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */
 const SCENARIO_DEADLINE_MS: Record<Mode, number> = { quick: 90_000, full: 300_000 };
