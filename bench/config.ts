@@ -25,11 +25,27 @@ export interface Config {
   smallKeys: { shapes: KeyShape[]; concurrency: number; fillCallers: number; timeoutMs: number };
   /** One id per key: every id is a key cycle of its own. Never scaled by slowShare. */
   oneIdKeys: { keys: number; concurrency: number; fillCallers: number; timeoutMs: number };
+  stream: StreamPlan;
 }
 
 export interface KeyShape {
   keys: number;
   idsPerKey: number;
+}
+
+/** Single-id pushes to random keys at a steady rate while one worker process keeps up (or not). */
+export interface StreamPlan {
+  keys: number;
+  ratesPerSec: number[];
+  durationMs: number;
+  concurrency: number;
+  /** The grace period of the kept-up rule (KEPT_UP_RULE in lib/stream.ts); the run stops this long after the stream's end. */
+  keptUpMs: number;
+  /** Pushes in flight at most; past it the pusher falls behind its rate, and says so. */
+  maxInFlight: number;
+  seed: number;
+  /** Also run ours with scheduling 'fifo' (full mode; quick mode leaves it out for time). */
+  fifoRow: boolean;
 }
 
 /**
@@ -79,6 +95,7 @@ interface Sizes {
   oneIdKeys: number;
   /** Deadline of one one-id-keys run (fill and drain each). */
   oneIdTimeoutMs: number;
+  stream: { ratesPerSec: number[]; durationMs: number; fifoRow: boolean };
 }
 
 function configFor(mode: Mode, s: Sizes): Config {
@@ -107,6 +124,7 @@ function configFor(mode: Mode, s: Sizes): Config {
     profile: { ...s.profile, concurrency: 16, timeoutMs: s.timeoutMs },
     smallKeys: { shapes: s.smallKeys, concurrency: 16, fillCallers: 16, timeoutMs: s.timeoutMs },
     oneIdKeys: { keys: s.oneIdKeys, concurrency: 5, fillCallers: 16, timeoutMs: s.oneIdTimeoutMs },
+    stream: { keys: 2_000, ...s.stream, concurrency: 16, keptUpMs: 2_000, maxInFlight: 2_000, seed: 7 },
   };
 }
 
@@ -134,6 +152,7 @@ export const CONFIGS: Record<Mode, Config> = {
     oneIdKeys: 100_000,
     // Ours drained its 100,000 keys in 57 s before the hot-path rewrite.
     oneIdTimeoutMs: 90_000,
+    stream: { ratesPerSec: [2_000, 5_000, 20_000], durationMs: 10_000, fifoRow: true },
   }),
   // Every scenario and system, small: under a minute, for CI.
   quick: configFor('quick', {
@@ -156,5 +175,6 @@ export const CONFIGS: Record<Mode, Config> = {
     ],
     oneIdKeys: 3_000,
     oneIdTimeoutMs: 20_000,
+    stream: { ratesPerSec: [500, 2_000], durationMs: 1_500, fifoRow: false },
   }),
 };

@@ -22,6 +22,7 @@ import { profile } from './scenarios/profile';
 import { scaleOut } from './scenarios/scale-out';
 import { smallKeys } from './scenarios/small-keys';
 import { splitFlood } from './scenarios/split-flood';
+import { stream } from './scenarios/stream';
 import type { Scenario, ScenarioResult } from './scenarios/types';
 import { writeLatencySvg } from './svg';
 
@@ -37,6 +38,7 @@ const SCENARIOS: readonly Scenario[] = [
   // Many accounts, small frequent pushes.
   smallKeys,
   oneIdKeys,
+  stream,
 ];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */
