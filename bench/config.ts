@@ -26,6 +26,7 @@ export interface Config {
   /** One id per key: every id is a key cycle of its own. Never scaled by slowShare. */
   oneIdKeys: { keys: number; concurrency: number; fillCallers: number; timeoutMs: number };
   stream: StreamPlan;
+  cycleCost: { keys: number; ratePerSec: number; concurrency: number; idleMs: number; timeoutMs: number };
 }
 
 export interface KeyShape {
@@ -96,6 +97,9 @@ interface Sizes {
   /** Deadline of one one-id-keys run (fill and drain each). */
   oneIdTimeoutMs: number;
   stream: { ratesPerSec: number[]; durationMs: number; fifoRow: boolean };
+  cycleKeys: number;
+  /** How long cycle-cost watches the idle worker before the pushes. */
+  cycleIdleMs: number;
 }
 
 function configFor(mode: Mode, s: Sizes): Config {
@@ -125,6 +129,7 @@ function configFor(mode: Mode, s: Sizes): Config {
     smallKeys: { shapes: s.smallKeys, concurrency: 16, fillCallers: 16, timeoutMs: s.timeoutMs },
     oneIdKeys: { keys: s.oneIdKeys, concurrency: 5, fillCallers: 16, timeoutMs: s.oneIdTimeoutMs },
     stream: { keys: 2_000, ...s.stream, concurrency: 16, keptUpMs: 2_000, maxInFlight: 2_000, seed: 7 },
+    cycleCost: { keys: s.cycleKeys, ratePerSec: 500, concurrency: 16, idleMs: s.cycleIdleMs, timeoutMs: s.timeoutMs },
   };
 }
 
@@ -153,6 +158,8 @@ export const CONFIGS: Record<Mode, Config> = {
     // Ours drained its 100,000 keys in 57 s before the hot-path rewrite.
     oneIdTimeoutMs: 90_000,
     stream: { ratesPerSec: [2_000, 5_000, 20_000], durationMs: 10_000, fifoRow: true },
+    cycleKeys: 2_000,
+    cycleIdleMs: 1_000,
   }),
   // Every scenario and system, small: under a minute, for CI.
   quick: configFor('quick', {
@@ -176,5 +183,7 @@ export const CONFIGS: Record<Mode, Config> = {
     oneIdKeys: 3_000,
     oneIdTimeoutMs: 20_000,
     stream: { ratesPerSec: [500, 2_000], durationMs: 1_500, fifoRow: false },
+    cycleKeys: 300,
+    cycleIdleMs: 250,
   }),
 };

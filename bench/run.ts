@@ -12,6 +12,7 @@ import { withTimeout } from './lib/clock';
 import { machineInfo } from './lib/machine';
 import { RedisNotInstalledError } from '../tools/redis-server';
 import { markdown, writeResults, type Results } from './report';
+import { cycleCost } from './scenarios/cycle-cost';
 import { drain } from './scenarios/drain';
 import { enqueue } from './scenarios/enqueue';
 import { memory } from './scenarios/memory';
@@ -39,6 +40,7 @@ const SCENARIOS: readonly Scenario[] = [
   smallKeys,
   oneIdKeys,
   stream,
+  cycleCost,
 ];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */
