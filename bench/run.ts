@@ -77,7 +77,8 @@ async function main(): Promise<void> {
     mode,
     startedAt: new Date(started).toISOString(),
     durationSec: (Date.now() - started) / 1000,
-    command: `npm run bench${mode === 'quick' ? ' -- --quick' : ''}${only ? ` ${process.argv.slice(2).join(' ')}` : ''}`,
+    // As typed: "npm run bench", "npm run bench -- --quick", "npm run bench -- --quick --only=drain".
+    command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
     machine,
     config,
     scenarios,
