@@ -1,6 +1,6 @@
 /**
- * `npm run bench` (full, about 5-10 minutes) or `npm run bench -- --quick` (small sizes, under a
- * minute; what CI runs so the bench never rots). `--only=drain,enqueue` runs some scenarios.
+ * `npm run bench` (full, about 11-12 minutes on 2 cores) or `npm run bench -- --quick` (small sizes,
+ * about 75 s; what CI runs so the bench never rots). `--only=drain,enqueue` runs some scenarios.
  * Starts a throwaway redis-server per measurement, or uses REDIS_URL (FLUSHALL before each).
  * Prints markdown tables and writes results.json and latency.svg beside this file
  * (results.quick.json / latency.quick.svg in quick mode and *.partial.* with --only, so neither
