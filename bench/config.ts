@@ -40,7 +40,7 @@ export interface StreamPlan {
   ratesPerSec: number[];
   durationMs: number;
   concurrency: number;
-  /** The grace period of the kept-up rule (KEPT_UP_RULE in lib/stream.ts); the run stops this long after the stream's end. */
+  /** The grace period of the kept-up rule (keptUpRule in lib/stream.ts); the run stops this long after the stream's end. */
   keptUpMs: number;
   /** Pushes in flight at most; past it the pusher falls behind its rate, and says so. */
   maxInFlight: number;

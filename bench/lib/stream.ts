@@ -17,9 +17,9 @@ const GROWTH_FACTOR = 2;
 const GROWTH_SLACK_MS = 50;
 
 /** The kept-up rule, for setup lines. */
-export const KEPT_UP_RULE =
-  `kept up: every id processed within the grace period after the stream's end, p99 over the whole stream within the grace period too, ` +
-  `and the p99 of the ids pushed in the stream's last third at most ${GROWTH_FACTOR}× that of its first third + ${GROWTH_SLACK_MS} ms (not growing)`;
+export const keptUpRule = (graceMs: number): string =>
+  `Kept up: every id processed within ${graceMs.toLocaleString('en-US')} ms (the grace period) after the stream's end, p99 over the whole stream within the grace period too, ` +
+  `and p99 not growing (the p99 of the ids pushed in the stream's last third at most ${GROWTH_FACTOR}× that of its first third + ${GROWTH_SLACK_MS} ms).`;
 
 export type KeptUp = 'yes' | 'ids left' | 'p99 over grace' | 'p99 growing';
 
@@ -47,7 +47,7 @@ export interface StreamRun {
   p99LastThird: number;
   /** Every id processed within keptUpMs of the stream's end. */
   allProcessedInTime: boolean;
-  /** 'yes', or the first part of KEPT_UP_RULE that failed. */
+  /** 'yes', or the first part of keptUpRule that failed. */
   keptUp: KeptUp;
   /** How long the push call itself took (start to resolve). */
   pushCallP99Ms: number;

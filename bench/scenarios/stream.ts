@@ -1,5 +1,5 @@
 import { TICK_MS } from '../lib/pace';
-import { KEPT_UP_RULE, runStream, type StreamRun } from '../lib/stream';
+import { keptUpRule, runStream, type StreamRun } from '../lib/stream';
 import { ratio } from '../lib/stats';
 import { systemFor, type SystemSpec } from '../systems';
 import { fmtInt, progress } from './common';
@@ -54,7 +54,7 @@ export const stream: Scenario = {
         `each push its own performBatchLater / Queue.add call, sent every ${TICK_MS} ms as they come due, at most ${fmtInt(c.maxInFlight)} in flight, from the bench process; ` +
         `1 worker process, concurrency ${c.concurrency}, empty handler. Latency: from the start of the push call to the handler call that processed the id. ` +
         `The run stops ${fmtInt(c.keptUpMs)} ms after the stream's end; an id still unprocessed counts with its wait so far, so a figure marked ≥ is a lower bound. ` +
-        `${KEPT_UP_RULE[0]!.toUpperCase()}${KEPT_UP_RULE.slice(1)} (grace ${fmtInt(c.keptUpMs)} ms).`,
+        keptUpRule(c.keptUpMs),
       columns: [
         { key: 'rate', label: 'pushes/s' },
         { key: 'system', label: 'system' },
