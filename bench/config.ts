@@ -3,7 +3,7 @@ import type { SystemId } from './systems/types';
 
 export type Mode = 'quick' | 'full';
 
-/** Every size of every scenario, per mode. The full mode fits 10 minutes on a 2-core machine. */
+/** Every size of every scenario, per mode. The full mode takes 11-12 minutes on a 2-core machine. */
 export interface Config {
   mode: Mode;
   /**
@@ -21,6 +21,32 @@ export interface Config {
   memory: { keys: number; idsPerKey: number; concurrency: number; timeoutMs: number };
   scaleOut: { systems: SystemId[]; processes: number[]; keys: number; idsPerKey: number; concurrency: number; repeats: number; timeoutMs: number };
   profile: { keys: number; idsPerKey: number; concurrency: number; timeoutMs: number };
+  /** Many accounts, small pushes: backlogs of many small keys (one push per key), drained. */
+  smallKeys: { shapes: KeyShape[]; concurrency: number; fillCallers: number; timeoutMs: number };
+  /** One id per key: every id is a key cycle of its own. Never scaled by slowShare. */
+  oneIdKeys: { keys: number; concurrency: number; fillCallers: number; timeoutMs: number };
+  stream: StreamPlan;
+  cycleCost: { keys: number; ratePerSec: number; concurrency: number; idleMs: number; timeoutMs: number };
+}
+
+export interface KeyShape {
+  keys: number;
+  idsPerKey: number;
+}
+
+/** Single-id pushes to random keys at a steady rate while one worker process keeps up (or not). */
+export interface StreamPlan {
+  keys: number;
+  ratesPerSec: number[];
+  durationMs: number;
+  concurrency: number;
+  /** The grace period of the kept-up rule (keptUpRule in lib/stream.ts); the run stops this long after the stream's end. */
+  keptUpMs: number;
+  /** Pushes in flight at most; past it the pusher falls behind its rate, and says so. */
+  maxInFlight: number;
+  seed: number;
+  /** Also run ours with scheduling 'fifo' (full mode; quick mode leaves it out for time). */
+  fifoRow: boolean;
 }
 
 /**
@@ -66,6 +92,14 @@ interface Sizes {
   scaleOutProcesses: number[];
   profile: { keys: number; idsPerKey: number };
   timeoutMs: number;
+  smallKeys: KeyShape[];
+  oneIdKeys: number;
+  /** Deadline of one one-id-keys run (fill and drain each). */
+  oneIdTimeoutMs: number;
+  stream: { ratesPerSec: number[]; durationMs: number; fifoRow: boolean };
+  cycleKeys: number;
+  /** How long cycle-cost watches the idle worker before the pushes. */
+  cycleIdleMs: number;
 }
 
 function configFor(mode: Mode, s: Sizes): Config {
@@ -92,11 +126,16 @@ function configFor(mode: Mode, s: Sizes): Config {
     memory: backlog,
     scaleOut: { ...backlog, systems: s.scaleOutSystems, processes: s.scaleOutProcesses, repeats: s.repeats.scaleOut },
     profile: { ...s.profile, concurrency: 16, timeoutMs: s.timeoutMs },
+    smallKeys: { shapes: s.smallKeys, concurrency: 16, fillCallers: 16, timeoutMs: s.timeoutMs },
+    oneIdKeys: { keys: s.oneIdKeys, concurrency: 5, fillCallers: 16, timeoutMs: s.oneIdTimeoutMs },
+    stream: { keys: 2_000, ...s.stream, concurrency: 16, keptUpMs: 2_000, maxInFlight: 2_000, seed: 7 },
+    cycleCost: { keys: s.cycleKeys, ratePerSec: 500, concurrency: 16, idleMs: s.cycleIdleMs, timeoutMs: s.timeoutMs },
   };
 }
 
 export const CONFIGS: Record<Mode, Config> = {
-  // About 10 minutes on 2 cores; the repeats and the fifo runs (full drains) cost most.
+  // About 7.5 minutes on 2 cores for the first eight scenarios (the repeats and the fifo runs, full
+  // drains, cost most) and under 4 for the small-keys ones (one-id-keys and stream cost most).
   full: configFor('full', {
     idsPerKey: 10_000,
     floodIds: 500_000,
@@ -112,8 +151,19 @@ export const CONFIGS: Record<Mode, Config> = {
     scaleOutProcesses: [1, 2, 4],
     profile: { keys: 100, idsPerKey: 1_000 },
     timeoutMs: 60_000,
+    smallKeys: [
+      { keys: 10_000, idsPerKey: 10 },
+      { keys: 2_000, idsPerKey: 50 },
+    ],
+    oneIdKeys: 100_000,
+    // Ours drained its 100,000 keys in 57 s before the hot-path rewrite.
+    oneIdTimeoutMs: 90_000,
+    stream: { ratesPerSec: [2_000, 5_000, 20_000], durationMs: 10_000, fifoRow: true },
+    cycleKeys: 2_000,
+    cycleIdleMs: 1_000,
   }),
-  // Every scenario and system, small: under a minute, for CI.
+  // Every scenario and system, small, for CI: about 75 s, of which about 25 s for the small-keys
+  // scenarios (small-keys, one-id-keys, stream, cycle-cost).
   quick: configFor('quick', {
     idsPerKey: 500,
     floodIds: 20_000,
@@ -128,5 +178,14 @@ export const CONFIGS: Record<Mode, Config> = {
     scaleOutProcesses: [1, 2, 4],
     profile: { keys: 20, idsPerKey: 500 },
     timeoutMs: 20_000,
+    smallKeys: [
+      { keys: 1_000, idsPerKey: 10 },
+      { keys: 200, idsPerKey: 50 },
+    ],
+    oneIdKeys: 3_000,
+    oneIdTimeoutMs: 20_000,
+    stream: { ratesPerSec: [500, 2_000], durationMs: 1_500, fifoRow: false },
+    cycleKeys: 300,
+    cycleIdleMs: 250,
   }),
 };

@@ -1,6 +1,6 @@
 /**
- * `npm run bench` (full, about 5-10 minutes) or `npm run bench -- --quick` (small sizes, under a
- * minute; what CI runs so the bench never rots). `--only=drain,enqueue` runs some scenarios.
+ * `npm run bench` (full, about 11-12 minutes on 2 cores) or `npm run bench -- --quick` (small sizes,
+ * about 75 s; what CI runs so the bench never rots). `--only=drain,enqueue` runs some scenarios.
  * Starts a throwaway redis-server per measurement, or uses REDIS_URL (FLUSHALL before each).
  * Prints markdown tables and writes results.json and latency.svg beside this file
  * (results.quick.json / latency.quick.svg in quick mode and *.partial.* with --only, so neither
@@ -12,18 +12,36 @@ import { withTimeout } from './lib/clock';
 import { machineInfo } from './lib/machine';
 import { RedisNotInstalledError } from '../tools/redis-server';
 import { markdown, writeResults, type Results } from './report';
+import { cycleCost } from './scenarios/cycle-cost';
 import { drain } from './scenarios/drain';
 import { enqueue } from './scenarios/enqueue';
 import { memory } from './scenarios/memory';
 import { noisyNeighbour, TARGET_P99_MS } from './scenarios/noisy-neighbour';
+import { oneIdKeys } from './scenarios/one-id-keys';
 import { oversubscribed } from './scenarios/oversubscribed';
 import { profile } from './scenarios/profile';
 import { scaleOut } from './scenarios/scale-out';
+import { smallKeys } from './scenarios/small-keys';
 import { splitFlood } from './scenarios/split-flood';
+import { stream } from './scenarios/stream';
 import type { Scenario, ScenarioResult } from './scenarios/types';
 import { writeLatencySvg } from './svg';
 
-const SCENARIOS: readonly Scenario[] = [drain, enqueue, noisyNeighbour, oversubscribed, splitFlood, memory, scaleOut, profile];
+const SCENARIOS: readonly Scenario[] = [
+  drain,
+  enqueue,
+  noisyNeighbour,
+  oversubscribed,
+  splitFlood,
+  memory,
+  scaleOut,
+  profile,
+  // Many accounts, small frequent pushes.
+  smallKeys,
+  oneIdKeys,
+  stream,
+  cycleCost,
+];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */
 const SCENARIO_DEADLINE_MS: Record<Mode, number> = { quick: 90_000, full: 300_000 };
@@ -59,7 +77,8 @@ async function main(): Promise<void> {
     mode,
     startedAt: new Date(started).toISOString(),
     durationSec: (Date.now() - started) / 1000,
-    command: `npm run bench${mode === 'quick' ? ' -- --quick' : ''}${only ? ` ${process.argv.slice(2).join(' ')}` : ''}`,
+    // As typed: "npm run bench", "npm run bench -- --quick", "npm run bench -- --quick --only=drain".
+    command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
     machine,
     config,
     scenarios,

@@ -44,13 +44,19 @@ function commandName(args: readonly string[]): string {
   return command;
 }
 
-export async function readSlowlog(redis: BenchRedis): Promise<SlowlogProfile> {
+/** Logged entries of the commands clients sent: neither the bench's own nor those scripts ran. Turns logging back down. */
+async function clientEntries(redis: BenchRedis): Promise<{ entries: Entry[]; truncated: boolean }> {
   const entries = (await redis.admin.slowlog('GET', '-1')) as Entry[];
   await redis.admin.config('SET', 'slowlog-log-slower-than', '10000');
+  // Commands a script runs are logged too, from Lua's fake client ("?:0"); they are not round trips.
+  const sent = entries.filter(([, , , , addr, client]) => client !== ADMIN_CLIENT_NAME && addr !== LUA_CLIENT_ADDR);
+  return { entries: sent, truncated: entries.length >= MAX_ENTRIES };
+}
+
+export async function readSlowlog(redis: BenchRedis): Promise<SlowlogProfile> {
+  const { entries, truncated } = await clientEntries(redis);
   const byCommand = new Map<string, CommandProfile>();
-  for (const [, , usec, args, addr, client] of entries) {
-    // Commands a script runs are logged too, from Lua's fake client ("?:0"); they are not round trips.
-    if (client === ADMIN_CLIENT_NAME || addr === LUA_CLIENT_ADDR) continue;
+  for (const [, , usec, args] of entries) {
     const command = commandName(args);
     const entry = byCommand.get(command) ?? { command, calls: 0, usec: 0 };
     entry.calls++;
@@ -62,6 +68,27 @@ export async function readSlowlog(redis: BenchRedis): Promise<SlowlogProfile> {
     commands,
     roundTrips: commands.reduce((n, c) => n + c.calls, 0),
     usec: commands.reduce((n, c) => n + c.usec, 0),
-    truncated: entries.length >= MAX_ENTRIES,
+    truncated,
   };
+}
+
+/**
+ * Calls per Redis command name ("evalsha", "bzpopmin", "multi", ...) that clients sent since
+ * startSlowlog, and per script name (as readSlowlog names them). EXEC is never logged; the commands
+ * queued in a MULTI are, each once. So these are the commands INFO commandstats would count if it
+ * left out those that scripts run.
+ */
+export async function readSentCalls(redis: BenchRedis): Promise<{ byCommand: Map<string, number>; byScript: Map<string, number>; truncated: boolean }> {
+  const { entries, truncated } = await clientEntries(redis);
+  const byCommand = new Map<string, number>();
+  const byScript = new Map<string, number>();
+  for (const [, , , args] of entries) {
+    const command = (args[0] ?? '?').toLowerCase();
+    byCommand.set(command, (byCommand.get(command) ?? 0) + 1);
+    if (command === 'evalsha' || command === 'eval') {
+      const name = commandName(args);
+      byScript.set(name, (byScript.get(name) ?? 0) + 1);
+    }
+  }
+  return { byCommand, byScript, truncated };
 }

@@ -8,7 +8,7 @@ import { withFreshRedis } from './redis';
 import { readSlowlog, startSlowlog, type SlowlogProfile } from './slowlog';
 import { perSecond } from './stats';
 
-/** Calls that fill a backlog: performBatchLater-sized, four callers (setup speed only, not measured here). */
+/** Calls that fill a backlog: performBatchLater-sized, four callers unless the workload says (setup speed only, not measured here). */
 const FILL_CALL_SIZE = 1000;
 const FILL_CALLERS = 4;
 
@@ -34,6 +34,8 @@ export interface Workload {
   windowMs?: number;
   /** Log every Redis command of the drain (SLOWLOG) to count round trips; slows the run down. */
   profile?: boolean;
+  /** Concurrent callers filling the backlog (default 4); many small calls (one per key) need more. */
+  fillCallers?: number;
 }
 
 export interface WorkloadResult {
@@ -71,7 +73,7 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
     let light: LightPusher | undefined;
     try {
       const calls = backlogCalls(keyNames('heavy-', w.backlog.keys), w.backlog.idsPerKey, FILL_CALL_SIZE);
-      const fill = await measuredFill(redis, producer, calls, FILL_CALLERS, w.timeoutMs, system.label);
+      const fill = await measuredFill(redis, producer, calls, w.fillCallers ?? FILL_CALLERS, w.timeoutMs, system.label);
       const backlogIds = fill.ids;
       pool = await WorkerPool.fork(w.processes, {
         system: w.system,

@@ -13,6 +13,8 @@ export function systemFor(spec: SystemSpec): System {
       return bullmqSystem('bullmq-per-id', 1);
     case 'bullmq-chunks':
       return bullmqSystem('bullmq-chunks', 100);
+    case 'bullmq-per-key':
+      return bullmqSystem('bullmq-per-key', Number.POSITIVE_INFINITY);
     case 'groupmq':
       return groupmqSystem();
     case 'raw':

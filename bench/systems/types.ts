@@ -2,7 +2,7 @@
  * The one interface every compared system implements. A scenario only pushes ids for keys and
  * starts consumers with a handler; how a system turns that into jobs is its adapter's business.
  */
-export type SystemId = 'ours' | 'bullmq-per-id' | 'bullmq-chunks' | 'groupmq' | 'raw';
+export type SystemId = 'ours' | 'bullmq-per-id' | 'bullmq-chunks' | 'bullmq-per-key' | 'groupmq' | 'raw';
 
 /** Called with the ids of one unit of work of one key (a slice, a chunk, or a single id). */
 export type Handler = (key: string, ids: readonly string[]) => void | Promise<void>;
