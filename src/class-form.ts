@@ -22,7 +22,7 @@ import type {
 } from './types';
 import type { Worker } from 'bullmq';
 
-type JobClass = new () => { eachIteration(ids: Id[], ctx: IterationContext): Promise<void> | void };
+type JobClass = new () => { eachIteration(ids: Id[], ctx: IterationContext): PromiseLike<unknown> | void };
 
 /**
  * The class form, for people coming from the Ruby concern:
@@ -45,7 +45,7 @@ export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
   };
 
   abstract class BatchByKeyJob {
-    abstract eachIteration(ids: Id[], ctx: IterationContext): Promise<void> | void;
+    abstract eachIteration(ids: Id[], ctx: IterationContext): PromiseLike<unknown> | void;
 
     static performBatchLater(this: JobClass, ids: ReadonlyArray<Id | number>, opts?: PerformOptions): Promise<PerformResult> {
       return batcherOf(this).performBatchLater(ids, opts);
@@ -87,10 +87,9 @@ export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
     static off<E extends keyof BatcherEvents>(this: JobClass, event: E, listener: (...args: BatcherEvents[E]) => void): void {
       batcherOf(this).off(event, listener);
     }
+    /** Closes the subclass's batcher for good: every later call throws `ClosedError`, as the function form's do. */
     static close(this: JobClass): Promise<void> {
-      const batcher = batchers.get(this);
-      batchers.delete(this);
-      return batcher ? batcher.close() : Promise.resolve();
+      return batcherOf(this).close();
     }
   }
   return BatchByKeyJob;

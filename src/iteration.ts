@@ -211,20 +211,26 @@ type SliceContext = IterationContext & SliceInfo;
  */
 async function runSlice(p: IterationParams, ctx: SliceContext, timeout: AbortController): Promise<void> {
   try {
-    const result = p.around.length === 0 ? p.handler(ctx.ids as string[], ctx) : wrap(p.around, 0, ctx, p.handler);
-    if (result instanceof Promise) await withTimeout(p, result, timeout);
+    const result: unknown = p.around.length === 0 ? p.handler(ctx.ids as string[], ctx) : wrap(p.around, 0, ctx, p.handler);
+    // Any thenable, not only this realm's Promise: an async function from a vm context, a
+    // Bluebird promise, or a lazy one (a query builder) that runs only once `then` is called.
+    if (isThenable(result)) await withTimeout(p, Promise.resolve(result), timeout);
   } catch (error) {
     throw new SliceFailure(error);
   }
 }
 
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
+}
+
 function wrap(around: readonly SliceMiddleware[], i: number, ctx: SliceContext, handler: EachIteration): Promise<void> {
   const middleware = around[i];
-  if (!middleware) return Promise.resolve(handler(ctx.ids as string[], ctx));
+  if (!middleware) return Promise.resolve(handler(ctx.ids as string[], ctx)).then(() => undefined);
   return middleware(ctx, () => wrap(around, i + 1, ctx, handler));
 }
 
-async function withTimeout(p: IterationParams, result: Promise<void>, timeout: AbortController): Promise<void> {
+async function withTimeout(p: IterationParams, result: Promise<unknown>, timeout: AbortController): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {

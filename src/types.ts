@@ -41,7 +41,8 @@ export interface IterationContext {
   attempt: number;
 }
 
-export type EachIteration = (ids: Id[], ctx: IterationContext) => Promise<void> | void;
+/** Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). */
+export type EachIteration = (ids: Id[], ctx: IterationContext) => PromiseLike<unknown> | void;
 
 /** Console-compatible; every method is optional. */
 export interface Logger {
