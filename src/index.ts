@@ -16,7 +16,7 @@ export { sliceTracing, SLICE_SPAN } from './tracing';
 export { pinoLogger, type PinoLike } from './logger';
 export { withKey, currentKey } from './context';
 export { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
-export { DEFAULTS } from './options';
+export { DEFAULTS, MAX_TIMER_MS } from './options';
 export { JOB_NAME } from './job';
 export {
   BatchByKeyError,

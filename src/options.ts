@@ -62,6 +62,11 @@ const MIN_RECOVERY_INTERVAL_MS = 100;
 const MIN_TICKET_TTL_MS = 1_000;
 /** Short TTLs would expire between renewals on a busy event loop. */
 const MIN_LOCK_TTL_MS = 1_000;
+/**
+ * The longest delay Node's timers take (2^31 - 1 ms, about 24.8 days): a longer one fires after
+ * 1 ms, so every option that ends up in a timer is bounded by it.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Redis Cluster hashes what lies between a name's first `{` and the next `}`, when that is not empty. */
 const HASH_TAG = /^[^{]*\{[^}]+\}/;
@@ -106,19 +111,19 @@ function integer(field: string, value: unknown, fallback: number, min = 1, max =
   return value;
 }
 
+const isDelay = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_TIMER_MS;
+
 function validateBackoff(backoff: unknown): Backoff {
   if (backoff === undefined) return DEFAULTS.backoff;
   if (typeof backoff === 'function') return backoff as Backoff;
   if (typeof backoff === 'object' && backoff !== null) {
     const b = backoff as Record<string, unknown>;
-    if ((b.type === 'fixed' || b.type === 'exponential') && typeof b.delayMs === 'number' && b.delayMs >= 0) {
-      if (b.maxDelayMs === undefined || (typeof b.maxDelayMs === 'number' && b.maxDelayMs >= 0)) {
-        return backoff as Backoff;
-      }
+    if ((b.type === 'fixed' || b.type === 'exponential') && isDelay(b.delayMs) && (b.maxDelayMs === undefined || isDelay(b.maxDelayMs))) {
+      return backoff as Backoff;
     }
   }
   throw new InvalidOptionError(
-    "options.backoff must be { type: 'fixed' | 'exponential', delayMs >= 0, maxDelayMs? } or (attempt, error) => ms",
+    `options.backoff must be { type: 'fixed' | 'exponential', delayMs, maxDelayMs? } with delays between 0 and ${MAX_TIMER_MS} ms, or (attempt, error) => ms; got ${describe(backoff)}`,
   );
 }
 
@@ -168,7 +173,7 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
   if (o.logger !== undefined && (typeof o.logger !== 'object' || o.logger === null)) {
     throw new InvalidOptionError('options.logger must be console-like: { debug?, info?, warn?, error? }');
   }
-  const maxRuntimeMs = integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs);
+  const maxRuntimeMs = integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs, 1, MAX_TIMER_MS);
   return {
     name: o.name,
     connection: typeof o.connection === 'string' ? fromUrl(o.connection) : o.connection,
@@ -178,8 +183,8 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     maxRuntimeMs,
     scheduling: o.scheduling ?? DEFAULTS.scheduling,
     weight: o.weight,
-    sliceTimeoutMs: integer('sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS)),
-    lockTtlMs: integer('lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
+    sliceTimeoutMs: integer('sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS), 1, MAX_TIMER_MS),
+    lockTtlMs: integer('lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS, MAX_TIMER_MS),
     key: o.key,
     eachIteration: o.eachIteration,
     attempts: integer('attempts', o.attempts, DEFAULTS.attempts),
@@ -189,19 +194,22 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     ticketTtlMs: integer('ticketTtlMs', o.ticketTtlMs, DEFAULTS.ticketTtlMs, MIN_TICKET_TTL_MS),
     around: validateAround(o.around),
     prefix: validatePrefix(o.prefix, o.name, o.connection instanceof Cluster),
-    recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
+    recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS, MAX_TIMER_MS),
     logger: o.logger ?? silentLogger,
   };
 }
 
-/** Milliseconds to wait before a slice runs again after its `attempt`-th run failed. */
+/**
+ * Milliseconds to wait before a slice runs again after its `attempt`-th run failed, at most
+ * `MAX_TIMER_MS` (an exponential backoff without `maxDelayMs` would otherwise overflow to Infinity).
+ */
 export function backoffDelay(backoff: Backoff, attempt: number, error: unknown): number {
   if (typeof backoff === 'function') {
     const ms = backoff(attempt, error);
     // A custom function that returns garbage must not make a failing key spin.
-    return Number.isFinite(ms) ? Math.max(0, ms) : DEFAULTS.backoff.delayMs;
+    return Number.isFinite(ms) ? Math.min(MAX_TIMER_MS, Math.max(0, ms)) : DEFAULTS.backoff.delayMs;
   }
   if (backoff.type === 'fixed') return backoff.delayMs;
   const exp = backoff.delayMs * 2 ** (attempt - 1);
-  return Math.min(exp, backoff.maxDelayMs ?? Number.POSITIVE_INFINITY);
+  return Math.min(exp, backoff.maxDelayMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from './errors';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
+import { MAX_TIMER_MS } from './options';
 import type { RedisClient } from './scripts';
 import type { Id, Key, Progress, Ticket, WaitForOptions } from './types';
 
@@ -70,8 +71,8 @@ export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: T
 
 function positive(field: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidOptionError(`waitFor options.${field} must be a number > 0, got ${describe(value)}`);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
+    throw new InvalidOptionError(`waitFor options.${field} must be a number > 0 and <= ${MAX_TIMER_MS} (Node's longest timer), got ${describe(value)}`);
   }
   return value;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, SliceTimeoutError, type BatcherEvents } from '../src';
-import { backoffDelay } from '../src/options';
+import { backoffDelay, MAX_TIMER_MS } from '../src/options';
 import { queueOf, range, Recorder, testBatcher, waitFor } from './helpers/redis';
 
 describe('a slice that throws', () => {
@@ -145,6 +145,9 @@ describe('backoff', () => {
     expect(backoffDelay((n) => n * 7, 3, null)).toBe(21);
     expect(backoffDelay(() => -5, 1, null)).toBe(0);
     expect(backoffDelay(() => Number.NaN, 1, null)).toBe(DEFAULTS.backoff.delayMs);
+    // Never past Node's longest timer: 2^2000 would be Infinity, and fail-slice.lua gets JSON null for it.
+    expect(backoffDelay({ type: 'exponential', delayMs: 1000 }, 2000, null)).toBe(MAX_TIMER_MS);
+    expect(backoffDelay(() => 1e12, 1, null)).toBe(MAX_TIMER_MS);
     expect(DEFAULTS.backoff).toEqual({ type: 'exponential', delayMs: 1000, maxDelayMs: 60000 });
   });
 });

@@ -93,6 +93,13 @@ describe('bulk progress', () => {
     expect(error).toMatchObject({ code: 'ERR_WAIT_TIMEOUT', progress: { total: 2, pending: 2 } });
   });
 
+  it('waitFor refuses a pollMs or timeoutMs past the longest Node timer (which would fire at once)', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
+    await expect(b.waitFor(ticket!, { pollMs: 2 ** 31 })).rejects.toThrow(/waitFor options.pollMs must be a number > 0 and <= 2147483647/);
+    await expect(b.waitFor(ticket!, { timeoutMs: 3e9 })).rejects.toThrow(InvalidOptionError);
+  });
+
   it('tickets expire after ticketTtlMs; unknown ones throw UnknownTicketError', async () => {
     const b = testBatcher({ ticketTtlMs: 1000, eachIteration: () => {} });
     const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
