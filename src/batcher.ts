@@ -97,6 +97,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists }, fallback);
     },
     attach(worker) {
+      // Its recovery timer would otherwise throw ClosedError from a timer, uncaught.
+      if (closed) throw new ClosedError(`batcher ${opts.name} is closed; create a new one`);
       worker.on('error', (err) => log(opts.logger, 'error', 'batch-by-key: worker error', { err }));
       worker.on('failed', (job, err) => log(opts.logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }));
       // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop

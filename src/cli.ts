@@ -3,7 +3,7 @@ import { createReadStream, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createBatcher } from './batcher';
-import { fromUrl } from './connection';
+import { fromUrl, redactUrl } from './connection';
 import { formatMs } from './dashboard';
 import { BatchByKeyError } from './errors';
 import { VERSION } from './version';
@@ -219,17 +219,6 @@ function program(io: Io): Command {
   return cli;
 }
 
-/** URLs may carry a password; error messages end up in CI logs. */
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url;
-  }
-}
-
 function isUsage(err: unknown): boolean {
   if (err instanceof UsageError || err instanceof CommanderError) return true;
   // Bad input that reached the library: a key, id or option it refuses.
@@ -250,7 +239,7 @@ export async function main(argv: readonly string[], io: Io = process): Promise<n
     const { debug, redis } = cli.opts<Global>();
     const message = err instanceof Error ? err.message : String(err);
     const unreachable = !(err instanceof BatchByKeyError) && /Connection is closed|ECONNREFUSED|ENOTFOUND|ETIMEDOUT|connect/i.test(message);
-    io.stderr.write(`batch-by-key: ${unreachable ? `cannot reach Redis at ${redact(redis)} (${message})` : message}\n`);
+    io.stderr.write(`batch-by-key: ${unreachable ? `cannot reach Redis at ${redactUrl(redis)} (${message})` : message}\n`);
     if (debug && err instanceof Error && err.stack) io.stderr.write(`${err.stack}\n`);
     return isUsage(err) ? EXIT.usage : EXIT.runtime;
   }

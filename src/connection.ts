@@ -5,13 +5,24 @@ import type { RedisClient } from './scripts';
 import type { Connection, Logger } from './types';
 
 
+/**
+ * The URL with its password masked, whether it parses or not: error messages end up in logs. The
+ * user info runs to the last `@` before the host's first `/`, so a password holding `@` is masked whole.
+ */
+export function redactUrl(url: string): string {
+  return url.replace(/^((?:[^:/?#]*:)?\/\/)([^/?#]*)@/, (_match, scheme: string, userinfo: string) => {
+    const colon = userinfo.indexOf(':');
+    return `${scheme}${colon < 0 ? userinfo : `${userinfo.slice(0, colon)}:***`}@`;
+  });
+}
+
 /** `redis://[user:password@]host[:port][/db]` or `rediss://...` (TLS) as ioredis options, which BullMQ also takes. */
 export function fromUrl(url: string): RedisOptions {
   let u: URL;
   try {
     u = new URL(url);
   } catch {
-    throw new InvalidOptionError(`options.connection is not a valid Redis URL: ${JSON.stringify(url)}`);
+    throw new InvalidOptionError(`options.connection is not a valid Redis URL: ${JSON.stringify(redactUrl(url))}`);
   }
   if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
     throw new InvalidOptionError(`options.connection must be a redis:// or rediss:// URL, got ${u.protocol}//`);

@@ -119,6 +119,11 @@ describe('the batch-by-key CLI', () => {
     const down = await cli(['--redis', 'redis://user:secret@127.0.0.1:1', '--name', 'q', 'stats']);
     expect(down.code).toBe(1);
     expect(down.stderr).toMatch(/^batch-by-key: cannot reach Redis at redis:\/\/user:\*\*\*@127\.0\.0\.1:1\/? \(.+\)\n$/);
+    // A URL that does not even parse (port out of range) keeps its password masked too.
+    const malformed = await cli(['--redis', 'redis://admin:s3cr3t@127.0.0.1:99999', '--name', 'q', 'stats']);
+    expect(malformed.code).not.toBe(0);
+    expect(malformed.stderr).not.toContain('s3cr3t');
+    expect(malformed.stderr).toContain('admin:***@');
     const debug = await cli(['--redis', 'redis://127.0.0.1:1', '--name', 'q', '--debug', 'stats']);
     expect(debug.code).toBe(1);
     expect(debug.stderr.split('\n').length).toBeGreaterThan(3); // the stack too

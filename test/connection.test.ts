@@ -1,10 +1,18 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { batchByKey, ClosedError, InvalidOptionError } from '../src';
+import { Worker } from 'bullmq';
+import { BatchByKey, batchByKey, ClosedError, InvalidOptionError } from '../src';
 import { fromUrl } from '../src/connection';
 import { Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
 
 describe('connection', () => {
+  it("never puts a URL's password in an error message, even when the URL does not parse", () => {
+    const make = () => batchByKey({ name: 'q', connection: 'redis://admin:s3cr3t@127.0.0.1:99999', eachIteration: () => {} });
+    expect(make).toThrow(InvalidOptionError);
+    expect(make).toThrow('redis://admin:***@127.0.0.1:99999');
+    expect(make).not.toThrow(/s3cr3t/);
+  });
+
   it('takes a Redis URL', async () => {
     const rec = new Recorder();
     const b = track(batchByKey({ name: uniqueName(), connection: redisUrl(), eachIteration: rec.handler }));
@@ -61,5 +69,20 @@ describe('connection', () => {
     await b.close();
     await expect(b.performBatchLater(['b'], { key: 'k' })).rejects.toThrow(ClosedError);
     expect(() => b.createWorker()).toThrow(/is closed; create a new one/);
+    // A Worker built by hand cannot be attached either: its recovery timer would throw from a timer.
+    const worker = track(new Worker(uniqueName(), async () => {}, { connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null }, autorun: false }));
+    expect(() => b.attach(worker)).toThrow(ClosedError);
+  });
+
+  it('a class-form batcher stays closed: the next static call throws ClosedError instead of opening new connections', async () => {
+    class Job extends BatchByKey({ name: uniqueName(), connection: redisUrl() }) {
+      eachIteration() {}
+    }
+    await Job.performBatchLater(['a'], { key: 'k' });
+    await Job.close();
+    await expect(Job.performBatchLater(['b'], { key: 'k' })).rejects.toThrow(ClosedError);
+    await expect(Job.backlog('k')).rejects.toThrow(ClosedError);
+    expect(() => Job.createWorker()).toThrow(ClosedError);
+    await Job.close();
   });
 });
