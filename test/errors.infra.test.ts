@@ -50,4 +50,19 @@ describe('Redis errors outside the handler', () => {
     expect(await redis.exists(names.pushMarks, names.tracked)).toBe(0);
     expect(await queueOf(b).getWaitingCount()).toBe(0);
   });
+
+  it('after SCRIPT FLUSH a push still succeeds whole: one script call, which ioredis resends as EVAL on NOSCRIPT', async () => {
+    const rec = new Recorder();
+    const redis = redisClient();
+    const b = testBatcher({ eachIteration: rec.handler });
+    await b.performBatchLater(['0'], { key: 'k' });
+    // Every node of a Cluster: the scripts are gone wherever the key lives.
+    const nodes = 'nodes' in redis ? redis.nodes('master') : [redis];
+    await Promise.all(nodes.map((node) => node.script('FLUSH')));
+    await b.performBatchLater(['1', '2'], { key: 'k', track: true });
+    expect(await b.backlog('k')).toEqual({ pending: 3, inFlight: 0, retrying: 0 });
+    b.createWorker();
+    await waitFor(() => rec.all.length === 3, { what: 'the three ids' });
+    expect(rec.idsOf('k')).toEqual(['0', '1', '2']);
+  });
 });

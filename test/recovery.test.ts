@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('recovery of keys that have ids but no job', () => {
   it('a worker finds ids left by a pusher that died before adding the job, and processes them', async () => {
@@ -25,5 +25,23 @@ describe('recovery of keys that have ids but no job', () => {
     await redis.set(keyspace.forKey('running').lock, 'someone', 'PX', 10_000);
     expect(await b.recover()).toBe(0);
     expect(await redis.zrange(keyspace.index, 0, -1)).toEqual(['running']);
+  });
+
+  it("a key whose job is gone but whose deduplication key survives gets a job from its next push (not only from the sweep)", async () => {
+    const rec = new Recorder();
+    // A sweep far away: only the push can bring the key back within the test.
+    const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 600_000 });
+    const redis = redisClient();
+    const queue = queueOf(b);
+    await b.performBatchLater(range(3), { key: 'k' });
+    const [job] = await queue.getWaiting();
+    // The job vanishes (eviction, a hand DEL) and leaves its deduplication id behind.
+    await redis.lrem(queue.toKey('wait'), 0, job!.id!);
+    await redis.del(queue.toKey(job!.id!));
+    expect(await queue.getDeduplicationJobId('k')).toBe(job!.id);
+    await b.performBatchLater(['3'], { key: 'k' });
+    b.createWorker();
+    await waitFor(() => rec.all.length === 4, { what: 'every id of the key' });
+    expect(rec.idsOf('k')).toEqual(range(4));
   });
 });
