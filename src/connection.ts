@@ -30,7 +30,8 @@ export function fromUrl(url: string): RedisOptions {
   const db = u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0;
   if (!Number.isInteger(db) || db < 0) throw new InvalidOptionError(`options.connection has a bad database number: ${u.pathname}`);
   return {
-    host: u.hostname || '127.0.0.1',
+    // URL keeps an IPv6 host in brackets ('[::1]'); ioredis wants the bare address.
+    host: u.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1',
     port: u.port ? Number(u.port) : 6379,
     db,
     ...(u.username ? { username: decodeURIComponent(u.username) } : {}),

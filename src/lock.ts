@@ -72,6 +72,8 @@ export class KeyLock {
     try {
       this.lock = await this.lock.extend(this.ttlMs);
     } catch (err) {
+      // The run's last claim released the lock while this renewal was on its way: nothing is wrong.
+      if (this.stopped) return;
       if (Date.now() >= this.lock.expiration) {
         this.controller.abort(new LockLostError(`lock ${this.lock.resources[0]} expired before it could be renewed`));
         this.stop();

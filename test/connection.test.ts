@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
 import { BatchByKey, batchByKey, ClosedError, InvalidOptionError } from '../src';
 import { fromUrl } from '../src/connection';
+import { startRedis } from '../tools/redis-server';
 import { Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
 
 describe('connection', () => {
@@ -51,6 +52,21 @@ describe('connection', () => {
       tls: {},
     });
     expect(fromUrl('redis://localhost')).toEqual({ host: 'localhost', port: 6379, db: 0 });
+  });
+
+  it('connects to an IPv6 host given in brackets (redis://[::1]:port)', async () => {
+    const server = await startRedis(['--bind', '::1']);
+    try {
+      const rec = new Recorder();
+      const b = track(batchByKey({ name: uniqueName(), connection: `redis://[::1]:${server.port}`, eachIteration: rec.handler }));
+      expect(fromUrl(`redis://[::1]:${server.port}`)).toMatchObject({ host: '::1', port: server.port });
+      await b.performBatchLater(['a'], { key: 'k' });
+      b.createWorker();
+      await waitFor(() => rec.all.length === 1, { what: 'the id, through the IPv6 connection' });
+      await b.close();
+    } finally {
+      await server.stop();
+    }
   });
 
   it.each([
