@@ -5,8 +5,16 @@ import { runScript, type RedisClient } from './scripts';
 import { backlog, type Store } from './store';
 import type { Logger } from './types';
 
-/** Index entries looked at per sweep: bounded work however many keys there are. */
-const SWEEP_LIMIT = 1000;
+/** Index entries read per page of a sweep. */
+const SWEEP_PAGE = 1000;
+/** Entries looked at concurrently within a page. */
+const SWEEP_CONCURRENCY = 50;
+/**
+ * A sweep reads page after page until no entry is older than its cutoff, or this long has passed:
+ * bounded work per sweep, yet a batcher with more new keys per interval than one page still gets
+ * its drained keys out of the index (each entry looked at is either dropped or moved to now).
+ */
+const SWEEP_BUDGET_MS = 5_000;
 
 /** @internal */
 export interface RecoveryDeps {
@@ -34,25 +42,37 @@ async function hasLiveJob(queue: KeyQueue, key: string): Promise<boolean> {
 export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
   const { client, keyspace } = deps;
   const cutoff = Date.now() - deps.graceMs;
-  const flat = await client.zrangebyscore(keyspace.index, '-inf', cutoff, 'WITHSCORES', 'LIMIT', 0, SWEEP_LIMIT);
+  const stopAt = Date.now() + SWEEP_BUDGET_MS;
   let recovered = 0;
-  for (let i = 0; i < flat.length; i += 2) {
-    const key = flat[i] as string;
-    const seenScore = flat[i + 1] as string;
-    const names = keyspace.forKey(key);
-    const [{ pending, inFlight, retrying }, locked] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock)]);
-    if (!pending && !inFlight && !retrying && !locked) {
-      await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
-      continue;
+  while (Date.now() < stopAt) {
+    const flat = await client.zrangebyscore(keyspace.index, '-inf', cutoff, 'WITHSCORES', 'LIMIT', 0, SWEEP_PAGE);
+    if (flat.length === 0) break;
+    for (let i = 0; i < flat.length; i += 2 * SWEEP_CONCURRENCY) {
+      const entries = [];
+      for (let j = i; j < Math.min(flat.length, i + 2 * SWEEP_CONCURRENCY); j += 2) entries.push(sweepOne(deps, flat[j] as string, flat[j + 1] as string));
+      recovered += (await Promise.all(entries)).filter(Boolean).length;
     }
-    // A run holds the key, or a job waits for it (delayed for a backoff or a zset time): fine.
-    if (!locked && !(await hasLiveJob(deps.queue(), key))) {
-      await ensureJob(deps.queue(), key, 0);
-      recovered++;
-    }
-    // Either way the key moves behind the others, so busy keys never hide the rest from the sweep.
-    await client.zadd(keyspace.index, 'XX', Date.now(), key);
   }
   if (recovered > 0) log(deps.logger, 'info', 'batch-by-key: re-enqueued keys that had ids but no job', { recovered });
+  return recovered;
+}
+
+/** Looks at one index entry: drops a drained key, adds a job to a stranded one (true), moves the rest behind. */
+async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Promise<boolean> {
+  const { client, keyspace } = deps;
+  const names = keyspace.forKey(key);
+  const [{ pending, inFlight, retrying }, locked] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock)]);
+  if (!pending && !inFlight && !retrying && !locked) {
+    await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
+    return false;
+  }
+  let recovered = false;
+  // A run holds the key, or a job waits for it (delayed for a backoff or a zset time): fine.
+  if (!locked && !(await hasLiveJob(deps.queue(), key))) {
+    await ensureJob(deps.queue(), key, 0);
+    recovered = true;
+  }
+  // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.
+  await client.zadd(keyspace.index, 'XX', Date.now(), key);
   return recovered;
 }

@@ -27,6 +27,18 @@ describe('recovery of keys that have ids but no job', () => {
     expect(await redis.zrange(keyspace.index, 0, -1)).toEqual(['running']);
   });
 
+  it('one sweep empties the index of drained keys however many there are (not 1,000 a sweep)', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const redis = redisClient();
+    const keyspace = keyspaceOf(b);
+    const members = range(2500, 'drained-').flatMap((key) => [1, key]);
+    await redis.zadd(keyspace.index, ...members);
+    await redis.zadd(keyspace.index, 1, 'busy');
+    await redis.rpush(keyspaceOf(b).forKey('busy').pending, 'x');
+    await b.recover();
+    expect(await redis.zrange(keyspace.index, 0, -1)).toEqual(['busy']);
+  });
+
   it("a key whose job is gone but whose deduplication key survives gets a job from its next push (not only from the sweep)", async () => {
     const rec = new Recorder();
     // A sweep far away: only the push can bring the key back within the test.
