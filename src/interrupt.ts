@@ -1,3 +1,4 @@
+import { LockLostError, ShutdownError } from './errors';
 import type { StopReason } from './types';
 
 /** What a check may know of the slice that just ended. */
@@ -13,8 +14,19 @@ export function maxRuntime(startedAt: number, maxRuntimeMs: number): InterruptCh
   return () => (Date.now() - startedAt >= maxRuntimeMs ? 'max_runtime' : undefined);
 }
 
-export function aborted(signal: AbortSignal, reason: StopReason): InterruptCheck {
-  return () => (signal.aborted ? reason : undefined);
+/**
+ * Why a run's signal was aborted, as a stop reason: a lost lock or a shutdown; undefined while it
+ * was not, or for a slice's timeout, which ends its run by itself.
+ */
+export function stopReasonOf(signal: AbortSignal): 'lock_lost' | 'shutdown' | undefined {
+  if (!signal.aborted) return undefined;
+  if (signal.reason instanceof LockLostError) return 'lock_lost';
+  if (signal.reason instanceof ShutdownError) return 'shutdown';
+  return undefined;
+}
+
+export function stopped(signal: AbortSignal): InterruptCheck {
+  return () => stopReasonOf(signal);
 }
 
 /** The first reason any check gives, in the order given. */
@@ -27,18 +39,13 @@ export function firstReason(checks: readonly InterruptCheck[], slice: SliceEnd):
 }
 
 /**
- * A controller that aborts when any of `signals` does, with that signal's reason: what
- * `AbortSignal.any` does, without its weak references and finalizer, which cost a small key's run
- * a tenth of its CPU. Plain listeners are enough here: no signal outlives its job run.
+ * A controller that aborts when `signal` does, with its reason: what `AbortSignal.any` does,
+ * without its weak references and finalizer, which cost a small key's run a tenth of its CPU.
+ * A plain listener is enough here: no signal outlives its job run.
  */
-export function follow(...signals: readonly AbortSignal[]): AbortController {
+export function follow(signal: AbortSignal): AbortController {
   const controller = new AbortController();
-  for (const signal of signals) {
-    if (signal.aborted) {
-      controller.abort(signal.reason);
-      break;
-    }
-    signal.addEventListener('abort', () => controller.abort(signal.reason), { once: true });
-  }
+  if (signal.aborted) controller.abort(signal.reason);
+  else signal.addEventListener('abort', () => controller.abort(signal.reason), { once: true });
   return controller;
 }

@@ -1,7 +1,7 @@
 import { SliceCrashedError, SliceTimeoutError } from './errors';
 import type { BatcherEmitter } from './events';
 import type { RetrySlice } from './failures';
-import { firstReason, follow, type InterruptCheck, type SliceEnd } from './interrupt';
+import { firstReason, follow, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from './keys';
 import type { KeyLock } from './lock';
 import { claim, settle, type ClaimResult } from './protocol';
@@ -57,8 +57,12 @@ export interface IterationParams {
   events: BatcherEmitter;
   key: Key;
   job: KeyJob;
-  /** Aborted on shutdown or a lost lock; each slice's ctx.signal also aborts on its timeout. */
-  stop: AbortSignal;
+  /**
+   * The run's controller, aborted on shutdown (ShutdownError) or a lost lock (LockLostError). A
+   * single lane uses it as its slices' ctx.signal, and a slice's timeout aborts it too (the
+   * timeout ends the run anyway); with lanes each lane has its own, which follows it.
+   */
+  stop: AbortController;
   interrupts: readonly InterruptCheck[];
   /** Retries, splits or dead-letters a failed slice; false when the lock was lost first. */
   settleFailure: (failed: FailedSlice) => Promise<boolean>;
@@ -112,7 +116,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
   const names = laneNames(p.names, lane);
   // One signal per lane and run: a timed-out slice ends its lane (and the run), so it never needs
   // resetting, and a timeout in one lane never aborts another lane's slice.
-  const signal = follow(p.stop);
+  const signal = p.concurrency === 1 ? p.stop : follow(p.stop.signal);
   // With lanes, the lock is released once every lane has ended (see processor.ts `conclude`).
   const releaseIfEmpty = p.concurrency === 1;
   for (let n = 1; ; n++) {
@@ -167,8 +171,9 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
     if (!(thrown instanceof SliceFailure)) throw thrown;
     // A handler that gives up because ctx.signal fired for a shutdown or a lost lock is
     // stopping, not failing (a slice timeout is a failure).
-    if (p.lock.signal.aborted) return { kind: 'lock_lost' };
-    if (p.stop.aborted) return { kind: 'stopped', reason: 'shutdown', restore: true };
+    const stop = stopReasonOf(p.stop.signal);
+    if (stop === 'lock_lost') return { kind: 'lock_lost' };
+    if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
     const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names: lane.names, durationMs: performance.now() - started };
     if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
     // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run

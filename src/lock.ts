@@ -21,14 +21,14 @@ const DRIFT_FACTOR = 0.01;
  * matters. Renewals go through redlock's `extend`, which checks the value as its acquire would.
  */
 export class KeyLock {
-  private readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private lock: Lock;
 
   /**
    * The lock a run's first claim took with `value`; `sentAt` is when that claim was sent, so the
-   * lock's expiration is counted, as redlock counts it, from before it was set.
+   * lock's expiration is counted, as redlock counts it, from before it was set. `onLost` is told
+   * once the lock can no longer be renewed (the run aborts its signal with that LockLostError).
    */
   constructor(
     redlock: Redlock,
@@ -37,6 +37,7 @@ export class KeyLock {
     sentAt: number,
     readonly ttlMs: number,
     private readonly logger: Logger,
+    private readonly onLost: (error: LockLostError) => void,
   ) {
     this.lock = new Lock(redlock, [resource], value, [], sentAt + ttlMs - (Math.round(DRIFT_FACTOR * ttlMs) + 2));
     this.schedule();
@@ -50,11 +51,6 @@ export class KeyLock {
   /** The fencing token. */
   get value(): string {
     return this.lock.value;
-  }
-
-  /** Aborted with a LockLostError once the lock can no longer be renewed. */
-  get signal(): AbortSignal {
-    return this.controller.signal;
   }
 
   /** Stops renewing; the lock itself is released, fenced, by the claim that finds nothing or by `release` (protocol.ts). */
@@ -75,8 +71,8 @@ export class KeyLock {
       // The run's last claim released the lock while this renewal was on its way: nothing is wrong.
       if (this.stopped) return;
       if (Date.now() >= this.lock.expiration) {
-        this.controller.abort(new LockLostError(`lock ${this.lock.resources[0]} expired before it could be renewed`));
         this.stop();
+        this.onLost(new LockLostError(`lock ${this.lock.resources[0]} expired before it could be renewed`));
         return;
       }
       log(this.logger, 'warn', 'batch-by-key: lock renewal failed; retrying', { err, resource: this.lock.resources[0] });

@@ -4,7 +4,7 @@ import type { DeadLetterBox } from './dead-letters';
 import { ShutdownError } from './errors';
 import type { BatcherEmitter } from './events';
 import { mayRetry, planFailure, serializeError } from './failures';
-import { aborted, follow, maxRuntime } from './interrupt';
+import { maxRuntime, stopped } from './interrupt';
 import { iterate, sliceIdOf, type FailedSlice, type RunOutcome } from './iteration';
 import { JOB_NAME } from './job';
 import type { Keyspace, KeyNames } from './keys';
@@ -57,6 +57,8 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
   const { client, keyspace, options } = deps;
   const names = keyspace.forKey(job.data.key);
   const lockValue = KeyLock.newValue();
+  // The run's one signal (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
+  const run = onShutdown(bullSignal);
   let lock: KeyLock | undefined;
   try {
     const sentAt = Date.now();
@@ -72,8 +74,8 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     });
     // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
     if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
-    lock = new KeyLock(deps.redlock, names.lock, lockValue, sentAt, options.lockTtlMs, options.logger);
-    const outcome = await runSlices(deps, job, names, lock, first, bullSignal);
+    lock = new KeyLock(deps.redlock, names.lock, lockValue, sentAt, options.lockTtlMs, options.logger, (error) => run.abort(error));
+    const outcome = await runSlices(deps, job, names, lock, first, run);
     // No renewal may race the release below (it would fail and log a spurious warning).
     lock.stop();
     await conclude(deps, job, token, names, lock, outcome);
@@ -99,9 +101,8 @@ function busyFor(pttl: number, names: KeyNames, options: ResolvedOptions): numbe
   return Math.max(0, pttl);
 }
 
-async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock: KeyLock, first: ClaimResult & { held: true }, bullSignal: AbortSignal | undefined): Promise<RunOutcome> {
+async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock: KeyLock, first: ClaimResult & { held: true }, run: AbortController): Promise<RunOutcome> {
   const { options } = deps;
-  const stopping = asShutdown(bullSignal);
   return iterate({
     client: deps.client,
     store: options.store,
@@ -115,10 +116,9 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
     events: deps.events,
     key: job.data.key,
     job,
-    stop: follow(stopping, lock.signal).signal,
+    stop: run,
     interrupts: [
-      aborted(lock.signal, 'lock_lost'),
-      aborted(stopping, 'shutdown'),
+      stopped(run.signal),
       maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
       ...(options.scheduling === 'fair'
         ? [preemption(deps.client, deps.queueLists(), options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
@@ -218,11 +218,14 @@ async function releaseKey(client: RedisClient, names: KeyNames, lockValue: strin
   return released;
 }
 
-/** BullMQ aborts a job's signal with whatever reason was given to cancelJob; ours is always a ShutdownError. */
-function asShutdown(bullSignal: AbortSignal | undefined): AbortSignal {
+/**
+ * A run's controller, aborted with a ShutdownError when BullMQ aborts the job's signal (with
+ * whatever reason was given to cancelJob).
+ */
+function onShutdown(bullSignal: AbortSignal | undefined): AbortController {
   const controller = new AbortController();
   const relay = () => controller.abort(new ShutdownError(`the worker is closing or cancelled the job: ${String(bullSignal?.reason)}`));
   if (bullSignal?.aborted) relay();
   else bullSignal?.addEventListener('abort', relay, { once: true });
-  return controller.signal;
+  return controller;
 }
