@@ -17,6 +17,9 @@ export interface DeadLetterDeps {
   push: (key: Key, ids: Id[]) => Promise<unknown>;
 }
 
+/** dead-add.lua's answer: per id, its field, the letter it replaced ('' for none) and the letter it wrote. */
+export type WrittenLetters = readonly string[];
+
 function fieldOf(key: Key, id: Id): string {
   return `${encodeKey(key)}:${id}`;
 }
@@ -34,26 +37,36 @@ export class DeadLetterBox implements DeadLetters {
 
   private keys(): string[] {
     const n = this.names;
-    return [n.entries, n.byTime, n.byAttempts, n.ofKey, n.evicted];
+    return [n.entries, n.byTime, n.byAttempts, n.ofKey];
   }
 
-  /** Records the dead ids of a failed slice. */
-  async add(key: Key, plan: FailurePlan, error: { name: string; message: string; stack?: string }): Promise<void> {
-    await runScript(this.deps.client(), 'dead-add', this.keys(), [
+  /**
+   * Writes the dead ids of a failed slice, before the fenced fail-slice (see processor.ts): what it
+   * wrote, and what it replaced, so `undo` can take it back if fail-slice refuses the failure.
+   */
+  async add(key: Key, plan: FailurePlan, error: { name: string; message: string; stack?: string }): Promise<WrittenLetters> {
+    return (await runScript(this.deps.client(), 'dead-add', this.keys(), [
       encodeKey(key),
       key,
-      this.deps.maxDeadLetters,
       plan.attempts,
       plan.firstFailedAt,
       plan.failedAt,
       JSON.stringify(error),
       ...plan.dead,
-    ]);
+    ])) as WrittenLetters;
   }
 
-  /** Takes back the letters of `add(key, plan)`, unless they failed again since (the slice's lock was lost: its ids will run again). */
-  async undo(key: Key, plan: FailurePlan): Promise<void> {
-    await this.remove(plan.dead.flatMap((id) => [fieldOf(key, id), plan.failedAt]), true);
+  /**
+   * Takes back what `add` wrote for a failure fail-slice refused (the writer had lost the lock):
+   * each letter that is still the one written goes back to the one it replaced, or away.
+   */
+  async undo(written: WrittenLetters): Promise<void> {
+    await runScript(this.deps.client(), 'dead-undo', this.keys(), written);
+  }
+
+  /** Applies `maxDeadLetters` once a failure's letters stand: evicts the oldest past it. */
+  async trim(): Promise<number> {
+    return Number(await runScript(this.deps.client(), 'dead-trim', [...this.keys(), this.names.evicted], [this.deps.maxDeadLetters]));
   }
 
   async list(options: DeadLetterListOptions = {}): Promise<{ letters: DeadLetter[]; cursor?: string }> {

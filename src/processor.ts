@@ -161,20 +161,24 @@ async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: 
  * Settles a failed slice by its plan: dead letters first (in the batcher's slot), then, fenced
  * by the lock in the key's slot, the parts to retry and the in-flight ids dropped. A crash in
  * between leaves the ids in flight as well as dead: they run again (at least once, never lost).
+ * If the fenced call refuses (the lock was lost), the letters are taken back, restoring any they
+ * replaced, and only a failure that stands applies the cap, so a fenced-out holder neither
+ * removes nor evicts a real letter.
  */
 async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedSlice): Promise<boolean> {
   const { options, events } = deps;
   const { slice, error, names } = failed;
   const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
-  if (plan.dead.length > 0) await deps.deadLetters.add(slice.key, plan, serialized);
+  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized) : undefined;
   const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
   const settled = await failSlice(deps.client, names, lock.value, { retry, dead: { ids: plan.dead, message: serialized.message } }, MAX_TICKET_ERRORS, `${failed.sliceId}:failed`);
   if (!settled) {
     // The next holder restores these ids and runs them again: their letters would be stale.
-    if (plan.dead.length > 0) await deps.deadLetters.undo(slice.key, plan);
+    if (letters) await deps.deadLetters.undo(letters);
     return false;
   }
+  if (letters) await deps.deadLetters.trim();
   log(options.logger, plan.outcome === 'retry' ? 'warn' : 'error', 'batch-by-key: slice failed', {
     err: error,
     key: slice.key,

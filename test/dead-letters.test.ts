@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidKeyError, InvalidOptionError, PermanentError, type Batcher } from '../src';
-import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
+import type { Keyspace } from '../src/keys';
+import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /** A batcher whose handler dead-letters every id in `poison` at once (ids starting 'flaky' only after 3 attempts), and records the rest. */
 function poisoned(poison: Set<string>, extra: Partial<Parameters<typeof testBatcher>[0]> = {}): { b: Batcher; rec: Recorder } {
@@ -107,5 +108,42 @@ describe('dead letters', () => {
     await expect(b.deadLetters.list({ order: 'size' as never })).rejects.toThrow(/order must be 'time' or 'attempts'/);
     await expect(b.deadLetters.count({ key: '' })).rejects.toThrow(InvalidKeyError);
     await expect(b.deadLetters.requeue({ ids: [{}] as never })).rejects.toThrow(/ids\[0\] must be a string or a finite number/);
+  });
+});
+
+describe('dead letters of a holder that lost the lock', () => {
+  it('a fenced-out holder neither replaces, removes nor evicts a real letter', async () => {
+    const redis = redisClient();
+    let names!: ReturnType<Keyspace['forKey']>;
+    const b = testBatcher({
+      sliceSize: 2,
+      maxDeadLetters: 2,
+      async eachIteration(ids) {
+        // Frozen past its lock: another holder has the key now (and has dead-lettered 'x' itself).
+        await redis.set(names.lock, 'the new holder', 'PX', 10_000);
+        throw new PermanentError('from the stale holder', { ids });
+      },
+    });
+    names = keyspaceOf(b).forKey('k');
+    const dead = keyspaceOf(b).dead;
+    const real = (id: string, at: number) => JSON.stringify({ key: 'k', id, error: { name: 'Error', message: 'real' }, attempts: 5, firstFailedAt: at, lastFailedAt: at });
+    for (const [id, at] of [['x', 1000], ['y', 2000]] as const) {
+      await redis.hset(dead.entries, `k:${id}`, real(id, at));
+      await redis.zadd(dead.byTime, at, `k:${id}`);
+      await redis.zadd(dead.byAttempts, 5, `k:${id}`);
+      await redis.zadd(`${dead.ofKey}k`, at, `k:${id}`);
+    }
+    const lost = new Promise<void>((resolve) => b.on('interrupted', ({ reason }) => reason === 'lock_lost' && resolve()));
+    await b.performBatchLater(['x', 'z'], { key: 'k' });
+    b.createWorker();
+    await lost;
+    // The stale letters were taken back: 'x' has its real letter again, 'z' none, and the cap of 2
+    // (reached by the stale 'z') evicted nothing.
+    expect(await redis.hget(dead.entries, 'k:x')).toBe(real('x', 1000));
+    expect(await redis.hget(dead.entries, 'k:y')).toBe(real('y', 2000));
+    expect(await redis.hexists(dead.entries, 'k:z')).toBe(0);
+    expect(await redis.zrange(dead.byTime, 0, -1)).toEqual(['k:x', 'k:y']);
+    expect(await b.deadLetters.evicted()).toBe(0);
+    expect(await b.deadLetters.count()).toBe(2);
   });
 });
