@@ -67,7 +67,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     }
     return redlock;
   };
-  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, ticketTtlMs: opts.ticketTtlMs, fair: opts.scheduling === 'fair', sliceSize: opts.sliceSize });
+  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, ticketTtlMs: opts.ticketTtlMs, fair: opts.scheduling === 'fair', sliceSize: opts.sliceSize, timeoutMs: opts.pushTimeoutMs });
   const events = new BatcherEmitter(opts.logger);
   const push = async (ids: ReadonlyArray<Id | number>, performOptions?: PerformOptions): Promise<PerformResult> => {
     const result = await performBatchLater(enqueueDeps(), ids, performOptions);
@@ -158,7 +158,13 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       for (const timer of timers) clearInterval(timer);
       await Promise.all([...workers].map((w) => w.close()));
       await queue?.close();
-      if (redis?.owned) await redis.client.quit().catch(() => redis?.client.disconnect());
+      if (redis?.owned) {
+        const own = redis.client;
+        // QUIT waits in the offline queue while Redis is away (ioredis retries it for ~10 s): a
+        // connection that is not ready has nothing to flush, so it is dropped at once.
+        if (own.status === 'ready') await own.quit().catch(() => own.disconnect());
+        else own.disconnect();
+      }
     },
   };
   const internals: BatcherInternals = { client, keyspace, store };

@@ -1,6 +1,6 @@
 import { Cluster } from 'ioredis';
 import { currentKey } from './context';
-import { describe, InvalidOptionError, MissingKeyError } from './errors';
+import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError } from './errors';
 import { normalizeIds, validateKey } from './input';
 import { ensureJob, LEVEL, type KeyQueue } from './job';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
@@ -22,6 +22,8 @@ export interface EnqueueDeps {
   /** Fair scheduling: a new key's job whose first push is more than a slice waits behind light ones (see scheduling.ts). */
   fair: boolean;
   sliceSize: number;
+  /** The longest a push waits for Redis. */
+  timeoutMs: number;
 }
 
 /**
@@ -31,7 +33,7 @@ export interface EnqueueDeps {
  * key's job is finishing right now, BullMQ keeps this add and starts it when that job ends, so no
  * push is left without a job (no lost wakeup). An active job whose run does not hold the lock is
  * never trusted: it may be between its last (empty) claim and its completion, and the add, which
- * BullMQ keeps as the next job, is what covers that window.
+ * BullMQ keeps as the next job, is what covers that window. Waits at most `timeoutMs` for Redis.
  */
 export async function performBatchLater(
   deps: EnqueueDeps,
@@ -45,31 +47,55 @@ export async function performBatchLater(
   const ticket = track ? newTicket(key) : undefined;
   const names = deps.keyspace.forKey(key);
   if (ids.length === 0) {
-    if (ticket) await createTicket(deps.client, names, ticket, deps.ticketTtlMs);
+    if (ticket) await withDeadline(createTicket(deps.client, names, ticket, deps.ticketTtlMs), deps.timeoutMs, key);
     return { key, pushed: 0, ...(ticket && { ticket: ticket.ticket }) };
   }
 
+  const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }) };
+  await withDeadline(store(deps, key, names, ids, delayMs, ticket), deps.timeoutMs, key);
+  return result;
+}
+
+/** Everything a push sends to Redis, once its input is valid. */
+async function store(deps: EnqueueDeps, key: Key, names: KeyNames, ids: readonly Id[], delayMs: number, ticket: ReturnType<typeof newTicket> | undefined): Promise<void> {
   const { client } = deps;
-  const store = deps.store.kind;
+  const kind = deps.store.kind;
   // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
   // written first (so stored ids are always findable by recovery) and the job is always added.
   const cluster = client instanceof Cluster;
   if (cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
   const pushed = await push(client, names, {
-    store,
+    store: kind,
     key,
     ids,
     delayMs,
     ...(ticket && { ticket: { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs } }),
     ...(!cluster && { job: jobKeys(deps.queue(), deps.keyspace.index, key) }),
   });
-  const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }) };
-  if (pushed.covered) return result;
+  if (pushed.covered) return;
   const waitMs = Math.max(0, pushed.waitMs);
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   await ensureJob(deps.queue(), key, waitMs, deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light);
-  if (store === 'zset') await bringForward(deps, key, names, waitMs);
-  return result;
+  if (kind === 'zset') await bringForward(deps, key, names, waitMs);
+}
+
+/**
+ * Bounds a push's wait for Redis: ioredis keeps commands queued while it reconnects, and BullMQ's
+ * add waits for its connection without end, so a controller's request would hang as long as Redis
+ * is away. What was sent may still land later; the caller is told it may not have.
+ */
+async function withDeadline(work: Promise<void>, timeoutMs: number, key: Key): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new PushTimeoutError(`performBatchLater for key ${JSON.stringify(key)} got no answer from Redis within pushTimeoutMs (${timeoutMs} ms); its ids may still land (at least once)`)), timeoutMs);
+  });
+  // A rejection after the deadline has nobody to tell.
+  work.catch(() => undefined);
+  try {
+    await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function jobKeys(queue: KeyQueue, index: string, key: Key): JobKeys {

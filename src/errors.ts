@@ -17,6 +17,7 @@ export type ErrorCode =
   | 'ERR_PERMANENT'
   | 'ERR_UNKNOWN_TICKET'
   | 'ERR_WAIT_TIMEOUT'
+  | 'ERR_PUSH_TIMEOUT'
   | 'ERR_MISSING_DEPENDENCY';
 
 export class BatchByKeyError extends Error {
@@ -25,6 +26,18 @@ export class BatchByKeyError extends Error {
     super(message);
     this.name = new.target.name;
     this.code = code;
+  }
+}
+
+/**
+ * `performBatchLater` could not finish with Redis within `pushTimeoutMs` (Redis unreachable, a
+ * failing TLS handshake, a stalled connection). Its ids may still land once Redis answers (the
+ * commands stay queued on the connection): delivery is at least once, and a retry may store them
+ * twice (the set store collapses such duplicates).
+ */
+export class PushTimeoutError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_PUSH_TIMEOUT', message);
   }
 }
 

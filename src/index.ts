@@ -32,6 +32,7 @@ export {
   PermanentError,
   UnknownTicketError,
   WaitTimeoutError,
+  PushTimeoutError,
   MissingDependencyError,
   type ErrorCode,
 } from './errors';

@@ -26,6 +26,7 @@ export interface ResolvedOptions {
   around: readonly SliceMiddleware[];
   prefix: string;
   recoveryIntervalMs: number;
+  pushTimeoutMs: number;
   logger: Logger;
 }
 
@@ -43,6 +44,7 @@ export const DEFAULTS = {
   ticketTtlMs: 24 * 3600_000,
   prefix: 'bull',
   recoveryIntervalMs: 60_000,
+  pushTimeoutMs: 10_000,
 } as const satisfies Partial<ResolvedOptions>;
 
 const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
@@ -195,6 +197,7 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     around: validateAround(o.around),
     prefix: validatePrefix(o.prefix, o.name, o.connection instanceof Cluster),
     recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS, MAX_TIMER_MS),
+    pushTimeoutMs: integer('pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs, 1, MAX_TIMER_MS),
     logger: o.logger ?? silentLogger,
   };
 }

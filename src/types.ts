@@ -173,6 +173,12 @@ export interface BatchByKeyOptions {
   prefix?: string;
   /** How often a worker looks for keys with ids but no job (a pusher that died mid-call, a failed job). @default 60000 */
   recoveryIntervalMs?: number;
+  /**
+   * The longest `performBatchLater` waits for Redis (its script call and the job add); then it
+   * rejects with a PushTimeoutError, and its ids may still land later (at least once).
+   * @default 10000
+   */
+  pushTimeoutMs?: number;
   /** Where warnings and errors go. @default silent */
   logger?: Logger;
 }

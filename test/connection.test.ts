@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
-import { BatchByKey, batchByKey, ClosedError, InvalidOptionError } from '../src';
+import { BatchByKey, batchByKey, ClosedError, InvalidOptionError, PushTimeoutError } from '../src';
 import { fromUrl } from '../src/connection';
 import { startRedis } from '../tools/redis-server';
 import { Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
@@ -52,6 +52,20 @@ describe('connection', () => {
       tls: {},
     });
     expect(fromUrl('redis://localhost')).toEqual({ host: 'localhost', port: 6379, db: 0 });
+  });
+
+  it('a push rejects with PushTimeoutError within pushTimeoutMs when Redis is gone, instead of hanging', async () => {
+    const server = await startRedis();
+    const b = track(batchByKey({ name: uniqueName(), connection: `redis://127.0.0.1:${server.port}`, pushTimeoutMs: 300, eachIteration: () => {} }));
+    await b.performBatchLater(['a'], { key: 'k' });
+    await server.stop();
+    const error = await b.performBatchLater(['b'], { key: 'k' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PushTimeoutError);
+    expect(error).toMatchObject({ code: 'ERR_PUSH_TIMEOUT' });
+    // Never reachable at all: the same, not a hang.
+    const nowhere = track(batchByKey({ name: uniqueName(), connection: 'redis://127.0.0.1:1', pushTimeoutMs: 300, eachIteration: () => {} }));
+    await expect(nowhere.performBatchLater(['c'], { key: 'k' })).rejects.toThrow(PushTimeoutError);
+    await expect(nowhere.performBatchLater([], { key: 'k', track: true })).rejects.toThrow(PushTimeoutError);
   });
 
   it('connects to an IPv6 host given in brackets (redis://[::1]:port)', async () => {

@@ -71,6 +71,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['maxRuntimeMs past the longest timer', { maxRuntimeMs: 3e9 }, /options.maxRuntimeMs must be an integer between 1 and 2147483647/],
     ['sliceTimeoutMs past the longest timer', { sliceTimeoutMs: 2 ** 31 }, /options.sliceTimeoutMs must be an integer between 1 and 2147483647/],
     ['lockTtlMs past the longest timer', { lockTtlMs: 7e9 }, /options.lockTtlMs must be an integer between 1000 and 2147483647/],
+    ['pushTimeoutMs 0', { pushTimeoutMs: 0 }, /options.pushTimeoutMs must be an integer between 1 and 2147483647, got number 0/],
     ['recoveryIntervalMs past the longest timer', { recoveryIntervalMs: 2 ** 31 }, /options.recoveryIntervalMs must be an integer between 100 and 2147483647/],
     ['an infinite backoff delay', { backoff: { type: 'exponential', delayMs: Infinity } }, /options.backoff must be .* delays between 0 and 2147483647 ms/],
     ['a backoff maxDelayMs past the longest timer', { backoff: { type: 'exponential', delayMs: 5, maxDelayMs: 2 ** 40 } }, /options.backoff must be/],
@@ -135,6 +136,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
       ticketTtlMs: 86_400_000,
       prefix: 'bull',
       recoveryIntervalMs: 60_000,
+      pushTimeoutMs: 10_000,
     });
   });
 
