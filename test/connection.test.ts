@@ -68,6 +68,35 @@ describe('connection', () => {
     await expect(nowhere.performBatchLater([], { key: 'k', track: true })).rejects.toThrow(PushTimeoutError);
   });
 
+  it('works under the ACL the README documents, and a push refused a command writes nothing', async () => {
+    const server = await startRedis();
+    const admin = new Redis(server.port);
+    try {
+      // The README's line, for the default prefix.
+      const rules = '+@read +@write +@scripting +@connection +@transaction +@keyspace -@dangerous +time +info +client|setname'.split(' ');
+      await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', '~bull:*', ...rules);
+      const rec = new Recorder();
+      const b = track(batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: rec.handler }));
+      const { ticket } = await b.performBatchLater(['1', '2'], { key: 'k', track: true });
+      b.createWorker();
+      await waitFor(() => rec.all.length === 2, { what: 'both ids, as the restricted user' });
+      expect((await b.waitFor(ticket!)).done).toBe(2);
+      expect((await b.stats()).pending).toBe(0);
+      expect(await b.deadLetters.count()).toBe(0);
+      await b.close();
+
+      // Without +time the push script stops at its first command, before any write.
+      await admin.call('ACL', 'SETUSER', 'app', '-time');
+      const denied = track(batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: () => {} }));
+      await expect(denied.performBatchLater(['1'], { key: 'k' })).rejects.toThrow(/can't run this command/);
+      expect(await admin.keys(`bull:${denied.name}:*`)).toEqual([]);
+      await denied.close();
+    } finally {
+      await admin.quit();
+      await server.stop();
+    }
+  });
+
   it('connects to an IPv6 host given in brackets (redis://[::1]:port)', async () => {
     const server = await startRedis(['--bind', '::1']);
     try {
