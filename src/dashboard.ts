@@ -1,6 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describe, InvalidOptionError } from './errors';
+import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError } from './errors';
 import type { Batcher, DeadLetter, KeyStats, Stats, StatsOptions } from './types';
 
 export interface DashboardOptions {
@@ -12,6 +12,12 @@ export interface DashboardOptions {
   deadLetters?: number;
   /** Passed to each batcher's `stats()`. */
   stats?: StatsOptions;
+  /**
+   * Origins (`https://ops.example.com`) the page is also served under, for actions behind a proxy
+   * that rewrites the Host header (nginx's default), where the browser's Origin and the Host the
+   * app sees differ. @default [] (the request's own Host only)
+   */
+  origins?: readonly string[];
 }
 
 /** A Node request handler: `http.createServer(handler)`, `app.use('/path', handler)` in Express, or Fastify through middie. */
@@ -29,9 +35,9 @@ class HttpError extends Error {
   }
 }
 
-function validate(options: DashboardOptions): Required<Omit<DashboardOptions, 'stats'>> & { stats: StatsOptions } {
+function validate(options: DashboardOptions): Required<Omit<DashboardOptions, 'stats' | 'origins'>> & { stats: StatsOptions; hosts: ReadonlySet<string> } {
   if (typeof options !== 'object' || options === null) throw new InvalidOptionError(`dashboard options must be an object, got ${describe(options)}`);
-  const { batchers, readOnly = true, deadLetters = 50, stats = {} } = options;
+  const { batchers, readOnly = true, deadLetters = 50, stats = {}, origins = [] } = options;
   if (!Array.isArray(batchers) || batchers.length === 0 || !batchers.every((b) => typeof b?.stats === 'function')) {
     throw new InvalidOptionError('dashboard batchers must be a non-empty array of batchers');
   }
@@ -40,7 +46,17 @@ function validate(options: DashboardOptions): Required<Omit<DashboardOptions, 's
   if (!Number.isInteger(deadLetters) || deadLetters < 0 || deadLetters > 1000) {
     throw new InvalidOptionError(`dashboard deadLetters must be an integer between 0 and 1000, got ${describe(deadLetters)}`);
   }
-  return { batchers, readOnly, deadLetters, stats };
+  return { batchers, readOnly, deadLetters, stats, hosts: new Set(validateOrigins(origins)) };
+}
+
+/** The host part of each allowed origin (what an Origin header is compared by). */
+function validateOrigins(origins: unknown): string[] {
+  if (!Array.isArray(origins)) throw new InvalidOptionError(`dashboard origins must be an array of origins like 'https://ops.example.com', got ${describe(origins)}`);
+  return origins.map((origin: unknown) => {
+    const url = typeof origin === 'string' && URL.canParse(origin) ? new URL(origin) : undefined;
+    if (!url || url.origin !== origin) throw new InvalidOptionError(`dashboard origins must be origins like 'https://ops.example.com' (scheme, host, port; no path), got ${describe(origin)}`);
+    return url.host;
+  });
 }
 
 /**
@@ -77,7 +93,7 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
     if (action) {
       if (req.method !== 'POST') throw new HttpError(405, 'use POST');
       if (opts.readOnly) throw new HttpError(403, 'this dashboard is read-only');
-      checkSameOrigin(req);
+      checkSameOrigin(req, opts.hosts);
       const form = await readForm(req);
       if (!sameToken(form.token, token)) throw new HttpError(403, 'missing or wrong token: reload the page');
       const batcher = byName.get(form.batcher ?? '');
@@ -97,10 +113,15 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
   return (req, res, next) => {
     route(req, res, next).catch((err: unknown) => {
       if (res.headersSent) return res.destroy();
-      const status = err instanceof HttpError ? err.status : err instanceof InvalidOptionError ? 400 : 500;
+      // Bad input in an action (an unknown option, an invalid key or id) is the request's fault.
+      const status = err instanceof HttpError ? err.status : isBadInput(err) ? 400 : 500;
       send(res, status, 'text/plain; charset=utf-8', status === 500 ? 'internal error' : (err as Error).message);
     });
   };
+}
+
+function isBadInput(err: unknown): boolean {
+  return err instanceof InvalidOptionError || err instanceof InvalidKeyError || err instanceof InvalidIdsError;
 }
 
 /** Where the handler is mounted: Express strips it from `req.url` and keeps it in `originalUrl`. */
@@ -114,7 +135,7 @@ function basePath(req: IncomingMessage, path: string): string {
  * A cross-site form post carries the operator's cookies; browsers say where it came from in
  * Sec-Fetch-Site and Origin. The token covers old browsers that send neither.
  */
-function checkSameOrigin(req: IncomingMessage): void {
+function checkSameOrigin(req: IncomingMessage, allowed: ReadonlySet<string>): void {
   const site = req.headers['sec-fetch-site'];
   if (site !== undefined && site !== 'same-origin') throw new HttpError(403, 'cross-site request refused');
   const origin = req.headers.origin;
@@ -125,7 +146,7 @@ function checkSameOrigin(req: IncomingMessage): void {
   } catch {
     throw new HttpError(403, 'cross-site request refused');
   }
-  if (host !== req.headers.host) throw new HttpError(403, 'cross-site request refused');
+  if (host !== req.headers.host && !allowed.has(host)) throw new HttpError(403, 'cross-site request refused');
 }
 
 function sameToken(given: string | undefined, token: string): boolean {

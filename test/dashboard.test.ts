@@ -130,6 +130,26 @@ describe('dashboard over HTTP', () => {
     expect(await b.deadLetters.count()).toBe(0);
   });
 
+  it('behind a proxy that rewrites Host, actions from a configured origin pass; an invalid key in an action is a 400', async () => {
+    const { b } = await workload();
+    const page = async (url: string) => /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())?.[1] as string;
+    const post = (url: string, token: string, fields: Record<string, string> = {}) =>
+      fetch(`${url}/actions/purge`, {
+        method: 'POST',
+        // The browser is on the proxy's origin; the app sees the proxy's upstream Host.
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://ops.example.com', 'sec-fetch-site': 'same-origin' },
+        body: new URLSearchParams({ batcher: b.name, token, ...fields }),
+      });
+    const plain = await serve(dashboard({ batchers: [b], readOnly: false }));
+    expect((await post(plain, await page(plain))).status).toBe(403);
+    const proxied = await serve(dashboard({ batchers: [b], readOnly: false, origins: ['https://ops.example.com'] }));
+    const token = await page(proxied);
+    expect((await post(proxied, token, { key: 'x'.repeat(5000) })).status).toBe(400);
+    expect(await b.deadLetters.count()).toBe(1);
+    expect(await (await post(proxied, token)).json()).toEqual({ purged: 1 });
+    expect(() => dashboard({ batchers: [b], origins: ['https://ops.example.com/admin'] })).toThrow(/dashboard origins must be origins like/);
+  });
+
   it('mounted under a sub-path in Express, links and forms point under it', async () => {
     const { b, poison } = await workload();
     poison.clear();
