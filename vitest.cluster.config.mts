@@ -24,6 +24,7 @@ export default defineConfig({
         'errors',
         'errors.infra',
         'failures',
+        'input.property',
         'keys',
         'lock',
         'logger',
