@@ -14,6 +14,7 @@ import { progress, waitFor } from './progress';
 import { age, budgetOf } from './scheduling';
 import { INTERNALS, type BatcherInternals } from './internals';
 import { stats } from './stats';
+import { closeAfterReconnect } from './worker-close';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts } from './scripts';
 import { backlog, storeFor } from './store';
@@ -99,6 +100,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     attach(worker) {
       // Its recovery timer would otherwise throw ClosedError from a timer, uncaught.
       if (closed) throw new ClosedError(`batcher ${opts.name} is closed; create a new one`);
+      closeAfterReconnect(worker);
       worker.on('error', (err) => log(opts.logger, 'error', 'batch-by-key: worker error', { err }));
       worker.on('failed', (job, err) => log(opts.logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }));
       // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop

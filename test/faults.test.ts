@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { batchByKey, type Logger } from '../src';
+import { Keyspace } from '../src/keys';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
 import { range, track, waitFor } from './helpers/redis';
 
@@ -73,5 +74,25 @@ describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
     for (const id of acknowledged) expect(seen.has(id)).toBe(true);
     expect(kills).toBeGreaterThan(3);
     for (const k of keys) expect(await b.backlog(k)).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+  });
+
+  it('worker.close() and close() called right after the connections drop resolve (BullMQ would wait for an end event that never comes)', async () => {
+    const seen: string[] = [];
+    const b = track(batchByKey({ name: 'close-after-kill', connection: { host: '127.0.0.1', port: server.port }, eachIteration: (ids) => void seen.push(...ids) }));
+    const worker = b.createWorker({ concurrency: 4 });
+    const admin = track(new Redis({ host: '127.0.0.1', port: server.port }));
+    await b.performBatchLater(range(500), { key: 'k' });
+    await waitFor(() => seen.length > 0, { intervalMs: 1, what: 'the run to start' });
+    // While the worker runs; then close inside the connections' reconnect window, as a deploy
+    // right after a failover would.
+    await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    await sleep(300);
+    // The bound this checks is the test's own timeout: before the fix both closes never resolved.
+    await worker.close();
+    await b.close();
+    // Nothing lost: what did not run is still pending (or in flight) for the next worker.
+    const names = new Keyspace('bull', 'close-after-kill').forKey('k');
+    const [pending, inFlight] = await Promise.all([admin.llen(names.pending), admin.llen(names.inFlight)]);
+    expect(new Set(seen).size + pending + inFlight).toBeGreaterThanOrEqual(500);
   });
 });

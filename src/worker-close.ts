@@ -1,0 +1,38 @@
+import type { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+
+/** The longest a closing worker waits for its blocking connection to finish reconnecting. */
+export const RECONNECT_WAIT_MS = 10_000;
+
+/**
+ * Works around a window of BullMQ 6.7 with ioredis 5: `Worker.close()` disconnects the worker's
+ * blocking connection and waits for ioredis' 'end' event, but ioredis never emits it when
+ * `disconnect()` comes while it waits to reconnect (its stream is closed already and the reconnect
+ * timer is cleared). So a close within about a second of Redis dropping the worker's connections
+ * (a failover, `CLIENT KILL`) never resolved. The worker's `close` first waits, at most
+ * `RECONNECT_WAIT_MS`, for that connection to be back. If Redis stays away longer, BullMQ's own
+ * wait remains (README: Guarantees).
+ */
+export function closeAfterReconnect(worker: Worker): void {
+  const close = worker.close.bind(worker);
+  worker.close = async (force?: boolean) => {
+    await blockingReady(worker);
+    return close(force);
+  };
+}
+
+async function blockingReady(worker: Worker): Promise<void> {
+  // BullMQ's backend exposes its raw blocking client for such cases; absent, there is nothing to wait for.
+  const backend = (worker as unknown as { backend?: { blockingClient?: Promise<Redis> } }).backend;
+  const client = await backend?.blockingClient?.catch(() => undefined);
+  if (!client || (client.status !== 'reconnecting' && client.status !== 'connecting')) return;
+  let timer: NodeJS.Timeout | undefined;
+  let onReady: (() => void) | undefined;
+  await new Promise<void>((resolve) => {
+    onReady = resolve;
+    client.once('ready', onReady);
+    timer = setTimeout(resolve, RECONNECT_WAIT_MS);
+  });
+  clearTimeout(timer);
+  if (onReady) client.removeListener('ready', onReady);
+}
