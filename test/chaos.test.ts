@@ -1,0 +1,96 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startRedis, type LocalRedis } from '../tools/redis-server';
+import { startWorkerProcess, stopProcess } from './helpers/processes';
+import { waitFor } from './helpers/redis';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Short BullMQ lock and stall check, short key lock and sweep: recovery windows of a second or two. */
+const OPTIONS = { lockTtlMs: 2000, recoveryIntervalMs: 500, sliceSize: 10, backoff: { type: 'fixed', delayMs: 50 }, attempts: 1000 };
+const WORKER = { concurrency: 4, lockDuration: 1000, stalledInterval: 500 };
+
+// A Redis of its own, with AOF, that the test restarts on the same port.
+const dir = mkdtempSync(join(tmpdir(), 'bbk-chaos-'));
+const persistent = ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir];
+let server: LocalRedis | undefined;
+afterAll(async () => {
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function startPusher(url: string, name: string, prefix: string, ids: number, acked: Set<string>): { child: ChildProcess; done: Promise<number | null>; finished: () => boolean } {
+  const child = fork(join(__dirname, 'fixtures', 'push-process.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, REDIS_URL: url, BBK_NAME: name, BBK_IDS: String(ids), BBK_KEYS: '25', BBK_PREFIX: prefix, BBK_PAUSE_MS: '25' },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  child.on('message', (m: { acked?: string[] }) => m.acked?.forEach((id) => acked.add(id)));
+  const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, done, finished: () => child.exitCode !== null };
+}
+
+describe('chaos: pushers and workers in their own processes through kills, dropped connections, SCRIPT FLUSH and a Redis restart', () => {
+  it('processes every id whose push resolved, strands no key, and every process closes cleanly', async () => {
+    server = await startRedis(persistent);
+    const { port, url } = server;
+    const name = 'chaos';
+    const acked = new Set<string>();
+    const pushers = [startPusher(url, name, 'a', 600, acked), startPusher(url, name, 'b', 600, acked)];
+    const start = () => startWorkerProcess({ redisUrl: url, name, options: OPTIONS, worker: WORKER, sliceDelayMs: 2 });
+    let workers = [await start(), await start()];
+    const admin = () => new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 3, retryStrategy: () => 50 }).on('error', () => {});
+
+    const faults: string[] = [];
+    const fault = async (what: string, act: () => Promise<unknown>) => {
+      await sleep(700);
+      await act();
+      faults.push(what);
+    };
+    await fault('SIGKILL a worker', async () => {
+      await stopProcess(workers[0]!, 'SIGKILL');
+      workers = [workers[1]!, await start()];
+    });
+    await fault('CLIENT KILL', async () => {
+      const a = admin();
+      await a.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      await a.quit();
+    });
+    await fault('SCRIPT FLUSH', async () => {
+      const a = admin();
+      await a.script('FLUSH');
+      await a.quit();
+    });
+    await fault('Redis restart', async () => {
+      await server!.stop();
+      server = await startRedis(persistent, port);
+    });
+    await fault('SIGKILL a worker', async () => {
+      await stopProcess(workers[1]!, 'SIGKILL');
+      workers = [workers[0]!, await start()];
+    });
+    expect(faults).toHaveLength(5);
+    // Every fault came while the pushers were still pushing (1,200 ids over about 4 s).
+    expect(pushers.map((p) => p.finished())).toEqual([false, false]);
+
+    const exits = await Promise.all(pushers.map((p) => p.done));
+    // Pushes whose call rejected (the restart, a dropped connection) were retried until one resolved.
+    expect(exits).toEqual([0, 0]);
+    expect(acked.size).toBe(1200);
+    const redis = admin();
+    try {
+      await waitFor(async () => new Set(await redis.lrange(`${name}:processed`, 0, -1)).size >= acked.size, { what: 'every acknowledged id processed', timeoutMs: 30_000 });
+      const processed = new Set(await redis.lrange(`${name}:processed`, 0, -1));
+      for (const id of acked) expect(processed.has(id)).toBe(true);
+      // Graceful stops: each worker's close resolves and the process exits 0 (no unhandled error).
+      const codes = await Promise.all(workers.map((w) => new Promise((resolve) => { w.once('exit', (code) => resolve(code)); w.kill('SIGTERM'); })));
+      expect(codes).toEqual([0, 0]);
+    } finally {
+      await redis.quit();
+    }
+  });
+});
