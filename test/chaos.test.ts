@@ -1,11 +1,10 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
-import { startWorkerProcess, stopProcess } from './helpers/processes';
+import { startPushProcess, startWorkerProcess, stopProcess } from './helpers/processes';
 import { waitFor } from './helpers/redis';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -23,24 +22,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function startPusher(url: string, name: string, prefix: string, ids: number, acked: Set<string>): { child: ChildProcess; done: Promise<number | null>; finished: () => boolean } {
-  const child = fork(join(__dirname, 'fixtures', 'push-process.ts'), [], {
-    execArgv: ['--import', 'tsx'],
-    env: { ...process.env, REDIS_URL: url, BBK_NAME: name, BBK_IDS: String(ids), BBK_KEYS: '25', BBK_PREFIX: prefix, BBK_PAUSE_MS: '25' },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  child.on('message', (m: { acked?: string[] }) => m.acked?.forEach((id) => acked.add(id)));
-  const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, done, finished: () => child.exitCode !== null };
-}
-
 describe('chaos: pushers and workers in their own processes through kills, dropped connections, SCRIPT FLUSH and a Redis restart', () => {
   it('processes every id whose push resolved, strands no key, and every process closes cleanly', async () => {
     server = await startRedis(persistent);
     const { port, url } = server;
     const name = 'chaos';
     const acked = new Set<string>();
-    const pushers = [startPusher(url, name, 'a', 600, acked), startPusher(url, name, 'b', 600, acked)];
+    const pusher = (prefix: string) => startPushProcess({ redisUrl: url, name, prefix, ids: 600, keys: 25, pauseMs: 25 }, acked);
+    const pushers = [pusher('a'), pusher('b')];
     const start = () => startWorkerProcess({ redisUrl: url, name, options: OPTIONS, worker: WORKER, sliceDelayMs: 2 });
     let workers = [await start(), await start()];
     const admin = () => new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 3, retryStrategy: () => 50 }).on('error', () => {});

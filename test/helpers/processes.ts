@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
 const FIXTURE = join(__dirname, '..', 'fixtures', 'worker-process.ts');
+const PUSHER = join(__dirname, '..', 'fixtures', 'push-process.ts');
 
 export interface WorkerProcessOptions {
   redisUrl: string;
@@ -39,4 +40,27 @@ export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill(signal);
   await exited;
+}
+
+export interface PushProcess {
+  child: ChildProcess;
+  /** Resolves with the exit code once the pusher has pushed everything and closed. */
+  done: Promise<number | null>;
+  finished: () => boolean;
+}
+
+/**
+ * Forks test/fixtures/push-process.ts: `ids` single-id pushes over `keys` keys, ids named
+ * `${prefix}-n`, `pauseMs` between two pushes of one of its callers. Every id whose push resolved
+ * is added to `acked`.
+ */
+export function startPushProcess(o: { redisUrl: string; name: string; prefix: string; ids: number; keys: number; pauseMs: number }, acked: Set<string>): PushProcess {
+  const child = fork(PUSHER, [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, REDIS_URL: o.redisUrl, BBK_NAME: o.name, BBK_IDS: String(o.ids), BBK_KEYS: String(o.keys), BBK_PREFIX: o.prefix, BBK_PAUSE_MS: String(o.pauseMs) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  child.on('message', (m: { acked?: string[] }) => m.acked?.forEach((id) => acked.add(id)));
+  const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, done, finished: () => child.exitCode !== null };
 }
