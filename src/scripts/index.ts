@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ChainableCommander, Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { VERSION } from '../version';
 
 /** @internal */
@@ -68,7 +68,8 @@ function command(target: object, name: ScriptName): (...args: (string | number)[
 /**
  * Runs a script. Keys are given by the caller (built by `Keyspace`); a script builds a name only
  * from a prefix it was given (a lane's keys, a ticket's hash, a key's dead letters), which shares
- * that prefix's hash tag, so every script touches one Redis Cluster slot.
+ * that prefix's hash tag, so every script touches one Redis Cluster slot. (push.lua also reads
+ * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist.)
  */
 export function runScript(
   client: RedisClient,
@@ -77,14 +78,4 @@ export function runScript(
   args: readonly (string | number)[],
 ): Promise<unknown> {
   return command(client, name)(keys.length, ...keys, ...args) as Promise<unknown>;
-}
-
-/** Queues a script on a pipeline; its reply comes with the pipeline's. */
-export function queueScript(
-  pipeline: ChainableCommander,
-  name: ScriptName,
-  keys: readonly string[],
-  args: readonly (string | number)[],
-): void {
-  command(pipeline, name)(keys.length, ...keys, ...args);
 }
