@@ -1,4 +1,4 @@
-import type { Store } from './index';
+import type { Store } from './store';
 
 /** FIFO: RPUSH at the tail, claims LPOP from the head; a restored slice goes back to the head. */
 export const listStore: Store = {

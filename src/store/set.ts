@@ -1,4 +1,4 @@
-import type { Store } from './index';
+import type { Store } from './store';
 
 /** Unordered, duplicates collapse: an id pushed while already pending is processed once. */
 export const setStore: Store = {

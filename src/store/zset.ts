@@ -1,4 +1,4 @@
-import type { Store } from './index';
+import type { Store } from './store';
 
 /** Ready at a time (score, by the Redis clock); re-adding an id moves it (debounce). */
 export const zsetStore: Store = {
