@@ -12,7 +12,6 @@ import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from '
 import { keyProcessor } from './processor';
 import { progress, waitFor } from './progress';
 import { age, budgetOf } from './scheduling';
-import { INTERNALS, type BatcherInternals } from './internals';
 import { stats } from './stats';
 import { closeAfterReconnect } from './worker-close';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
@@ -169,7 +168,5 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       }
     },
   };
-  const internals: BatcherInternals = { client, keyspace, store };
-  Object.defineProperty(batcher, INTERNALS, { value: internals });
   return batcher;
 }
