@@ -1,0 +1,85 @@
+import { UnrecoverableError } from 'bullmq';
+import { describe, expect, it } from 'vitest';
+import { PermanentError } from '../src';
+import { planFailure } from '../src/failures';
+import { combine, type RunOutcome } from '../src/iteration';
+import { preemption } from '../src/scheduling';
+import { redisClient, waitFor } from './helpers/redis';
+
+/** The pure policies, without a worker: what a failed slice becomes, how lanes' outcomes combine, when a run yields. */
+describe('planFailure', () => {
+  const policy = { attempts: 3, backoff: { type: 'fixed', delayMs: 100 } as const, isolateFailures: true };
+  const ids = ['a', 'b', 'c', 'd', 'e'];
+
+  it('retries the whole slice after its backoff until it has used its attempts, then splits it in halves', () => {
+    const first = planFailure(ids, undefined, new Error('x'), policy, 1000);
+    expect(first).toMatchObject({ outcome: 'retry', retryInMs: 100, attempts: 1, firstFailedAt: 1000, dead: [] });
+    expect(first.retry).toEqual([{ delayMs: 100, slice: { ids, attempts: 1, isolating: false, firstFailedAt: 1000 } }]);
+    const third = planFailure(ids, { ids, attempts: 2, isolating: false, firstFailedAt: 1000 }, new Error('x'), policy, 3000);
+    expect(third.outcome).toBe('split');
+    expect(third.retry.map((part) => part.slice.ids)).toEqual([['a', 'b', 'c'], ['d', 'e']]);
+    expect(third.retry.every((part) => part.delayMs === 0 && part.slice.isolating)).toBe(true);
+  });
+
+  it('a part being isolated runs once: a single id that fails then is dead, keeping its history', () => {
+    const plan = planFailure(['c'], { ids: ['c'], attempts: 4, isolating: true, firstFailedAt: 1000 }, new Error('x'), policy, 9000);
+    expect(plan).toMatchObject({ outcome: 'dead', dead: ['c'], retry: [], attempts: 5, firstFailedAt: 1000, failedAt: 9000 });
+  });
+
+  it('PermanentError with ids kills those at once and retries the rest at once with no attempt spent', () => {
+    const plan = planFailure(ids, { ids, attempts: 1, isolating: false, firstFailedAt: 1000 }, new PermanentError('bad', { ids: ['b', 'z'] }), policy, 2000);
+    expect(plan.outcome).toBe('dead');
+    expect(plan.dead).toEqual(['b']);
+    expect(plan.retry).toEqual([{ delayMs: 0, slice: { ids: ['a', 'c', 'd', 'e'], attempts: 1, isolating: false, firstFailedAt: 1000 } }]);
+  });
+
+  it("PermanentError without ids, or BullMQ's UnrecoverableError, skips the retries; isolateFailures false dead-letters the slice", () => {
+    expect(planFailure(ids, undefined, new PermanentError('bad'), policy, 0).outcome).toBe('split');
+    expect(planFailure(ids, undefined, new UnrecoverableError('bad'), policy, 0).outcome).toBe('split');
+    expect(planFailure(ids, { ids, attempts: 2, isolating: false, firstFailedAt: 0 }, new Error('x'), { ...policy, isolateFailures: false }, 0)).toMatchObject({ outcome: 'dead', dead: ids });
+  });
+});
+
+describe('combine (a run with lanes)', () => {
+  const drained: RunOutcome = { kind: 'drained', released: false };
+  const waiting = (waitMs: number): RunOutcome => ({ kind: 'waiting', waitMs, released: false });
+
+  it('a lost lock over a stop, a stop over a wait, the shortest wait over drained', () => {
+    expect(combine([drained, waiting(500), waiting(200)])).toEqual(waiting(200));
+    expect(combine([waiting(10), { kind: 'stopped', reason: 'max_runtime' }])).toEqual({ kind: 'stopped', reason: 'max_runtime' });
+    expect(combine([{ kind: 'stopped', reason: 'shutdown' }, { kind: 'lock_lost' }])).toEqual({ kind: 'lock_lost' });
+    expect(combine([drained, drained])).toEqual(drained);
+  });
+
+  it("lane 0's stop is the one that says whether to restore (it gives its slice back through the release)", () => {
+    const lane0: RunOutcome = { kind: 'stopped', reason: 'shutdown', restore: true };
+    expect(combine([lane0, { kind: 'stopped', reason: 'shutdown', restore: false }])).toBe(lane0);
+  });
+
+  it('one lane: its own outcome, with whether its last claim released the lock', () => {
+    const released: RunOutcome = { kind: 'drained', released: true };
+    expect(combine([released])).toBe(released);
+  });
+});
+
+describe('preemption', () => {
+  const lists = { wait: 'preemption-test:wait', active: 'preemption-test:active' };
+  const logger = {};
+
+  it('a level-0 run never yields before its quantum, nor after a short slice; a level-2 run yields to jobs seen waiting twice', async () => {
+    const redis = redisClient();
+    await redis.del(lists.wait, lists.active);
+    await redis.rpush(lists.wait, 'j1', 'j2');
+    await redis.rpush(lists.active, 'run');
+    const always = () => 0;
+    const demoted = preemption(redis, lists, logger, { level: 2, startedAt: Date.now() }, always);
+    // The counts are read in the background, at most every 5 ms: poll until two reads saw the jobs.
+    const full = { full: true };
+    await waitFor(() => demoted(full) === 'preempted', { intervalMs: 10, what: 'the level-2 run to yield' });
+    expect(demoted({ full: false })).toBeUndefined();
+    // A level-0 run inside its 50 ms quantum keeps going whatever waits.
+    const fresh = preemption(redis, lists, logger, { level: 0, startedAt: Date.now() }, always);
+    expect(fresh(full)).toBeUndefined();
+    await redis.del(lists.wait, lists.active);
+  });
+});
