@@ -44,13 +44,15 @@ export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 
 
 export interface PushProcess {
   child: ChildProcess;
-  /** Resolves with the exit code once the pusher has pushed everything and closed. */
+  /** Resolves with the exit code once the pusher has pushed everything (or was stopped) and closed. */
   done: Promise<number | null>;
   finished: () => boolean;
+  /** Asks it to finish the pushes under way and stop. */
+  stop: () => void;
 }
 
 /**
- * Forks test/fixtures/push-process.ts: `ids` single-id pushes over `keys` keys, ids named
+ * Forks test/fixtures/push-process.ts: up to `ids` single-id pushes over `keys` keys, ids named
  * `${prefix}-n`, `pauseMs` between two pushes of one of its callers. Every id whose push resolved
  * is added to `acked`.
  */
@@ -62,5 +64,5 @@ export function startPushProcess(o: { redisUrl: string; name: string; prefix: st
   });
   child.on('message', (m: { acked?: string[] }) => m.acked?.forEach((id) => acked.add(id)));
   const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, done, finished: () => child.exitCode !== null };
+  return { child, done, finished: () => child.exitCode !== null, stop: () => void child.send('stop') };
 }
