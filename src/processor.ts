@@ -85,6 +85,9 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     // retrying it is better. The in-flight ids (if any) are recovered by the next run.
     log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key: job.data.key });
     if (lock) await releaseKey(client, names, lock.value, 'keep', options).catch(() => undefined);
+    // The first claim may have taken the lock before its reply was lost: give it back (fenced by
+    // the value, so a lock that is someone else's stays), or the key would wait out the TTL.
+    else await release(client, names, lockValue, 'keep').catch(() => undefined);
     return await requeue(job, token, backoffDelay(options.backoff, 1, err));
   } finally {
     lock?.stop();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Keyspace } from '../src/keys';
+import { JOB_NAME } from '../src';
 import { keyspaceOf, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('Redis errors outside the handler', () => {
@@ -64,5 +65,22 @@ describe('Redis errors outside the handler', () => {
     b.createWorker();
     await waitFor(() => rec.all.length === 3, { what: 'the three ids' });
     expect(rec.idsOf('k')).toEqual(['0', '1', '2']);
+  });
+
+  it('a first claim that fails after taking the lock gives the lock back, so the key does not wait out its TTL', async () => {
+    const rec = new Recorder();
+    const redis = redisClient();
+    const warnings: string[] = [];
+    const b = testBatcher({ lockTtlMs: 600_000, backoff: { type: 'fixed', delayMs: 10 }, logger: { warn: (m) => void warnings.push(m) }, eachIteration: rec.handler });
+    const names = keyspaceOf(b).forKey('k');
+    // Pending of the wrong type: the first claim takes the lock, then fails on it (no rollback in Redis).
+    await redis.set(names.pending, 'not a list');
+    await queueOf(b).add(JOB_NAME, { key: 'k' }, { deduplication: { id: 'k' } });
+    b.createWorker();
+    await waitFor(() => warnings.includes('batch-by-key: run interrupted by an error; retrying the key'), { what: 'the failed first claim' });
+    await waitFor(async () => (await redis.exists(names.lock)) === 0, { what: 'the lock given back' });
+    await redis.del(names.pending);
+    await b.performBatchLater(['1'], { key: 'k' });
+    await waitFor(() => rec.all.length === 1, { what: 'the id, long before the 10-minute lock TTL' });
   });
 });
