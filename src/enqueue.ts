@@ -1,5 +1,6 @@
 import { Cluster } from 'ioredis';
 import { currentKey } from './context';
+import { withDeadline } from './deadline';
 import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError } from './errors';
 import { normalizeIds, validateKey } from './input';
 import { ensureJob, LEVEL, type KeyQueue } from './job';
@@ -47,12 +48,12 @@ export async function performBatchLater(
   const ticket = track ? newTicket(key) : undefined;
   const names = deps.keyspace.forKey(key);
   if (ids.length === 0) {
-    if (ticket) await withDeadline(createTicket(deps.client, names, ticket, deps.ticketTtlMs), deps.timeoutMs, key);
+    if (ticket) await withDeadline(createTicket(deps.client, names, ticket, deps.ticketTtlMs), deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
     return { key, pushed: 0, ...(ticket && { ticket: ticket.ticket }) };
   }
 
   const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }) };
-  await withDeadline(store(deps, key, names, ids, delayMs, ticket), deps.timeoutMs, key);
+  await withDeadline(store(deps, key, names, ids, delayMs, ticket), deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
   return result;
 }
 
@@ -80,22 +81,11 @@ async function store(deps: EnqueueDeps, key: Key, names: KeyNames, ids: readonly
 }
 
 /**
- * Bounds a push's wait for Redis: ioredis keeps commands queued while it reconnects, and BullMQ's
- * add waits for its connection without end, so a controller's request would hang as long as Redis
- * is away. What was sent may still land later; the caller is told it may not have.
+ * ioredis keeps commands queued while it reconnects, and BullMQ's add waits for its connection
+ * without end: without a deadline a controller's request would hang as long as Redis is away.
  */
-async function withDeadline(work: Promise<void>, timeoutMs: number, key: Key): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new PushTimeoutError(`performBatchLater for key ${JSON.stringify(key)} got no answer from Redis within pushTimeoutMs (${timeoutMs} ms); its ids may still land (at least once)`)), timeoutMs);
-  });
-  // A rejection after the deadline has nobody to tell.
-  work.catch(() => undefined);
-  try {
-    await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+function pushTimedOut(key: Key, timeoutMs: number): PushTimeoutError {
+  return new PushTimeoutError(`performBatchLater for key ${JSON.stringify(key)} got no answer from Redis within pushTimeoutMs (${timeoutMs} ms); its ids may still land (at least once)`);
 }
 
 function jobKeys(queue: KeyQueue, index: string, key: Key): JobKeys {

@@ -1,3 +1,4 @@
+import { withDeadline } from './deadline';
 import { SliceCrashedError, SliceTimeoutError } from './errors';
 import type { BatcherEmitter } from './events';
 import type { RetrySlice } from './failures';
@@ -124,10 +125,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
     const claimed =
       n === 1 && first ? first : await claim(p.client, p.store, names, { lock: p.lock, claimId: sliceId, settle: 'ack', count: p.sliceSize, releaseIfEmpty });
     if (!claimed.held) return { kind: 'lock_lost' };
-    if (claimed.ids.length === 0) {
-      const released = releaseIfEmpty;
-      return claimed.waitMs > 0 ? { kind: 'waiting', waitMs: claimed.waitMs, released } : { kind: 'drained', released };
-    }
+    if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
     const outcome =
       (await runOne(p, { names, signal }, claimed, sliceId)) ??
@@ -189,6 +187,11 @@ function stopReason(p: IterationParams, slice: SliceEnd): RunOutcome | undefined
   return reason ? { kind: 'stopped', reason } : undefined;
 }
 
+/** A lane's end when its claim found nothing: waiting `waitMs` for something due, or drained (0). */
+export function nothingClaimed(waitMs: number, released: boolean): RunOutcome {
+  return waitMs > 0 ? { kind: 'waiting', waitMs, released } : { kind: 'drained', released };
+}
+
 /** The id of a lane's n-th slice of a run (its claim's id too). */
 export function sliceIdOf(lock: string, lane: number, n: number): string {
   return `${lock}:${lane}:${n}`;
@@ -202,8 +205,7 @@ export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
   // Lane 0 restores its own slice after a shutdown (through the release), so its stop is the one that says so.
   const stopped = outcomes[0]?.kind === 'stopped' ? outcomes[0] : first('stopped');
   // Lanes never release the lock in a claim: the run does once they have all ended.
-  const released = false;
-  return first('lock_lost') ?? stopped ?? (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits), released } : { kind: 'drained', released });
+  return first('lock_lost') ?? stopped ?? (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits), released: false } : { kind: 'drained', released: false });
 }
 
 type SliceContext = IterationContext & SliceInfo;
@@ -219,7 +221,13 @@ async function runSlice(p: IterationParams, ctx: SliceContext, timeout: AbortCon
     const result: unknown = p.around.length === 0 ? p.handler(ctx.ids as string[], ctx) : wrap(p.around, 0, ctx, p.handler);
     // Any thenable, not only this realm's Promise: an async function from a vm context, a
     // Bluebird promise, or a lazy one (a query builder) that runs only once `then` is called.
-    if (isThenable(result)) await withTimeout(p, Promise.resolve(result), timeout);
+    if (isThenable(result)) {
+      await withDeadline(Promise.resolve(result), p.sliceTimeoutMs, () => {
+        const error = new SliceTimeoutError(`a slice of key ${JSON.stringify(p.key)} ran longer than sliceTimeoutMs (${p.sliceTimeoutMs} ms)`);
+        timeout.abort(error);
+        return error;
+      });
+    }
   } catch (error) {
     throw new SliceFailure(error);
   }
@@ -235,18 +243,3 @@ function wrap(around: readonly SliceMiddleware[], i: number, ctx: SliceContext, 
   return middleware(ctx, () => wrap(around, i + 1, ctx, handler));
 }
 
-async function withTimeout(p: IterationParams, result: Promise<unknown>, timeout: AbortController): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const error = new SliceTimeoutError(`a slice of key ${JSON.stringify(p.key)} ran longer than sliceTimeoutMs (${p.sliceTimeoutMs} ms)`);
-      timeout.abort(error);
-      reject(error);
-    }, p.sliceTimeoutMs);
-  });
-  try {
-    await Promise.race([result, timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
