@@ -5,14 +5,14 @@ import { ShutdownError } from './errors';
 import type { BatcherEmitter } from './events';
 import { mayRetry, planFailure, serializeError } from './failures';
 import { maxRuntime, stopped } from './interrupt';
-import { iterate, sliceIdOf, type FailedSlice, type RunOutcome } from './iteration';
+import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type RunOutcome } from './iteration';
 import { JOB_NAME } from './job';
 import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
 import { log } from './logger';
 import { backoffDelay, MAX_CONCURRENCY_PER_KEY, type ResolvedOptions } from './options';
 import { MAX_TICKET_ERRORS } from './progress';
-import { claim, dueIn, failSlice, release, settle, type ClaimResult, type Released } from './protocol';
+import { claim, dueIn, failSlice, release, settle, type ClaimResult, type LockRef, type Released } from './protocol';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from './scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor } from './types';
@@ -56,7 +56,7 @@ export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor):
 async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSignal: AbortSignal | undefined): Promise<void> {
   const { client, keyspace, options } = deps;
   const names = keyspace.forKey(job.data.key);
-  const lockValue = KeyLock.newValue();
+  const lockRef: LockRef = { value: KeyLock.newValue(), ttlMs: options.lockTtlMs };
   // The run's one signal (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
   const run = onShutdown(bullSignal);
   let lock: KeyLock | undefined;
@@ -64,8 +64,8 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     const sentAt = Date.now();
     // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
     const first = await claim(client, options.store, names, {
-      lock: { value: lockValue, ttlMs: options.lockTtlMs },
-      claimId: sliceIdOf(lockValue, 0, 1),
+      lock: lockRef,
+      claimId: sliceIdOf(lockRef.value, 0, 1),
       settle: 'recover',
       count: options.sliceSize,
       otherLanes: MAX_CONCURRENCY_PER_KEY - 1,
@@ -74,7 +74,10 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     });
     // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
     if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
-    lock = new KeyLock(deps.redlock, names.lock, lockValue, sentAt, options.lockTtlMs, options.logger, (error) => run.abort(error));
+    // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
+    // so there is nothing to renew or iterate.
+    if (first.ids.length === 0 && options.concurrencyPerKey === 1) return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
+    lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => run.abort(error));
     const outcome = await runSlices(deps, job, names, lock, first, run);
     // No renewal may race the release below (it would fail and log a spurious warning).
     lock.stop();
@@ -82,12 +85,11 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
   } catch (err) {
     if (err instanceof DelayedError) throw err;
     // Redis trouble outside a slice. Failing the job would leave the key to the recovery sweep;
-    // retrying it is better. The in-flight ids (if any) are recovered by the next run.
+    // retrying it is better. The in-flight ids (if any) are recovered by the next run. The lock
+    // is given back (fenced by its value) even if only the first claim's lost reply took it, or
+    // the key would wait out its TTL.
     log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key: job.data.key });
-    if (lock) await releaseKey(client, names, lock.value, 'keep', options).catch(() => undefined);
-    // The first claim may have taken the lock before its reply was lost: give it back (fenced by
-    // the value, so a lock that is someone else's stays), or the key would wait out the TTL.
-    else await release(client, names, lockValue, 'keep').catch(() => undefined);
+    await release(client, names, lockRef.value, 'keep').catch(() => undefined);
     return await requeue(job, token, backoffDelay(options.backoff, 1, err));
   } finally {
     lock?.stop();
@@ -133,7 +135,7 @@ async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock
 }
 
 /** Commits what the run ended with, releases the key and moves the job on. */
-async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: KeyNames, lock: KeyLock, outcome: RunOutcome): Promise<void> {
+async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: KeyNames, lock: LockRef, outcome: RunOutcome): Promise<void> {
   const { client, options } = deps;
   const key = job.data.key;
   switch (outcome.kind) {
