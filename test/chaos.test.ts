@@ -1,21 +1,18 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
-import { startPushProcess, startWorkerProcess, stopProcess } from './helpers/processes';
+import { adminClient, persistentRedis, startChaosWorker } from './helpers/chaos';
+import { startPushProcess, stopProcess } from './helpers/processes';
 import { waitFor } from './helpers/redis';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Short BullMQ lock and stall check, short key lock and sweep: recovery windows of a second or two. */
-const OPTIONS = { lockTtlMs: 2000, recoveryIntervalMs: 500, sliceSize: 10, backoff: { type: 'fixed', delayMs: 50 }, attempts: 1000 };
-const WORKER = { concurrency: 4, lockDuration: 1000, stalledInterval: 500 };
 
 // A Redis of its own, with AOF, that the test restarts on the same port.
 const dir = mkdtempSync(join(tmpdir(), 'bbk-chaos-'));
-const persistent = ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir];
+const persistent = persistentRedis(dir);
 let server: LocalRedis | undefined;
 afterAll(async () => {
   await server?.stop();
@@ -31,9 +28,9 @@ describe('chaos: pushers and workers in their own processes through kills, dropp
     // They push until told to stop, so every fault below lands while pushes are under way.
     const pusher = (prefix: string) => startPushProcess({ redisUrl: url, name, prefix, ids: 100_000, keys: 25, pauseMs: 10 }, acked);
     const pushers = [pusher('a'), pusher('b')];
-    const start = () => startWorkerProcess({ redisUrl: url, name, options: OPTIONS, worker: WORKER, sliceDelayMs: 2 });
+    const start = () => startChaosWorker(url, name);
     let workers = [await start(), await start()];
-    const admin = () => new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 3, retryStrategy: () => 50 }).on('error', () => {});
+    const admin = () => adminClient(port);
 
     const faults: string[] = [];
     const fault = async (what: string, act: () => Promise<unknown>) => {

@@ -9,13 +9,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
-import { startPushProcess, startWorkerProcess, stopProcess } from './helpers/processes';
+import { adminClient, persistentRedis, startChaosWorker } from './helpers/chaos';
+import { startPushProcess, stopProcess } from './helpers/processes';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const OPTIONS = { lockTtlMs: 2000, recoveryIntervalMs: 500, sliceSize: 10, backoff: { type: 'fixed', delayMs: 50 }, attempts: 1000 };
-const WORKER = { concurrency: 4, lockDuration: 1000, stalledInterval: 500 };
 const FAULTS = ['SIGKILL a worker', 'CLIENT KILL', 'SCRIPT FLUSH', 'Redis restart'] as const;
 
 interface Round {
@@ -32,12 +30,12 @@ async function main(): Promise<void> {
   const minutes = Number(process.argv.find((a) => a.startsWith('--minutes='))?.slice('--minutes='.length) ?? 3);
   if (!(minutes > 0)) throw new Error('--minutes must be a number > 0');
   const dir = mkdtempSync(join(tmpdir(), 'bbk-soak-'));
-  const persistent = ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir];
+  const persistent = persistentRedis(dir);
   let server: LocalRedis = await startRedis(persistent);
   const { port, url } = server;
-  const admin = () => new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 3, retryStrategy: () => 50 }).on('error', () => {});
+  const admin = () => adminClient(port);
   const name = 'soak';
-  const start = () => startWorkerProcess({ redisUrl: url, name, options: OPTIONS, worker: WORKER, sliceDelayMs: 2 });
+  const start = () => startChaosWorker(url, name);
   let workers = [await start(), await start()];
   const rounds: Round[] = [];
   const endAt = Date.now() + minutes * 60_000;
