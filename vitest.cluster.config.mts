@@ -24,6 +24,7 @@ export default defineConfig({
         'errors',
         'errors.infra',
         'failures',
+        'flow-control',
         'input.property',
         'keys',
         'lock',

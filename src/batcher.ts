@@ -9,6 +9,7 @@ import { validateKey } from './input';
 import { Keyspace } from './keys';
 import { log } from './logger';
 import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
+import { pause, paused, resume, type PauseDeps } from './pause';
 import { keyProcessor } from './processor';
 import { progress, waitFor } from './progress';
 import { age, budgetOf } from './scheduling';
@@ -89,6 +90,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     logger: opts.logger,
   });
 
+  const pauseDeps = (): PauseDeps => ({ client: client(), keyspace, queue: getQueue, store: opts.store });
+
   const batcher: Batcher = {
     name: opts.name,
     performBatchLater: push,
@@ -142,6 +145,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     stats: async (statsOptions) => stats({ name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count() }, statsOptions),
     backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
+    pause: async (key, pauseOptions) => pause(pauseDeps(), key, pauseOptions),
+    resume: async (key) => resume(pauseDeps(), key),
+    paused: async () => paused(pauseDeps()),
+    pauseAll: async () => getQueue().pause(),
+    resumeAll: async () => getQueue().resume(),
     deadLetters,
     progress: async (ticket) => progress(client(), keyspace, ticket),
     waitFor: async (ticket, waitOptions) => waitFor(client(), keyspace, ticket, waitOptions),

@@ -14,6 +14,8 @@ import type {
   IterationContext,
   Key,
   KeyProcessor,
+  PausedKey,
+  PauseOptions,
   PerformOptions,
   PerformResult,
   Progress,
@@ -71,6 +73,21 @@ export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
     }
     static recover(this: JobClass): Promise<number> {
       return batcherOf(this).recover();
+    }
+    static pause(this: JobClass, key: Key, opts?: PauseOptions): Promise<void> {
+      return batcherOf(this).pause(key, opts);
+    }
+    static resume(this: JobClass, key: Key): Promise<void> {
+      return batcherOf(this).resume(key);
+    }
+    static paused(this: JobClass): Promise<PausedKey[]> {
+      return batcherOf(this).paused();
+    }
+    static pauseAll(this: JobClass): Promise<void> {
+      return batcherOf(this).pauseAll();
+    }
+    static resumeAll(this: JobClass): Promise<void> {
+      return batcherOf(this).resumeAll();
     }
     static get deadLetters(): DeadLetters {
       return batcherOf(this as unknown as JobClass).deadLetters;

@@ -18,7 +18,9 @@ export type ErrorCode =
   | 'ERR_UNKNOWN_TICKET'
   | 'ERR_WAIT_TIMEOUT'
   | 'ERR_PUSH_TIMEOUT'
-  | 'ERR_MISSING_DEPENDENCY';
+  | 'ERR_MISSING_DEPENDENCY'
+  | 'ERR_RATE_LIMITED'
+  | 'ERR_NOT_PAUSED';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -148,6 +150,35 @@ export class WaitTimeoutError extends BatchByKeyError {
 export class MissingDependencyError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_MISSING_DEPENDENCY', message);
+  }
+}
+
+/** The longest hold or pause (2^31 - 1 ms, about 24.8 days): the longest delay Node's timers and our options take. */
+const MAX_HOLD_MS = 2 ** 31 - 1;
+
+/**
+ * Thrown by a handler (or by `ctx.retryAfter(ms)`) when the upstream said "not now" (an HTTP 429
+ * or 503 with `Retry-After`): the slice goes back to the front of the key's ids unchanged (no
+ * attempt spent, no retry counted), and the whole key waits `retryAfterMs` without holding a
+ * worker slot, then resumes by itself. `parseRetryAfter` reads the header.
+ */
+export class RateLimitedError extends BatchByKeyError {
+  readonly retryAfterMs: number;
+  constructor(options: { retryAfterMs: number; message?: string; cause?: unknown }) {
+    const ms = options?.retryAfterMs;
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_HOLD_MS) {
+      throw new InvalidOptionError(`retryAfterMs must be a number of ms between 0 and ${MAX_HOLD_MS}, got ${describe(ms)}`);
+    }
+    super('ERR_RATE_LIMITED', options.message ?? `rate limited: retry after ${Math.ceil(ms)} ms`);
+    this.retryAfterMs = Math.ceil(ms);
+    if (options.cause !== undefined) this.cause = options.cause;
+  }
+}
+
+/** `resume(key)` for a key that is not paused (never was, or was resumed already). */
+export class NotPausedError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_NOT_PAUSED', message);
   }
 }
 

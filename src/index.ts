@@ -15,6 +15,7 @@ export { prometheusMetrics, type MetricsRegistry, type PrometheusMetrics, type P
 export { sliceTracing, SLICE_SPAN } from './tracing';
 export { pinoLogger, type PinoLike } from './logger';
 export { withKey, currentKey } from './context';
+export { parseRetryAfter } from './flow';
 export { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
 export { DEFAULTS, MAX_TIMER_MS } from './options';
 export { JOB_NAME } from './job';
@@ -34,6 +35,8 @@ export {
   WaitTimeoutError,
   PushTimeoutError,
   MissingDependencyError,
+  RateLimitedError,
+  NotPausedError,
   type ErrorCode,
 } from './errors';
 export type * from './types';

@@ -1,5 +1,6 @@
 import { withDeadline } from './deadline';
-import { SliceCrashedError, SliceTimeoutError } from './errors';
+import { RateLimitedError, SliceCrashedError, SliceTimeoutError } from './errors';
+import { retryAfter } from './flow';
 import type { BatcherEmitter } from './events';
 import type { RetrySlice } from './failures';
 import { firstReason, follow, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
@@ -7,7 +8,7 @@ import { laneNames, type KeyNames } from './keys';
 import type { KeyLock } from './lock';
 import { claim, settle, type ClaimResult } from './protocol';
 import type { RedisClient } from './scripts';
-import type { EachIteration, Id, IterationContext, Key, KeyJob, SliceInfo, SliceMiddleware, StopReason, StoreKind } from './types';
+import type { EachIteration, Id, IterationContext, Key, KeyJob, RateLimit, SliceInfo, SliceMiddleware, StopReason, StoreKind } from './types';
 
 /**
  * Wraps what the handler threw (or its timeout), so the run can tell a failed slice, which is
@@ -27,7 +28,7 @@ export type RunOutcome =
    * Stopped between slices; the last slice is done but not yet acked (release acks it), or,
    * with `restore`, it gave up because of the stop and goes back to pending.
    */
-  | { kind: 'stopped'; reason: StopReason; restore?: boolean }
+  | { kind: 'stopped'; reason: StopReason; restore?: boolean; holdMs?: number }
   /** The lock was lost; nothing can be acked, the in-flight ids wait for the next holder. */
   | { kind: 'lock_lost' };
 
@@ -69,6 +70,8 @@ export interface IterationParams {
   settleFailure: (failed: FailedSlice) => Promise<boolean>;
   /** Whether a slice whose last run died with its worker may run again whole. */
   mayRunAgain: (slice: RetrySlice) => boolean;
+  /** The key's rate limit for this run, if any (its claims take no more than the window allows). */
+  rate: RateLimit | undefined;
 }
 
 /**
@@ -123,7 +126,9 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
   for (let n = 1; ; n++) {
     const sliceId = sliceIdOf(p.lock.value, lane, n);
     const claimed =
-      n === 1 && first ? first : await claim(p.client, p.store, names, { lock: p.lock, claimId: sliceId, settle: 'ack', count: p.sliceSize, releaseIfEmpty });
+      n === 1 && first
+        ? first
+        : await claim(p.client, p.store, names, { lock: p.lock, claimId: sliceId, settle: 'ack', count: p.sliceSize, releaseIfEmpty, ...(p.rate && { rate: p.rate }) });
     if (!claimed.held) return { kind: 'lock_lost' };
     if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
@@ -134,7 +139,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
     if (outcome) {
       run.stopped ??= outcome;
       // Lane 0's last slice is settled by the release; the other lanes settle their own.
-      if (lane > 0 && outcome.kind === 'stopped') await settle(p.client, p.store, names, p.lock, `${sliceId}:end`, outcome.restore ? 'restore' : 'ack');
+      if (lane > 0 && outcome.kind === 'stopped') await settle(p.client, p.store, names, p.lock, `${sliceId}:end`, outcome.restore ? 'restore' : 'ack', outcome.holdMs);
       return outcome;
     }
   }
@@ -159,7 +164,7 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
   }
   const started = performance.now();
   try {
-    await runSlice(p, { ...slice, signal: lane.signal.signal }, lane.signal);
+    await runSlice(p, { ...slice, signal: lane.signal.signal, retryAfter }, lane.signal);
     if (p.events.wants('slice:done')) {
       p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started, ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }) });
     }
@@ -172,6 +177,8 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
     const stop = stopReasonOf(p.stop.signal);
     if (stop === 'lock_lost') return { kind: 'lock_lost' };
     if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
+    // The upstream said "not now": the slice goes back unchanged and the key waits, no attempt spent.
+    if (thrown.error instanceof RateLimitedError) return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: thrown.error.retryAfterMs };
     const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names: lane.names, durationMs: performance.now() - started };
     if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
     // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run

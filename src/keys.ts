@@ -33,6 +33,12 @@ export interface KeyNames {
   inFlightSlice: string;
   /** Prefix of a ticket's hash (`${ticketPrefix}${ticket}`: total, done, failed) and its errors list (`…:errors`). */
   ticketPrefix: string;
+  /** Set while an operator paused the key (`pause`): its value is the end (ms, Redis clock), '' until resumed; PX when timed. */
+  paused: string;
+  /** Set while the key waits out a rate limit or a handler's `retryAfter`: nothing is claimed until it expires (PX). */
+  hold: string;
+  /** The rate limit's window: a list of `claimMs count`, one per claim, oldest first (see includes/flow.lua). */
+  rateLog: string;
 }
 
 /**
@@ -96,6 +102,11 @@ export class Keyspace {
     return `${this.root}:keys`;
   }
 
+  /** Paused keys, scored by the end of their pause (ms since the epoch; +inf until resumed), for `paused()`. */
+  get pausedIndex(): string {
+    return `${this.root}:paused`;
+  }
+
   forKey(key: Key): KeyNames {
     const base = `${this.root}:{${encodeKey(key)}}`;
     return {
@@ -111,6 +122,9 @@ export class Keyspace {
       pushMarks: `${base}:marks`,
       inFlightMark: `${base}:marks:inflight`,
       inFlightSlice: `${base}:inflight:slice`,
+      paused: `${base}:paused`,
+      hold: `${base}:hold`,
+      rateLog: `${base}:rate`,
     };
   }
 }

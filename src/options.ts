@@ -1,6 +1,7 @@
 import { Cluster } from 'ioredis';
 import { describe, InvalidOptionError } from './errors';
 import { fromUrl } from './connection';
+import { validateRateLimitOption, type RateLimitOption } from './flow';
 import { silentLogger } from './logger';
 import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, SliceMiddleware, StoreKind } from './types';
 
@@ -27,6 +28,7 @@ export interface ResolvedOptions {
   prefix: string;
   recoveryIntervalMs: number;
   pushTimeoutMs: number;
+  rateLimit: RateLimitOption;
   logger: Logger;
 }
 
@@ -198,6 +200,7 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
     prefix: validatePrefix(o.prefix, o.name, o.connection instanceof Cluster),
     recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS, MAX_TIMER_MS),
     pushTimeoutMs: integer('pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs, 1, MAX_TIMER_MS),
+    rateLimit: validateRateLimitOption(o.rateLimit),
     logger: o.logger ?? silentLogger,
   };
 }

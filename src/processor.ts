@@ -9,13 +9,14 @@ import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type RunOutcome }
 import { JOB_NAME } from './job';
 import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
+import { rateLimitOf } from './flow';
 import { log } from './logger';
 import { backoffDelay, MAX_CONCURRENCY_PER_KEY, type ResolvedOptions } from './options';
 import { MAX_TICKET_ERRORS } from './progress';
 import { claim, dueIn, failSlice, release, settle, type ClaimResult, type LockRef, type Released } from './protocol';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from './scripts';
-import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor } from './types';
+import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor, RateLimit } from './types';
 
 /** @internal */
 export interface ProcessorDeps {
@@ -57,6 +58,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
   const { client, keyspace, options } = deps;
   const names = keyspace.forKey(job.data.key);
   const lockRef: LockRef = { value: KeyLock.newValue(), ttlMs: options.lockTtlMs };
+  const rate = rateLimitOf(options.rateLimit, job.data.key);
   // The run's one signal (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
   const run = onShutdown(bullSignal);
   let lock: KeyLock | undefined;
@@ -71,6 +73,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
       otherLanes: MAX_CONCURRENCY_PER_KEY - 1,
       takeLock: true,
       releaseIfEmpty: options.concurrencyPerKey === 1,
+      ...(rate && { rate }),
     });
     // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
     if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
@@ -78,7 +81,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     // so there is nothing to renew or iterate.
     if (first.ids.length === 0 && options.concurrencyPerKey === 1) return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
     lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => run.abort(error));
-    const outcome = await runSlices(deps, job, names, lock, first, run);
+    const outcome = await runSlices(deps, job, names, lock, first, run, rate);
     // No renewal may race the release below (it would fail and log a spurious warning).
     lock.stop();
     await conclude(deps, job, token, names, lock, outcome);
@@ -106,9 +109,18 @@ function busyFor(pttl: number, names: KeyNames, options: ResolvedOptions): numbe
   return Math.max(0, pttl);
 }
 
-async function runSlices(deps: ProcessorDeps, job: KeyJob, names: KeyNames, lock: KeyLock, first: ClaimResult & { held: true }, run: AbortController): Promise<RunOutcome> {
+async function runSlices(
+  deps: ProcessorDeps,
+  job: KeyJob,
+  names: KeyNames,
+  lock: KeyLock,
+  first: ClaimResult & { held: true },
+  run: AbortController,
+  rate: RateLimit | undefined,
+): Promise<RunOutcome> {
   const { options } = deps;
   return iterate({
+    rate,
     client: deps.client,
     store: options.store,
     names,
@@ -149,9 +161,13 @@ async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: 
     case 'stopped':
       log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
       deps.events.emit('interrupted', { key, job, reason: outcome.reason });
-      // Puts the slice in flight back in front of the pending ids.
-      if (outcome.restore) await settle(client, options.store, names, lock, `${lock.value}:restore`, 'restore');
-      await releaseKey(client, names, lock.value, outcome.restore ? 'keep' : 'ack', options);
+      // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
+      if (outcome.restore || outcome.holdMs) {
+        await settle(client, options.store, names, lock, `${lock.value}:restore`, outcome.restore ? 'restore' : 'ack', outcome.holdMs);
+      }
+      await releaseKey(client, names, lock.value, outcome.restore || outcome.holdMs ? 'keep' : 'ack', options);
+      // The upstream asked for a pause: the job waits it out (held, nothing is due before).
+      if (outcome.holdMs) return delayUntilReady(client, job, token, names, outcome.holdMs, options);
       // A key that had its turn goes behind keys that have not (a shutdown or a timeout is no turn).
       if (options.scheduling === 'fair' && (outcome.reason === 'max_runtime' || outcome.reason === 'preempted')) await demote(job);
       return requeue(job, token, 0);

@@ -1,7 +1,7 @@
 import type { RetrySlice } from './failures';
 import type { KeyNames } from './keys';
 import { runScript, ScriptStatus, type RedisClient } from './scripts';
-import type { Id, StoreKind } from './types';
+import type { Id, RateLimit, StoreKind } from './types';
 
 /**
  * The per-key protocol: every call that reads or writes one key's data, one verb per Lua script,
@@ -57,7 +57,7 @@ export interface PushResult {
 
 /** Stores one push, whole, in one call (see push.lua). */
 export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
-  const keys = [names.pending, names.pushMarks, names.lock, names.retry, names.tracked, p.ticket?.hash ?? names.ticketPrefix];
+  const keys = [names.pending, names.pushMarks, names.lock, names.retry, names.tracked, p.ticket?.hash ?? names.ticketPrefix, names.paused, names.hold];
   if (p.job) keys.push(p.job.index, p.job.deduplication, p.job.active, p.job.delayed, p.job.jobPrefix);
   const [covered, waitMs] = (await runScript(client, 'push', keys, [
     p.store,
@@ -97,13 +97,21 @@ export interface ClaimCall {
   takeLock?: boolean;
   /** Release the lock in the same call when nothing is claimed (the run ends). */
   releaseIfEmpty?: boolean;
+  /** The key's rate limit, if it has one: the claim takes no more ids than its window has room for. */
+  rate?: RateLimit;
+  /** Hold the key this long (a handler's retryAfter) before claiming: nothing is claimed until it ends. */
+  holdMs?: number;
 }
 
 export type ClaimResult =
   | {
       held: true;
       ids: Id[];
-      /** When nothing was claimed: ms until something is due (a zset time or a failed slice's backoff); 0 when nothing is left. */
+      /**
+       * When nothing was claimed: ms until something is due (a zset time, a failed slice's
+       * backoff, a pause, a hold or the rate limit's window); 0 when nothing is left; -1 while
+       * the key is paused until resumed.
+       */
       waitMs: number;
       /** Set when the ids are a failed slice run again. */
       retry?: RetrySlice;
@@ -131,8 +139,24 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
       names.pushMarks,
       names.inFlightMark,
       names.inFlightSlice,
+      names.paused,
+      names.hold,
+      names.rateLog,
     ],
-    [c.lock.value, c.claimId, c.settle, c.count, MAX_RETRYING_SLICES, c.otherLanes ?? 0, c.lock.ttlMs, c.takeLock ? '1' : '0', c.releaseIfEmpty ? '1' : '0'],
+    [
+      c.lock.value,
+      c.claimId,
+      c.settle,
+      c.count,
+      MAX_RETRYING_SLICES,
+      c.otherLanes ?? 0,
+      c.lock.ttlMs,
+      c.takeLock ? '1' : '0',
+      c.releaseIfEmpty ? '1' : '0',
+      c.rate?.max ?? 0,
+      c.rate?.durationMs ?? 0,
+      c.holdMs ?? 0,
+    ],
   )) as [number, number, string, number, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false, lockTtlMs: reply[1] };
   const ids = reply.slice(4) as Id[];
@@ -145,9 +169,12 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
   };
 }
 
-/** Settles a lane's last slice without claiming: acks it, or restores it to the front of pending. False when the lock is lost. */
-export async function settle(client: RedisClient, store: StoreKind, names: KeyNames, lock: LockRef, claimId: string, how: 'ack' | 'restore'): Promise<boolean> {
-  return (await claim(client, store, names, { lock, claimId, settle: how, count: 0 })).held;
+/**
+ * Settles a lane's last slice without claiming: acks it, or restores it to the front of pending;
+ * with `holdMs`, holds the key that long too. False when the lock is lost.
+ */
+export async function settle(client: RedisClient, store: StoreKind, names: KeyNames, lock: LockRef, claimId: string, how: 'ack' | 'restore', holdMs?: number): Promise<boolean> {
+  return (await claim(client, store, names, { lock, claimId, settle: how, count: 0, ...(holdMs !== undefined && { holdMs }) })).held;
 }
 
 /**
@@ -165,7 +192,7 @@ export async function release(client: RedisClient, names: KeyNames, lock: string
     await runScript(
       client,
       'release',
-      [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark, names.pending, names.retry],
+      [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark, names.pending, names.retry, names.paused],
       [lock, mode],
     ),
   );
@@ -193,5 +220,5 @@ export async function failSlice(client: RedisClient, names: KeyNames, lock: stri
 
 /** Ms until the key has something to claim, as its claim would judge it; -1 for nothing at all. */
 export async function dueIn(client: RedisClient, store: StoreKind, names: KeyNames): Promise<number> {
-  return Number(await runScript(client, 'due-in', [names.pending, names.retry], [store, MAX_RETRYING_SLICES]));
+  return Number(await runScript(client, 'due-in', [names.pending, names.retry, names.paused, names.hold], [store, MAX_RETRYING_SLICES]));
 }

@@ -61,14 +61,15 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
 async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Promise<boolean> {
   const { client, keyspace } = deps;
   const names = keyspace.forKey(key);
-  const [{ pending, inFlight, retrying }, locked] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock)]);
+  const [{ pending, inFlight, retrying }, locked, pausedTtl] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock), client.pttl(names.paused)]);
   if (!pending && !inFlight && !retrying && !locked) {
     await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
     return false;
   }
   let recovered = false;
-  // A run holds the key, or a job waits for it (delayed for a backoff or a zset time): fine.
-  if (!locked && !(await hasLiveJob(deps.queue(), key))) {
+  // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
+  // paused until resumed (resume adds its job): fine.
+  if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.queue(), key))) {
     await ensureJob(deps.queue(), key, 0);
     recovered = true;
   }

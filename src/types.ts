@@ -23,9 +23,10 @@ export type KeyJob = Job<KeyJobData, void, string>;
 /**
  * Why a job run stopped between two slices: its budget was spent, a key that has not had a turn
  * was waiting (`scheduling: 'fair'`), the worker is closing, the lock was lost, or a handler was
- * abandoned (`slice_timeout`; a fresh run goes on).
+ * abandoned (`slice_timeout`; a fresh run goes on), or the handler said the upstream wants a
+ * pause (`rate_limited`: `ctx.retryAfter` or a `RateLimitedError`; the key resumes by itself).
  */
-export type StopReason = 'max_runtime' | 'preempted' | 'shutdown' | 'lock_lost' | 'slice_timeout';
+export type StopReason = 'max_runtime' | 'preempted' | 'shutdown' | 'lock_lost' | 'slice_timeout' | 'rate_limited';
 
 export interface IterationContext {
   /** The key whose ids these are. */
@@ -39,6 +40,38 @@ export interface IterationContext {
   signal: AbortSignal;
   /** 1 for a slice's first run; more when it is a retry of a failed slice (or of a part of one). */
   attempt: number;
+  /**
+   * The upstream said "not now": throws a `RateLimitedError`, so the slice goes back to the front
+   * unchanged (no attempt spent) and the key waits `ms` without holding a worker slot. Same as
+   * `throw new RateLimitedError({ retryAfterMs: ms })`.
+   */
+  retryAfter(ms: number): never;
+}
+
+/**
+ * At most `max` ids of a key are claimed in any window of `durationMs`, across every worker
+ * process (a sliding window in Redis, checked in the claim). A key out of room holds no worker
+ * slot: its job waits until the window has room for a slice.
+ */
+export interface RateLimit {
+  /** Ids per window, 1 to 2^31 - 1. */
+  max: number;
+  /** The window, 1 to 2^31 - 1 ms. */
+  durationMs: number;
+}
+
+/** A paused key, as `paused()` lists it. */
+export interface PausedKey {
+  key: Key;
+  /** When the pause ends by itself (ms since the epoch, Redis clock); absent: until `resume(key)`. */
+  untilMs?: number;
+}
+
+export interface PauseOptions {
+  /** End the pause by itself at this time (ms since the epoch). @default until resume(key) */
+  untilMs?: number;
+  /** End the pause by itself this many ms from now (instead of `untilMs`). */
+  forMs?: number;
 }
 
 /** Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). */
@@ -179,6 +212,13 @@ export interface BatchByKeyOptions {
    * @default 10000
    */
   pushTimeoutMs?: number;
+  /**
+   * Per-key rate limit: at most `max` ids claimed in any `durationMs` per key, across every
+   * worker (see `RateLimit`); or a function giving each key its own (undefined: unlimited),
+   * called once per run. Every worker of a batcher should be given the same limits.
+   * @default unlimited
+   */
+  rateLimit?: RateLimit | ((key: Key) => RateLimit | undefined);
   /** Where warnings and errors go. @default silent */
   logger?: Logger;
 }
@@ -351,6 +391,20 @@ export interface Batcher {
   waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress>;
   on<E extends keyof BatcherEvents>(event: E, listener: (...args: BatcherEvents[E]) => void): this;
   off<E extends keyof BatcherEvents>(event: E, listener: (...args: BatcherEvents[E]) => void): this;
+  /**
+   * Pauses a key: pushes keep storing its ids, nothing of it runs (a run in progress stops after
+   * its slice and frees its worker slot), across worker restarts, until `resume(key)` or the
+   * pause's end. Pausing a paused key replaces its end.
+   */
+  pause(key: Key, options?: PauseOptions): Promise<void>;
+  /** Ends a key's pause and starts its job at once if it has ids; a NotPausedError if it is not paused. */
+  resume(key: Key): Promise<void>;
+  /** The keys paused now (timed pauses that ended are left out). */
+  paused(): Promise<PausedKey[]>;
+  /** Pauses the whole batcher: BullMQ's queue pause (workers start no job; runs in progress go on). */
+  pauseAll(): Promise<void>;
+  /** Undoes `pauseAll`. */
+  resumeAll(): Promise<void>;
   /**
    * Adds a job for every key that has ids but no job and no running lock (workers also do this
    * every `recoveryIntervalMs`). Returns how many keys got one.

@@ -3,13 +3,18 @@
   claim would: a due failed slice, or pending ids (a zset's when ready) unless the key is
   blocked by too many failed slices backing off (see includes/claim-body.lua).
 
+  A paused or held key has nothing due before its pause or hold ends.
+
   KEYS[1] pending ids    KEYS[2] retry (failed slices, scored by when they are due)
+  KEYS[3] paused (by an operator)   KEYS[4] hold (a rate limit, a retryAfter)
   ARGV[1] store: 'list' | 'set' | 'zset'
   ARGV[2] failed slices backing off that block new claims
 
-  Returns ms until something is due (0: now); -1 when nothing is pending or backing off.
+  Returns ms until something is due (0: now); -1 when nothing is pending or backing off, or the
+  key is paused until resumed.
 ]]
 --- @include "clock"
+--- @include "flow"
 local now = clockMs()
 local due
 local retry = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
@@ -23,4 +28,6 @@ if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[2]) then
   end
 end
 if not due then return -1 end
-return math.max(0, due - now)
+local held = heldFor(KEYS[3], KEYS[4])
+if held == -1 then return -1 end
+return math.max(0, due - now, held or 0)

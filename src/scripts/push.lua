@@ -2,17 +2,21 @@
   Stores one push of ids for a key, whole (a push is all or nothing), and tells whether the key's
   job must be added: not when a run holds the key's lock (its next claim sees these ids: a run
   drops the lock only in the claim that finds nothing, or before it requeues its job) nor when
-  the key's job is waiting to start. So a push to a busy key costs this one call.
+  the key's job is waiting to start, nor while the key is paused until resumed (resume adds the
+  job). So a push to a busy key costs this one call. A key paused for a while, or held by a rate
+  limit or a retryAfter, has nothing due before that ends: waitMs says so, and the job added
+  (or moved) waits as long.
 
   KEYS[1] pending ids           KEYS[2] push marks (lag; see includes/claim-body.lua)
   KEYS[3] the key's lock        KEYS[4] retry (failed slices, scored by when they are due)
   KEYS[5] tracked ids waiting (hash: id -> tickets, space-separated)
   KEYS[6] the ticket's hash (total, done, failed); unused when untracked
+  KEYS[7] paused (by an operator)   KEYS[8] hold (a rate limit, a retryAfter; see includes/flow.lua)
   Standalone Redis only (on a Cluster these live in other slots and are written separately):
-  KEYS[7] index of keys with recent pushes (recovery sweeps it)
-  KEYS[8] BullMQ's deduplication key of the key's job (holds the job id)
-  KEYS[9] BullMQ's active list   KEYS[10] BullMQ's delayed set
-  KEYS[11] BullMQ's key prefix (a job's hash is the prefix followed by its id)
+  KEYS[9] index of keys with recent pushes (recovery sweeps it)
+  KEYS[10] BullMQ's deduplication key of the key's job (holds the job id)
+  KEYS[11] BullMQ's active list   KEYS[12] BullMQ's delayed set
+  KEYS[13] BullMQ's key prefix (a job's hash is the prefix followed by its id)
   ARGV[1] store: 'list' | 'set' | 'zset'
   ARGV[2] ms until the ids are ready (zset; 0 otherwise)
   ARGV[3] ticket, '' for an untracked push      ARGV[4] ms the ticket lives
@@ -20,11 +24,12 @@
   ARGV[7..] ids
 
   Returns {covered, waitMs}: covered 1 when a run or a waiting job will claim these ids (no job
-  add needed), 0 otherwise; waitMs (zset) ms until the key's earliest id or failed slice is due
-  (0: now), -1 when none; 0 for the other stores.
+  add needed), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
+  failed slice is due, -1 when none; for any store, at least until its pause or hold ends.
 ]]
 --- @include "clock"
 --- @include "chunked"
+--- @include "flow"
 local FIRST = 7
 local count = #ARGV - FIRST + 1
 local kind = ARGV[1]
@@ -73,11 +78,15 @@ if ticket ~= '' then
   redis.call('PEXPIRE', KEYS[6], ttl)
 end
 
-if #KEYS >= 7 then redis.call('ZADD', KEYS[7], ARGV[6], ARGV[5]) end
+if #KEYS >= 9 then redis.call('ZADD', KEYS[9], ARGV[6], ARGV[5]) end
 
-if #KEYS < 8 then return {redis.call('EXISTS', KEYS[3]), waitMs} end
+local held = heldFor(KEYS[7], KEYS[8])
+if held == -1 then return {1, waitMs} end
+if held and held > waitMs then waitMs = held end
+
+if #KEYS < 10 then return {redis.call('EXISTS', KEYS[3]), waitMs} end
 -- One read for the lock and the job's id (standalone: any keys may share a call).
-local got = redis.call('MGET', KEYS[3], KEYS[8])
+local got = redis.call('MGET', KEYS[3], KEYS[10])
 if got[1] then return {1, waitMs} end
 -- A waiting (or prioritized) job will claim soon. An active one may be between its last claim
 -- and its completion, and a delayed one may be backing off or waiting for a zset time: for them
@@ -85,5 +94,5 @@ if got[1] then return {1, waitMs} end
 -- active one). A job id whose job is gone is no job.
 local jobId = got[2]
 if not jobId then return {0, waitMs} end
-if redis.call('LPOS', KEYS[9], jobId) or redis.call('ZSCORE', KEYS[10], jobId) then return {0, waitMs} end
-return {redis.call('EXISTS', KEYS[11] .. jobId), waitMs}
+if redis.call('LPOS', KEYS[11], jobId) or redis.call('ZSCORE', KEYS[12], jobId) then return {0, waitMs} end
+return {redis.call('EXISTS', KEYS[13] .. jobId), waitMs}

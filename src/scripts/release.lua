@@ -6,13 +6,14 @@
   KEYS[4] tracked ids in flight            KEYS[5] ticket prefix
   KEYS[6] mark of the slice in flight (see includes/claim-body.lua)
   KEYS[7] pending ids                      KEYS[8] retry (failed slices)
+  KEYS[9] paused (by an operator)
   ARGV[1] lock value
   ARGV[2] 'ack':  the in-flight slice succeeded: drop it (and count it done on its tickets)
           'keep': leave the in-flight ids for the next run to recover (a failed run of them)
 
   Returns 1: released, nothing pending; 2: released, but ids are pending or backing off (pushes
   skip the job add while the lock is held, see push.lua: the caller must requeue the key's job
-  rather than complete it); -1: the lock is not held with this value (nothing changed)
+  rather than complete it), unless the key is paused until resumed (resume adds the job); -1: the lock is not held with this value (nothing changed)
 ]]
 --- @include "tracking"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
@@ -21,5 +22,5 @@ if ARGV[2] == 'ack' then
   redis.call('DEL', KEYS[2], KEYS[6])
   creditAll(KEYS[4], KEYS[5], 'done')
 end
-if redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 then return 2 end
+if redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 and redis.call('PTTL', KEYS[9]) ~= -1 then return 2 end
 return 1

@@ -29,33 +29,54 @@
 -- ARGV[9] '1': when nothing is claimed, release the lock in this same call (the run ends; a
 --         single-lane run asks this). Pushes skip the job add while the lock is held (see
 --         push.lua), so a lock may only be dropped by a call that has looked at pending last.
+-- KEYS[13] paused (by an operator)  KEYS[14] hold (a rate limit, a retryAfter)
+-- KEYS[15] the rate limit's window of claims (see includes/flow.lua)
+-- ARGV[10] the key's rate limit: at most this many ids claimed in any ARGV[11] ms; 0: none
+-- ARGV[12] hold the key this many ms (a handler's retryAfter), before claiming; 0: no
 --
 -- Returns {1, waitMs, slice, waited, id...}: a due failed slice (its JSON as `slice`, its ids
 --         alone), or else pending ids ('' as `slice`); `waited` is how long the slice's mark
 --         (KEYS[11]) is old, -1 without one; when nothing is claimed, waitMs is how long until
---         something is due (0: nothing left at all)
+--         something is due (0: nothing left at all; -1: paused until resumed)
 --         {-1, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was
 --         not held at all and ARGV[8] is not '1')
 --- @include "clock"
 --- @include "tracking"
 --- @include "settle-previous"
+--- @include "flow"
 local early = settlePrevious(store)
 if early then return early end
 
+holdFor(KEYS[14], tonumber(ARGV[12]))
+
 local result = {1, 0, '', -1}
 local count = tonumber(ARGV[4])
-if count > 0 then
+local rateMax, window = tonumber(ARGV[10]), tonumber(ARGV[11])
+-- A paused or held key claims nothing, and so does a limited one that has no room left: the
+-- run ends and its job waits (a delayed job holds no worker slot) for as long as this says.
+local held = count > 0 and heldFor(KEYS[13], KEYS[14]) or nil
+local allowance, limited
+if count > 0 and not held and rateMax > 0 then
+  allowance, limited = rateAllowance(KEYS[15], rateMax, window, math.min(count, rateMax))
+  if allowance > 0 then count, limited = math.min(count, allowance), nil end
+end
+
+if count > 0 and not held and not limited then
   local ids, mark
   -- The retry set is almost always empty: one ZCARD spares the lookups below.
   local retrying = redis.call('ZCARD', KEYS[5])
   local due = retrying > 0 and redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', clockMs(), 'LIMIT', 0, 1)[1]
-  if due then
+  local slice = due and redis.call('HGET', KEYS[6], due)
+  local decoded = slice and cjson.decode(slice)
+  if decoded and allowance and #decoded.ids > allowance and allowance < rateMax then
+    -- A failed slice runs again whole: it waits until the window has room for all of it.
+    limited = select(2, rateAllowance(KEYS[15], rateMax, window, math.min(#decoded.ids, rateMax)))
+  elseif due then
     retrying = retrying - 1
-    local slice = redis.call('HGET', KEYS[6], due)
     redis.call('ZREM', KEYS[5], due)
     redis.call('HDEL', KEYS[6], due)
-    if slice then
-      ids = cjson.decode(slice).ids
+    if decoded then
+      ids = decoded.ids
       mark = clockMs()
       store.toInFlight(ids, mark)
       redis.call('SET', KEYS[11], mark)
@@ -65,14 +86,15 @@ if count > 0 then
     end
   end
   local blocked = retrying >= tonumber(ARGV[5])
-  if not ids and not blocked then
+  if not ids and not blocked and not limited then
     ids, mark = store.takePending(count)
   end
   if ids and #ids > 0 then
     trackClaim(KEYS[7], KEYS[8], ids, store.perPush)
+    if rateMax > 0 then rateSpend(KEYS[15], #ids, window) end
     if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
     for i = 1, #ids do result[i + 4] = ids[i] end
-  else
+  elseif not limited then
     local wait = not blocked and store.readyIn() or nil
     local nextRetry = retrying > 0 and redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
     if nextRetry then
@@ -81,6 +103,12 @@ if count > 0 then
     end
     if wait then result[2] = math.max(1, wait) end
   end
+end
+if held then result[2] = held end
+if limited then
+  result[2] = limited
+  -- Held too, so pushes meanwhile leave its delayed job where it is (see push.lua).
+  holdFor(KEYS[14], limited)
 end
 
 if ARGV[9] == '1' and count > 0 and #result == 4 then
