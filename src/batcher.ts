@@ -142,7 +142,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
       worker.on('closed', () => workers.delete(untyped));
       return worker;
     },
-    stats: async (statsOptions) => stats({ name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count() }, statsOptions),
+    stats: async (statsOptions) =>
+      stats({ name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count(), pausedKeys: () => paused(pauseDeps()) }, statsOptions),
     backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
     pause: async (key, pauseOptions) => pause(pauseDeps(), key, pauseOptions),

@@ -7,7 +7,7 @@ import { fromUrl, redactUrl } from './connection';
 import { formatMs } from './dashboard';
 import { BatchByKeyError } from './errors';
 import { VERSION } from './version';
-import type { Batcher, DeadLetterQuery, KeyStats, Stats, StoreKind } from './types';
+import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, Stats, StoreKind } from './types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
@@ -61,6 +61,10 @@ function keyLine(k: KeyStats): string {
   return `  ${k.key}  pending ${k.pending}  in flight ${k.inFlight}  retrying ${k.retrying}  lag ${formatMs(k.oldestPendingAgeMs)}`;
 }
 
+function pausedLine(p: PausedKey): string {
+  return `  ${p.key}\t${p.untilMs === undefined ? 'until resumed' : `until ${new Date(p.untilMs).toISOString()}`}`;
+}
+
 function formatStats(s: Stats): string {
   const lines = [
     `${s.name}: ${s.keys} keys, ${s.pending} pending, ${s.inFlight} in flight, ${s.retrying} retrying, ${s.dead} dead, lag ${formatMs(s.oldestPendingAgeMs)}`,
@@ -68,6 +72,7 @@ function formatStats(s: Stats): string {
   if (s.truncated) lines.push(`  (only the first ${s.scannedKeys} indexed keys were read: raise --max-keys)`);
   if (s.topKeys.length > 0) lines.push('top keys by backlog:', ...s.topKeys.map(keyLine));
   if (s.laggingKeys.length > 0) lines.push('top keys by lag:', ...s.laggingKeys.map(keyLine));
+  if (s.paused.length > 0) lines.push('paused keys:', ...s.paused.map(pausedLine));
   return `${lines.join('\n')}\n`;
 }
 
@@ -181,6 +186,32 @@ function program(io: Io): Command {
     });
 
   cli
+    .command('pause')
+    .description("pause a key: its ids are kept, nothing of it runs (a running slice finishes first)")
+    .requiredOption('--key <key>', 'the key to pause')
+    .option('--for <ms>', 'end the pause by itself after this many ms (default: until resume)', positive)
+    .action(async (o: { key: string; for?: number }) => {
+      await withBatcher(global(), (b) => b.pause(o.key, o.for === undefined ? {} : { forMs: o.for }));
+      out(`paused ${o.key}${o.for === undefined ? '' : ` for ${formatMs(o.for)}`}\n`);
+    });
+  cli
+    .command('resume')
+    .description('end a key\'s pause; its job starts at once if it has ids')
+    .requiredOption('--key <key>', 'the key to resume')
+    .action(async (o: { key: string }) => {
+      await withBatcher(global(), (b) => b.resume(o.key));
+      out(`resumed ${o.key}\n`);
+    });
+  cli
+    .command('paused')
+    .description('list the keys paused now')
+    .option('--json', 'print JSON lines')
+    .action(async (o: { json?: boolean }) => {
+      const keys = await withBatcher(global(), (b) => b.paused());
+      for (const p of keys) out(o.json ? `${JSON.stringify(p)}\n` : `${pausedLine(p).trimStart()}\n`);
+    });
+
+  cli
     .command('push')
     .description('push ids, one per line, from a file or stdin')
     .requiredOption('--key <key>', 'the key to push to')
@@ -222,7 +253,7 @@ function program(io: Io): Command {
 function isUsage(err: unknown): boolean {
   if (err instanceof UsageError || err instanceof CommanderError) return true;
   // Bad input that reached the library: a key, id or option it refuses.
-  return err instanceof BatchByKeyError && ['ERR_INVALID_OPTION', 'ERR_INVALID_IDS', 'ERR_INVALID_KEY'].includes(err.code);
+  return err instanceof BatchByKeyError && ['ERR_INVALID_OPTION', 'ERR_INVALID_IDS', 'ERR_INVALID_KEY', 'ERR_NOT_PAUSED'].includes(err.code);
 }
 
 /** Runs the CLI; resolves with the exit code. */

@@ -1,7 +1,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError } from './errors';
-import type { Batcher, DeadLetter, KeyStats, Stats, StatsOptions } from './types';
+import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError, NotPausedError } from './errors';
+import type { Batcher, DeadLetter, KeyStats, PausedKey, Stats, StatsOptions } from './types';
 
 export interface DashboardOptions {
   /** The batchers to show, each by its name (names must differ). */
@@ -61,7 +61,7 @@ function validateOrigins(origins: unknown): string[] {
 
 /**
  * The operator's page and `/api/v1/stats`. It authenticates nobody: mount it behind the app's
- * own auth. Actions (requeue, purge) exist only with `readOnly: false`, and need a same-origin
+ * own auth. Actions (requeue, purge, pause, resume) exist only with `readOnly: false`, and need a same-origin
  * request carrying this handler's token, so another site cannot post them with the operator's cookies.
  */
 export function dashboard(options: DashboardOptions): DashboardHandler {
@@ -89,7 +89,7 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
       res.setHeader('Content-Security-Policy', `default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-${nonce}'; connect-src 'self'; form-action 'self'; frame-ancestors 'self'`);
       return send(res, 200, 'text/html; charset=utf-8', page(views, { base, readOnly: opts.readOnly, token, nonce }));
     }
-    const action = /^\/actions\/(requeue|purge)$/.exec(path)?.[1] as 'requeue' | 'purge' | undefined;
+    const action = /^\/actions\/(requeue|purge|pause|resume)$/.exec(path)?.[1] as Action | undefined;
     if (action) {
       if (req.method !== 'POST') throw new HttpError(405, 'use POST');
       if (opts.readOnly) throw new HttpError(403, 'this dashboard is read-only');
@@ -98,9 +98,8 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
       if (!sameToken(form.token, token)) throw new HttpError(403, 'missing or wrong token: reload the page');
       const batcher = byName.get(form.batcher ?? '');
       if (!batcher) throw new HttpError(400, 'unknown batcher');
-      const query = { ...(form.key && { key: form.key }), ...(form.id && { ids: [form.id] }) };
-      const count = await batcher.deadLetters[action](query);
-      if (!(req.headers.accept ?? '').includes('text/html')) return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ [action === 'requeue' ? 'requeued' : 'purged']: count }));
+      const reply = await act(batcher, action, form);
+      if (!(req.headers.accept ?? '').includes('text/html')) return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(reply));
       res.statusCode = 303;
       res.setHeader('Location', `${base}/`);
       res.end();
@@ -120,8 +119,22 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
   };
 }
 
+type Action = 'requeue' | 'purge' | 'pause' | 'resume';
+
+/** Runs a posted action; its JSON reply. */
+async function act(batcher: Batcher, action: Action, form: Record<string, string | undefined>): Promise<Record<string, unknown>> {
+  if (action === 'pause' || action === 'resume') {
+    if (form.key === undefined) throw new HttpError(400, `${action} needs a key`);
+    await (action === 'pause' ? batcher.pause(form.key) : batcher.resume(form.key));
+    return { [action === 'pause' ? 'paused' : 'resumed']: form.key };
+  }
+  const query = { ...(form.key && { key: form.key }), ...(form.id && { ids: [form.id] }) };
+  const count = await batcher.deadLetters[action](query);
+  return { [action === 'requeue' ? 'requeued' : 'purged']: count };
+}
+
 function isBadInput(err: unknown): boolean {
-  return err instanceof InvalidOptionError || err instanceof InvalidKeyError || err instanceof InvalidIdsError;
+  return err instanceof InvalidOptionError || err instanceof InvalidKeyError || err instanceof InvalidIdsError || err instanceof NotPausedError;
 }
 
 /** Where the handler is mounted: Express strips it from `req.url` and keeps it in `originalUrl`. */
@@ -207,7 +220,7 @@ interface PageContext {
   nonce: string;
 }
 
-function actionForm(ctx: PageContext, action: 'requeue' | 'purge', fields: Record<string, string>, label: string): string {
+function actionForm(ctx: PageContext, action: Action, fields: Record<string, string>, label: string): string {
   const hidden = Object.entries({ ...fields, token: ctx.token })
     .map(([name, value]) => `<input type="hidden" name="${esc(name)}" value="${esc(value)}">`)
     .join('');
@@ -221,6 +234,22 @@ function keyTable(caption: string, keys: KeyStats[]): string {
     .map((k) => `<tr><td class="key">${esc(k.key)}</td><td>${k.pending}</td><td>${k.inFlight}</td><td>${k.retrying}</td><td>${esc(formatMs(k.oldestPendingAgeMs))}</td></tr>`)
     .join('');
   return `<table><caption>${esc(caption)}</caption><tr><th>key</th><th>pending</th><th>in flight</th><th>retrying</th><th>lag</th></tr>${rows}</table>`;
+}
+
+/** Paused keys, with a resume button each and a form to pause one (unless read-only). */
+function pausedTable(ctx: PageContext, name: string, paused: PausedKey[]): string {
+  const pauseForm = ctx.readOnly
+    ? ''
+    : `<form class="pause" method="post" action="${esc(`${ctx.base}/actions/pause`)}"><input type="hidden" name="batcher" value="${esc(name)}"><input type="hidden" name="token" value="${esc(ctx.token)}"><input name="key" placeholder="key" required aria-label="key to pause"><button type="submit">pause key</button></form>`;
+  if (paused.length === 0) return `<p class="empty">Paused keys: none</p>${pauseForm}`;
+  const rows = paused
+    .map((p) => {
+      const until = p.untilMs === undefined ? 'until resumed' : new Date(p.untilMs).toISOString();
+      const resume = ctx.readOnly ? '' : `<td class="actions">${actionForm(ctx, 'resume', { batcher: name, key: p.key }, 'resume')}</td>`;
+      return `<tr><td class="key">${esc(p.key)}</td><td>${esc(until)}</td>${resume}</tr>`;
+    })
+    .join('');
+  return `<table class="paused"><caption>Paused keys (${paused.length})</caption><tr><th>key</th><th>until</th>${ctx.readOnly ? '' : '<th></th>'}</tr>${rows}</table>${pauseForm}`;
 }
 
 function deadTable(ctx: PageContext, name: string, letters: DeadLetter[], total: number): string {
@@ -250,10 +279,10 @@ function section(ctx: PageContext, { stats: s, letters }: { stats: Stats; letter
   ];
   const cards = totals.map(([label, value]) => `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`).join('');
   const note = s.truncated ? `<p class="warn">Only the first ${s.scannedKeys} indexed keys were read (maxKeys): totals are partial.</p>` : '';
-  return `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>${note}<div class="grid">${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>${deadTable(ctx, s.name, letters, s.dead)}</section>`;
+  return `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>${note}<div class="grid">${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`;
 }
 
-const STYLE = `body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}header{background:#1d2330;color:#fff;padding:12px 24px;display:flex;justify-content:space-between;align-items:center}header a{color:#9cc3ff}main{padding:16px 24px}section{background:#fff;border-radius:8px;padding:16px;margin-bottom:16px;box-shadow:0 1px 2px #0002}h2{margin:0 0 12px}.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#eef2f8;border-radius:6px;padding:8px 16px;min-width:90px}.value{font-size:22px;font-weight:600}.label{color:#5a6478}.grid{display:grid;grid-template-columns:1fr 1fr;gap:16px;margin-top:12px}table{border-collapse:collapse;width:100%;margin-top:12px}caption{text-align:left;font-weight:600;padding:4px 0}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ec;vertical-align:top}.key{font-family:ui-monospace,monospace;word-break:break-all}.error{color:#a4262c;font-family:ui-monospace,monospace}.actions form,.bulk form{display:inline}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;padding:2px 8px;margin-right:4px}button.purge{color:#a4262c}.empty{color:#5a6478}.warn{color:#8a5a00}`;
+const STYLE = `body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}header{background:#1d2330;color:#fff;padding:12px 24px;display:flex;justify-content:space-between;align-items:center}header a{color:#9cc3ff}main{padding:16px 24px}section{background:#fff;border-radius:8px;padding:16px;margin-bottom:16px;box-shadow:0 1px 2px #0002}h2{margin:0 0 12px}.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#eef2f8;border-radius:6px;padding:8px 16px;min-width:90px}.value{font-size:22px;font-weight:600}.label{color:#5a6478}.grid{display:grid;grid-template-columns:1fr 1fr;gap:16px;margin-top:12px}table{border-collapse:collapse;width:100%;margin-top:12px}caption{text-align:left;font-weight:600;padding:4px 0}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ec;vertical-align:top}.key{font-family:ui-monospace,monospace;word-break:break-all}.error{color:#a4262c;font-family:ui-monospace,monospace}.actions form,.bulk form{display:inline}form.pause{margin-top:8px}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;padding:2px 8px;margin-right:4px}button.purge{color:#a4262c}.empty{color:#5a6478}.warn{color:#8a5a00}`;
 
 function page(views: { stats: Stats; letters: DeadLetter[] }[], ctx: PageContext): string {
   const script = `document.querySelectorAll('form[data-confirm]').forEach(function(f){f.addEventListener('submit',function(e){if(!confirm(f.dataset.confirm))e.preventDefault();});});`;

@@ -2,7 +2,7 @@ import { describe, InvalidOptionError } from './errors';
 import type { Keyspace } from './keys';
 import type { RedisClient } from './scripts';
 import { readKey, type Store } from './store';
-import type { KeyStats, Stats, StatsOptions } from './types';
+import type { KeyStats, PausedKey, Stats, StatsOptions } from './types';
 
 /** Index entries read per page, each key's reads pipelined; bounds the replies held at once. */
 const PAGE = 500;
@@ -16,6 +16,7 @@ export interface StatsDeps {
   keyspace: Keyspace;
   store: Store;
   deadCount: () => Promise<number>;
+  pausedKeys: () => Promise<PausedKey[]>;
 }
 
 function bounded(field: string, value: unknown, fallback: number, max: number): number {
@@ -41,7 +42,7 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
   const maxKeys = bounded('maxKeys', options.maxKeys, STATS_DEFAULTS.maxKeys, MAX_KEYS);
   const top = bounded('top', options.top, STATS_DEFAULTS.top, 1000);
   const { client, keyspace, store } = deps;
-  const [now, dead, indexed] = await Promise.all([redisNow(client), deps.deadCount(), client.zcard(keyspace.index)]);
+  const [now, dead, indexed, paused] = await Promise.all([redisNow(client), deps.deadCount(), client.zcard(keyspace.index), deps.pausedKeys()]);
   const keys: KeyStats[] = [];
   let scanned = 0;
   while (scanned < Math.min(maxKeys, indexed)) {
@@ -70,5 +71,6 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
     laggingKeys: first((a, b) => b.oldestPendingAgeMs - a.oldestPendingAgeMs, keys.filter((k) => k.pending > 0)),
     scannedKeys: scanned,
     truncated: indexed > maxKeys,
+    paused,
   };
 }

@@ -310,6 +310,8 @@ export interface Stats {
   scannedKeys: number;
   /** More than `maxKeys` keys are indexed: the totals cover the first `maxKeys` (oldest last push first). */
   truncated: boolean;
+  /** Keys paused now (`pause`), whatever `maxKeys` says. */
+  paused: PausedKey[];
 }
 
 /** A dead letter: an id whose slice used every attempt (or threw a PermanentError for it). */

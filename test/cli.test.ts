@@ -107,6 +107,20 @@ describe('the batch-by-key CLI', () => {
     expect(await b.deadLetters.count()).toBe(0);
   });
 
+  it('pause, paused, stats and resume a key', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    expect(await cli([...on(b), 'pause', '--key', 'acct-1'])).toEqual({ code: 0, stdout: 'paused acct-1\n', stderr: '' });
+    expect(await cli([...on(b), 'pause', '--key', 'acct-2', '--for', '60000'])).toMatchObject({ code: 0, stdout: 'paused acct-2 for 1.0 min\n' });
+    const listed = await cli([...on(b), 'paused', '--json']);
+    expect(listed.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { key: string }).key).sort()).toEqual(['acct-1', 'acct-2']);
+    expect((await cli([...on(b), 'stats'])).stdout).toMatch(/paused keys:\n(  acct-\d\t.*\n){2}/);
+    expect(await cli([...on(b), 'resume', '--key', 'acct-1'])).toEqual({ code: 0, stdout: 'resumed acct-1\n', stderr: '' });
+    expect((await b.paused()).map((p) => p.key)).toEqual(['acct-2']);
+    const again = await cli([...on(b), 'resume', '--key', 'acct-1']);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toBe('batch-by-key: key "acct-1" is not paused\n');
+  });
+
   it('exits 2 on usage errors and 1 with a one-line message when Redis is unreachable', async () => {
     const noName = await cli(['stats']);
     expect(noName.code).toBe(2);

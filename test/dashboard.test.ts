@@ -83,6 +83,29 @@ describe('dashboard in a browser', () => {
     await waitFor(async () => (await b.stats()).keys === 0, { what: 'drained' });
   });
 
+  it('pauses a key from its form and resumes it from the paused keys table', async () => {
+    const rec: string[] = [];
+    const b = testBatcher({ eachIteration: (ids) => void rec.push(...ids) });
+    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${url}/`);
+      await page.fill('form.pause input[name="key"]', XSS_KEY);
+      await page.click('form.pause button');
+      await page.waitForSelector('table.paused');
+      expect(await page.textContent('table.paused')).toContain(XSS_KEY);
+      expect(await b.paused()).toEqual([{ key: XSS_KEY }]);
+      await b.performBatchLater(['1', '2'], { key: XSS_KEY });
+      b.createWorker();
+      await page.click('table.paused button');
+      await page.waitForSelector('text=Paused keys: none');
+      await waitFor(() => rec.length === 2, { what: 'the resumed key' });
+      expect(await b.paused()).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
   it('read-only: no buttons, and a POST is refused with 403', async () => {
     const { b } = await workload();
     const url = await serve(dashboard({ batchers: [b] }));
@@ -147,6 +170,13 @@ describe('dashboard over HTTP', () => {
     expect((await post(proxied, token, { key: 'x'.repeat(5000) })).status).toBe(400);
     expect(await b.deadLetters.count()).toBe(1);
     expect(await (await post(proxied, token)).json()).toEqual({ purged: 1 });
+    // Resuming a key that is not paused is the request's fault too.
+    const resume = await fetch(`${proxied}/actions/resume`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: 'https://ops.example.com', 'x-csrf-token': token },
+      body: JSON.stringify({ batcher: b.name, key: 'never-paused' }),
+    });
+    expect(resume.status).toBe(400);
     expect(() => dashboard({ batchers: [b], origins: ['https://ops.example.com/admin'] })).toThrow(/dashboard origins must be origins like/);
   });
 

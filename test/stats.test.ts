@@ -40,7 +40,7 @@ describe('stats()', () => {
     await b.performBatchLater(['6'], { key: 'busy' });
 
     const s = await b.stats();
-    expect(s).toMatchObject({ name: b.name, keys: 1, pending: 4, inFlight: 2, retrying: 0, dead: 1, scannedKeys: 4, truncated: false });
+    expect(s).toMatchObject({ name: b.name, keys: 1, pending: 4, inFlight: 2, retrying: 0, dead: 1, scannedKeys: 4, truncated: false, paused: [] });
     expect(s.topKeys).toEqual([{ key: 'busy', pending: 4, inFlight: 2, retrying: 0, oldestPendingAgeMs: s.oldestPendingAgeMs }]);
     expect(s.laggingKeys.map((k) => k.key)).toEqual(['busy']);
     // The head of busy's list is id 3, from the first push: the claim consumed two ids of its mark.
@@ -51,6 +51,18 @@ describe('stats()', () => {
     await waitFor(async () => (await b.stats()).keys === 0, { what: 'all drained' });
     expect(await b.stats()).toMatchObject({ pending: 0, inFlight: 0, oldestPendingAgeMs: 0, dead: 1, topKeys: [], laggingKeys: [] });
     await worker.close();
+  });
+
+  it('lists paused keys, timed ones with their end', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const before = Date.now();
+    await b.pause('forever');
+    await b.pause('a while', { untilMs: before + 60_000 });
+    const { paused } = await b.stats();
+    expect(paused).toEqual([
+      { key: 'a while', untilMs: before + 60_000 },
+      { key: 'forever' },
+    ]);
   });
 
   it('list: lag follows the FIFO head across pushes and claims, and survives a restore', async () => {
