@@ -87,3 +87,21 @@ describe('examples/bulk-import.ts', () => {
     }
   });
 });
+
+describe('examples/crm-sync.ts', () => {
+  it('delivers every record of every account in order, within the per-account limit', async () => {
+    const { main, CrmSync } = await import('../examples/crm-sync');
+    track(CrmSync);
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    try {
+      const received = await main(30);
+      for (const account of ['acct-1', 'acct-2', 'acct-3']) {
+        expect(received.get(account)).toEqual(Array.from({ length: 30 }, (_, i) => `${account}-r${i}`));
+      }
+      // A 429 (request times jitter against the CRM's own window) only puts a slice back, in order.
+      expect(log.mock.calls[0]![0]).toMatch(/^synced 90 records in \d+\.\d s at 20\/s per account; the CRM throttled \d+ requests$/);
+    } finally {
+      log.mockRestore();
+    }
+  });
+});
