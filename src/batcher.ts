@@ -3,7 +3,8 @@ import Redlock from 'redlock';
 import { commandClient, fromUrl } from './connection';
 import { performBatchLater, type EnqueueDeps } from './enqueue';
 import { DeadLetterBox } from './dead-letters';
-import { ClosedError } from './errors';
+import { StoreAgreement } from './agreement';
+import { ClosedError, MissingHandlerError } from './errors';
 import { BatcherEmitter } from './events';
 import { validateKey } from './input';
 import { Keyspace } from './keys';
@@ -28,11 +29,12 @@ function bullConnection(connection: Connection): ConnectionOptions {
 
 /**
  * Wires one batcher: options, Redis clients, the BullMQ queue, and the workers it creates.
- * `handler` is late-bound so the class form can supply its method.
+ * `handler` is late-bound so the class form can supply its method; without one the batcher is a
+ * producer (it pushes and reads, and refuses to make a worker).
  * @internal
  */
-export function createBatcher(options: BatchByKeyOptions, handler: () => EachIteration, requireHandler: boolean): Batcher {
-  const opts: ResolvedOptions = resolveOptions(options, requireHandler);
+export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIteration) | undefined): Batcher {
+  const opts: ResolvedOptions = resolveOptions(options);
   const connection = bullConnection(opts.connection);
   const keyspace = new Keyspace(opts.prefix, opts.name);
   const store = storeFor(opts.store);
@@ -68,7 +70,19 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     }
     return redlock;
   };
-  const enqueueDeps = (): EnqueueDeps => ({ client: client(), queue: getQueue, keyspace, store, resolver: opts.key, ticketTtlMs: opts.ticketTtlMs, fair: opts.scheduling === 'fair', sliceSize: opts.sliceSize, timeoutMs: opts.pushTimeoutMs });
+  const agreement = new StoreAgreement(client, keyspace.config, opts.store);
+  const enqueueDeps = (): EnqueueDeps => ({
+    client: client(),
+    queue: getQueue,
+    keyspace,
+    store,
+    resolver: opts.key,
+    ticketTtlMs: opts.ticketTtlMs,
+    fair: opts.scheduling === 'fair',
+    sliceSize: opts.sliceSize,
+    timeoutMs: opts.pushTimeoutMs,
+    agree: () => agreement.check('push'),
+  });
   const events = new BatcherEmitter(opts.logger);
   const push = async (ids: ReadonlyArray<Id | number>, performOptions?: PerformOptions): Promise<PerformResult> => {
     const result = await performBatchLater(enqueueDeps(), ids, performOptions);
@@ -96,8 +110,13 @@ export function createBatcher(options: BatchByKeyOptions, handler: () => EachIte
     name: opts.name,
     performBatchLater: push,
     processor(fallback?: FallbackProcessor): KeyProcessor {
+      if (!handler) {
+        throw new MissingHandlerError(
+          `batcher ${opts.name} has no eachIteration: it can push and read, but a worker needs the handler (define the batcher with eachIteration where workers run)`,
+        );
+      }
       const queueLists = () => ({ wait: getQueue().toKey('wait'), active: getQueue().toKey('active') });
-      return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists }, fallback);
+      return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists, agree: () => agreement.check('worker') }, fallback);
     },
     attach(worker) {
       // Its recovery timer would otherwise throw ClosedError from a timer, uncaught.

@@ -32,7 +32,7 @@ type JobClass = new () => { eachIteration(ids: Id[], ctx: IterationContext): Pro
  * Each subclass gets its own batcher on first use; one instance serves one job run.
  */
 export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
-  resolveOptions(options, false); // fail at class definition, not at the first push
+  resolveOptions(options); // fail at class definition, not at the first push
   const batchers = new WeakMap<JobClass, Batcher>();
   const batcherOf = (cls: JobClass): Batcher => {
     let batcher = batchers.get(cls);
@@ -40,7 +40,7 @@ export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
       batcher = createBatcher(options, () => {
         const instance = new cls();
         return (ids, ctx) => instance.eachIteration(ids, ctx);
-      }, false);
+      });
       batchers.set(cls, batcher);
     }
     return batcher;

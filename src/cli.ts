@@ -50,10 +50,8 @@ function open(global: Global): Batcher {
       ...(global.prefix !== undefined && { prefix: global.prefix }),
       store: global.store,
     },
-    () => () => {
-      throw new Error('the CLI does not process ids');
-    },
-    false,
+    // A producer: the CLI pushes and reads, it never works ids.
+    undefined,
   );
 }
 
@@ -253,7 +251,7 @@ function program(io: Io): Command {
 function isUsage(err: unknown): boolean {
   if (err instanceof UsageError || err instanceof CommanderError) return true;
   // Bad input that reached the library: a key, id or option it refuses.
-  return err instanceof BatchByKeyError && ['ERR_INVALID_OPTION', 'ERR_INVALID_IDS', 'ERR_INVALID_KEY', 'ERR_NOT_PAUSED'].includes(err.code);
+  return err instanceof BatchByKeyError && ['ERR_INVALID_OPTION', 'ERR_INVALID_IDS', 'ERR_INVALID_KEY', 'ERR_NOT_PAUSED', 'ERR_STORE_MISMATCH'].includes(err.code);
 }
 
 /** Runs the CLI; resolves with the exit code. */

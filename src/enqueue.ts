@@ -25,6 +25,8 @@ export interface EnqueueDeps {
   sliceSize: number;
   /** The longest a push waits for Redis. */
   timeoutMs: number;
+  /** Resolves when this process's store is the batcher's (checked once, before the first write). */
+  agree: () => Promise<void>;
 }
 
 /**
@@ -60,6 +62,7 @@ export async function performBatchLater(
 /** Everything a push sends to Redis, once its input is valid. */
 async function store(deps: EnqueueDeps, key: Key, names: KeyNames, ids: readonly Id[], delayMs: number, ticket: ReturnType<typeof newTicket> | undefined): Promise<void> {
   const { client } = deps;
+  await deps.agree();
   const kind = deps.store.kind;
   // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
   // written first (so stored ids are always findable by recovery) and the job is always added.

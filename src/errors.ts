@@ -20,7 +20,9 @@ export type ErrorCode =
   | 'ERR_PUSH_TIMEOUT'
   | 'ERR_MISSING_DEPENDENCY'
   | 'ERR_RATE_LIMITED'
-  | 'ERR_NOT_PAUSED';
+  | 'ERR_NOT_PAUSED'
+  | 'ERR_MISSING_HANDLER'
+  | 'ERR_STORE_MISMATCH';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -150,6 +152,23 @@ export class WaitTimeoutError extends BatchByKeyError {
 export class MissingDependencyError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_MISSING_DEPENDENCY', message);
+  }
+}
+
+/** `createWorker` or `processor` of a producer: a batcher defined without `eachIteration`. */
+export class MissingHandlerError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_MISSING_HANDLER', message);
+  }
+}
+
+/**
+ * A push from a batcher whose `store` differs from the one its workers (or earlier pushers) use:
+ * their ids would be unreadable to each other (a list read as a set fails with WRONGTYPE).
+ */
+export class StoreMismatchError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_STORE_MISMATCH', message);
   }
 }
 

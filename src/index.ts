@@ -1,12 +1,15 @@
 import { createBatcher } from './batcher';
-import type { Batcher, BatchByKeyOptions, EachIteration } from './types';
+import type { Batcher, BatchByKeyOptions } from './types';
 
 /**
  * Defines a batcher: `performBatchLater(ids)` stores ids per key, and one BullMQ job per key
- * works through them in slices under a runtime budget, yielding to other keys.
+ * works through them in slices under a runtime budget, yielding to other keys. Without
+ * `eachIteration` it is a producer (as BullMQ's `Queue` beside its `Worker`): it pushes and
+ * reads, and `createWorker`/`processor` throw a MissingHandlerError.
  */
-export function batchByKey(options: BatchByKeyOptions & { eachIteration: EachIteration }): Batcher {
-  return createBatcher(options, () => options.eachIteration, true);
+export function batchByKey(options: BatchByKeyOptions): Batcher {
+  const handler = options?.eachIteration;
+  return createBatcher(options, handler === undefined ? undefined : () => handler);
 }
 
 export { BatchByKey } from './class-form';
@@ -37,6 +40,8 @@ export {
   MissingDependencyError,
   RateLimitedError,
   NotPausedError,
+  MissingHandlerError,
+  StoreMismatchError,
   type ErrorCode,
 } from './errors';
 export type * from './types';

@@ -102,6 +102,11 @@ export class Keyspace {
     return `${this.root}:keys`;
   }
 
+  /** What producers and workers must agree on (the store), recorded by the first of them (see agreement.ts). */
+  get config(): string {
+    return `${this.root}:config`;
+  }
+
   /** Paused keys, scored by the end of their pause (ms since the epoch; +inf until resumed), for `paused()`. */
   get pausedIndex(): string {
     return `${this.root}:paused`;

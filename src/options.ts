@@ -139,7 +139,7 @@ function validateAround(around: unknown): readonly SliceMiddleware[] {
 }
 
 /** Validates everything up front, so a typo fails at startup and not at the first push. */
-export function resolveOptions(options: BatchByKeyOptions, requireHandler: boolean): ResolvedOptions {
+export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionError(`options must be an object, got ${describe(options)}`);
   }
@@ -158,9 +158,6 @@ export function resolveOptions(options: BatchByKeyOptions, requireHandler: boole
   }
   if (o.eachIteration !== undefined && typeof o.eachIteration !== 'function') {
     throw new InvalidOptionError(`options.eachIteration must be a function, got ${describe(o.eachIteration)}`);
-  }
-  if (requireHandler && o.eachIteration === undefined) {
-    throw new InvalidOptionError('options.eachIteration is required: async (ids, ctx) => { ... }');
   }
   if (o.key !== undefined && typeof o.key !== 'function') {
     throw new InvalidOptionError(`options.key must be a function returning the current key, got ${describe(o.key)}`);

@@ -29,6 +29,8 @@ export interface ProcessorDeps {
   events: BatcherEmitter;
   /** BullMQ's wait and active lists of the batcher's queue (fair scheduling reads them). */
   queueLists: () => QueueLists;
+  /** Resolves when this worker's store is the batcher's (checked at the first run; see agreement.ts). */
+  agree: () => Promise<void>;
 }
 
 /**
@@ -50,6 +52,9 @@ export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor):
       }
       throw new Error(`batch-by-key: no processor for job name ${JSON.stringify(job.name)}`);
     }
+    // A worker on another store than the pushers' must touch nothing: the job fails (logged),
+    // the ids stay, and the recovery sweep tries again once the deployment is fixed.
+    await deps.agree();
     await runKey(deps, job, token ?? '', signal);
   };
 }

@@ -82,7 +82,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['an empty name', { name: '' }, /options.name must be 1-100 letters/],
     ['a name with a colon', { name: 'a:b' }, /options.name/],
     ['a non-function eachIteration', { eachIteration: 'nope' }, /options.eachIteration must be a function/],
-    ['a missing eachIteration', { eachIteration: undefined }, /options.eachIteration is required/],
+    ['a rateLimit of 0', { rateLimit: { max: 0, durationMs: 1000 } }, /options.rateLimit must be \{ max, durationMs \} with integers between 1 and 2147483647/],
     ['a missing connection', { connection: undefined }, /options.connection is required/],
     ['a non-function key resolver', { key: 'acct' }, /options.key must be a function/],
     ['attempts 0', { attempts: 0 }, /options.attempts must be an integer >= 1/],
@@ -106,10 +106,10 @@ describe('invalid options throw InvalidOptionError at definition', () => {
 
   it('on a Cluster, picks a prefix tagged with the name unless one is given', () => {
     const resolve = (extra: Partial<BatchByKeyOptions>) =>
-      resolveOptions({ name: 'orders', connection: unconnectedCluster, eachIteration: () => {}, ...extra }, true).prefix;
+      resolveOptions({ name: 'orders', connection: unconnectedCluster, eachIteration: () => {}, ...extra }).prefix;
     expect(resolve({})).toBe('bull:{orders}');
     expect(resolve({ prefix: '{app}' })).toBe('{app}');
-    expect(resolveOptions({ name: 'orders', connection: connection(), eachIteration: () => {} }, true).prefix).toBe('bull');
+    expect(resolveOptions({ name: 'orders', connection: connection(), eachIteration: () => {} }).prefix).toBe('bull');
   });
 
   it('createWorker refuses a Cluster connection when the batcher\'s prefix has no hash tag', () => {
