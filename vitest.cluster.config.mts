@@ -20,6 +20,7 @@ export default defineConfig({
         'completion-race',
         'concurrency-per-key',
         'context',
+        'data',
         'dead-letters',
         'errors',
         'errors.infra',

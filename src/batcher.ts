@@ -20,7 +20,7 @@ import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts } from './scripts';
 import { backlog, storeFor } from './store';
 import type { KeyQueue } from './job';
-import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, Id, KeyJobData, KeyProcessor, PerformOptions, PerformResult } from './types';
+import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor, PerformOptions, PerformResult, PushItem } from './types';
 
 /** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
 function bullConnection(connection: Connection): ConnectionOptions {
@@ -82,9 +82,10 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     sliceSize: opts.sliceSize,
     timeoutMs: opts.pushTimeoutMs,
     agree: () => agreement.check('push'),
+    merge: opts.merge,
   });
   const events = new BatcherEmitter(opts.logger);
-  const push = async (ids: ReadonlyArray<Id | number>, performOptions?: PerformOptions): Promise<PerformResult> => {
+  const push = async (ids: ReadonlyArray<PushItem>, performOptions?: PerformOptions): Promise<PerformResult> => {
     const result = await performBatchLater(enqueueDeps(), ids, performOptions);
     if (result.pushed > 0) events.emit('pushed', { key: result.key, count: result.pushed });
     return result;

@@ -3,7 +3,8 @@ import type { FailurePlan } from './failures';
 import { normalizeIds, validateKey } from './input';
 import { encodeKey, type DeadNames, type Keyspace } from './keys';
 import { runScript, type RedisClient } from './scripts';
-import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, Id, Key } from './types';
+import type { Payloads } from './protocol';
+import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, Id, Key, PushItem } from './types';
 
 /** Letters read and moved per round trip by requeue and purge. */
 const BATCH = 1000;
@@ -14,7 +15,7 @@ export interface DeadLetterDeps {
   keyspace: Keyspace;
   maxDeadLetters: number;
   /** Pushes ids back to a key by the store's rules (performBatchLater). */
-  push: (key: Key, ids: Id[]) => Promise<unknown>;
+  push: (key: Key, items: PushItem[]) => Promise<unknown>;
 }
 
 /** dead-add.lua's answer: per id, its field, the letter it replaced ('' for none) and the letter it wrote. */
@@ -44,7 +45,8 @@ export class DeadLetterBox implements DeadLetters {
    * Writes the dead ids of a failed slice, before the fenced fail-slice (see processor.ts): what it
    * wrote, and what it replaced, so `undo` can take it back if fail-slice refuses the failure.
    */
-  async add(key: Key, plan: FailurePlan, error: { name: string; message: string; stack?: string }): Promise<WrittenLetters> {
+  async add(key: Key, plan: FailurePlan, error: { name: string; message: string; stack?: string }, payloads: Payloads | undefined): Promise<WrittenLetters> {
+    const dataOf = (id: Id) => (payloads && Object.hasOwn(payloads, id) ? JSON.stringify(payloads[id]) : '');
     return (await runScript(this.deps.client(), 'dead-add', this.keys(), [
       encodeKey(key),
       key,
@@ -52,7 +54,9 @@ export class DeadLetterBox implements DeadLetters {
       plan.firstFailedAt,
       plan.failedAt,
       JSON.stringify(error),
+      plan.dead.length,
       ...plan.dead,
+      ...plan.dead.map(dataOf),
     ])) as WrittenLetters;
   }
 
@@ -114,7 +118,7 @@ export class DeadLetterBox implements DeadLetters {
       for (const letter of letters) byKey.set(letter.key, [...(byKey.get(letter.key) ?? []), letter]);
       for (const [key, ofKey] of byKey) {
         // Pushed before the letters go: a crash in between leaves a letter too many, never an id lost.
-        await this.deps.push(key, ofKey.map((l) => l.id));
+        await this.deps.push(key, ofKey.flatMap(itemsOf));
         await this.remove(ofKey.flatMap((l) => [fieldOf(key, l.id), l.lastFailedAt]), true);
         requeued += ofKey.length;
       }
@@ -150,7 +154,7 @@ export class DeadLetterBox implements DeadLetters {
   private async read(fields: string[]): Promise<DeadLetter[]> {
     if (fields.length === 0) return [];
     const values = await this.deps.client().hmget(this.names.entries, ...fields);
-    return values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as DeadLetter);
+    return values.filter((v): v is string => v !== null).map(parseLetter);
   }
 
   private async remove(fieldsAndTimes: (string | number)[], onlyUnchanged: boolean): Promise<number> {
@@ -158,6 +162,17 @@ export class DeadLetterBox implements DeadLetters {
     const n = this.names;
     return Number(await runScript(this.deps.client(), 'dead-remove', [n.entries, n.byTime, n.byAttempts, n.ofKey], [onlyUnchanged ? '1' : '0', ...fieldsAndTimes]));
   }
+}
+
+/** A stored letter; one with data gets `data`, its latest payload, beside `payloads`. */
+function parseLetter(json: string): DeadLetter {
+  const letter = JSON.parse(json) as DeadLetter;
+  return letter.payloads && letter.payloads.length > 0 ? { ...letter, data: letter.payloads.at(-1) } : letter;
+}
+
+/** What a requeue pushes for a letter: its id with each payload it carried, or the bare id. */
+function itemsOf(letter: DeadLetter): PushItem[] {
+  return letter.payloads && letter.payloads.length > 0 ? letter.payloads.map((data) => ({ id: letter.id, data })) : [letter.id];
 }
 
 function pageSize(limit: unknown): number {

@@ -2,14 +2,14 @@ import { Cluster } from 'ioredis';
 import { currentKey } from './context';
 import { withDeadline } from './deadline';
 import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError } from './errors';
-import { normalizeIds, validateKey } from './input';
+import { normalizeItems, validateKey, type NormalizedPush } from './input';
 import { ensureJob, LEVEL, type KeyQueue } from './job';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
 import { createTicket, newTicket } from './progress';
 import { dueIn, push, type JobKeys } from './protocol';
 import type { RedisClient } from './scripts';
 import type { Store } from './store';
-import type { BatchByKeyOptions, Id, Key, PerformOptions, PerformResult } from './types';
+import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult, PushItem } from './types';
 
 /** @internal */
 export interface EnqueueDeps {
@@ -27,6 +27,8 @@ export interface EnqueueDeps {
   timeoutMs: number;
   /** Resolves when this process's store is the batcher's (checked once, before the first write). */
   agree: () => Promise<void>;
+  /** How a set or zset keeps the data of an id pushed again while pending. */
+  merge: MergePolicy;
 }
 
 /**
@@ -40,10 +42,10 @@ export interface EnqueueDeps {
  */
 export async function performBatchLater(
   deps: EnqueueDeps,
-  rawIds: ReadonlyArray<Id | number>,
+  items: ReadonlyArray<PushItem>,
   options: PerformOptions = {},
 ): Promise<PerformResult> {
-  const ids = normalizeIds(rawIds);
+  const { ids, payloads } = normalizeItems(items);
   const delayMs = validateDelay(deps.store, options.delayMs);
   const track = validateTrack(options.track);
   const key = await resolveKey(deps.resolver, options.key);
@@ -55,12 +57,12 @@ export async function performBatchLater(
   }
 
   const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }) };
-  await withDeadline(store(deps, key, names, ids, delayMs, ticket), deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
+  await withDeadline(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, ticket), deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
   return result;
 }
 
 /** Everything a push sends to Redis, once its input is valid. */
-async function store(deps: EnqueueDeps, key: Key, names: KeyNames, ids: readonly Id[], delayMs: number, ticket: ReturnType<typeof newTicket> | undefined): Promise<void> {
+async function store(deps: EnqueueDeps, key: Key, names: KeyNames, { ids, payloads }: NormalizedPush, delayMs: number, ticket: ReturnType<typeof newTicket> | undefined): Promise<void> {
   const { client } = deps;
   await deps.agree();
   const kind = deps.store.kind;
@@ -72,6 +74,7 @@ async function store(deps: EnqueueDeps, key: Key, names: KeyNames, ids: readonly
     store: kind,
     key,
     ids,
+    ...(payloads && { payloads: { mode: kind === 'list' ? 'list' : deps.merge, json: payloads } }),
     delayMs,
     ...(ticket && { ticket: { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs } }),
     ...(!cluster && { job: jobKeys(deps.queue(), deps.keyspace.index, key) }),

@@ -1,5 +1,5 @@
 import { createBatcher } from './batcher';
-import type { Batcher, BatchByKeyOptions } from './types';
+import type { Batcher, BatchByKeyOptions, EachIteration } from './types';
 
 /**
  * Defines a batcher: `performBatchLater(ids)` stores ids per key, and one BullMQ job per key
@@ -7,9 +7,10 @@ import type { Batcher, BatchByKeyOptions } from './types';
  * `eachIteration` it is a producer (as BullMQ's `Queue` beside its `Worker`): it pushes and
  * reads, and `createWorker`/`processor` throw a MissingHandlerError.
  */
-export function batchByKey(options: BatchByKeyOptions): Batcher {
-  const handler = options?.eachIteration;
-  return createBatcher(options, handler === undefined ? undefined : () => handler);
+export function batchByKey<Data = unknown>(options: BatchByKeyOptions<Data>): Batcher<Data> {
+  // The batcher moves data as opaque JSON; only the caller's types know its shape.
+  const handler = options?.eachIteration as EachIteration | undefined;
+  return createBatcher(options as BatchByKeyOptions, handler === undefined ? undefined : () => handler) as Batcher<Data>;
 }
 
 export { BatchByKey } from './class-form';
@@ -19,7 +20,7 @@ export { sliceTracing, SLICE_SPAN } from './tracing';
 export { pinoLogger, type PinoLike } from './logger';
 export { withKey, currentKey } from './context';
 export { parseRetryAfter } from './flow';
-export { MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
+export { MAX_DATA_BYTES, MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
 export { DEFAULTS, MAX_TIMER_MS } from './options';
 export { JOB_NAME } from './job';
 export {

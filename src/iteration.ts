@@ -6,7 +6,7 @@ import type { RetrySlice } from './failures';
 import { firstReason, follow, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from './keys';
 import type { KeyLock } from './lock';
-import { claim, settle, type ClaimResult } from './protocol';
+import { claim, settle, type ClaimResult, type Payloads } from './protocol';
 import type { RedisClient } from './scripts';
 import type { EachIteration, Id, IterationContext, Key, KeyJob, RateLimit, SliceInfo, SliceMiddleware, StopReason, StoreKind } from './types';
 
@@ -43,6 +43,8 @@ export interface FailedSlice {
   /** The key's names as the slice's lane uses them. */
   names: KeyNames;
   durationMs: number;
+  /** The data the slice's ids carried, for their dead letters. */
+  payloads: Payloads | undefined;
 }
 
 export interface IterationParams {
@@ -152,19 +154,19 @@ interface LaneContext {
 }
 
 /** Runs one claimed slice; an outcome when the slice ends the run. */
-async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number }, sliceId: string): Promise<RunOutcome | undefined> {
+async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads }, sliceId: string): Promise<RunOutcome | undefined> {
   const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
   const crashed = claimed.retry?.crashed ? claimed.retry : undefined;
   if (crashed && !p.mayRunAgain(crashed)) {
     // Its death was its last allowed run (a poison id that kills the worker): settle it as that
     // failure, which splits or dead-letters it, rather than run it to die once more.
     const error = new SliceCrashedError(`the run of this slice of key ${JSON.stringify(p.key)} died before it finished (a crash, an OOM kill, a lost lock)`);
-    const failed = { slice, previous: { ...crashed, attempts: crashed.attempts - 1 }, error, sliceId, names: lane.names, durationMs: 0 };
+    const failed = { slice, previous: { ...crashed, attempts: crashed.attempts - 1 }, error, sliceId, names: lane.names, durationMs: 0, payloads: claimed.payloads };
     return (await p.settleFailure(failed)) ? undefined : { kind: 'lock_lost' };
   }
   const started = performance.now();
   try {
-    await runSlice(p, { ...slice, signal: lane.signal.signal, retryAfter }, lane.signal);
+    await runSlice(p, { ...slice, signal: lane.signal.signal, retryAfter, ...dataAccess(claimed.payloads) }, lane.signal);
     if (p.events.wants('slice:done')) {
       p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started, ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }) });
     }
@@ -179,13 +181,21 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
     if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
     // The upstream said "not now": the slice goes back unchanged and the key waits, no attempt spent.
     if (thrown.error instanceof RateLimitedError) return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: thrown.error.retryAfterMs };
-    const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names: lane.names, durationMs: performance.now() - started };
+    const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names: lane.names, durationMs: performance.now() - started, payloads: claimed.payloads };
     if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
     // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run
     // gets a fresh signal.
     if (lane.signal.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
     return undefined;
   }
+}
+
+const NO_PAYLOADS: readonly unknown[] = Object.freeze([]);
+
+/** ctx.data and ctx.payloads over a claim's payloads. */
+function dataAccess(payloads: Payloads | undefined): Pick<IterationContext, 'data' | 'payloads'> {
+  const of = (id: Id): readonly unknown[] => (payloads && Object.hasOwn(payloads, id) ? payloads[id]! : NO_PAYLOADS);
+  return { data: (id) => of(id).at(-1), payloads: (id) => [...of(id)] };
 }
 
 function stopReason(p: IterationParams, slice: SliceEnd): RunOutcome | undefined {

@@ -37,6 +37,10 @@ export interface KeyNames {
   paused: string;
   /** Set while the key waits out a rate limit or a handler's `retryAfter`: nothing is claimed until it expires (PX). */
   hold: string;
+  /** Data per id waiting: id -> its payloads, each JSON text and a newline, oldest first (see includes/payloads.lua). */
+  payloads: string;
+  /** The same for the ids of the slice in flight. */
+  payloadsInFlight: string;
   /** The rate limit's window: a list of `claimMs count`, one per claim, oldest first (see includes/flow.lua). */
   rateLog: string;
 }
@@ -55,6 +59,7 @@ export function laneNames(names: KeyNames, lane: number): KeyNames {
     trackedInFlight: `${names.trackedInFlight}:${lane}`,
     inFlightMark: `${names.inFlightMark}:${lane}`,
     inFlightSlice: `${names.inFlightSlice}:${lane}`,
+    payloadsInFlight: `${names.payloadsInFlight}:${lane}`,
   };
 }
 
@@ -130,6 +135,8 @@ export class Keyspace {
       paused: `${base}:paused`,
       hold: `${base}:hold`,
       rateLog: `${base}:rate`,
+      payloads: `${base}:data`,
+      payloadsInFlight: `${base}:data:inflight`,
     };
   }
 }

@@ -3,7 +3,7 @@ import { describe, InvalidOptionError } from './errors';
 import { fromUrl } from './connection';
 import { validateRateLimitOption, type RateLimitOption } from './flow';
 import { silentLogger } from './logger';
-import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, SliceMiddleware, StoreKind } from './types';
+import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, MergePolicy, SliceMiddleware, StoreKind } from './types';
 
 /** Options after defaults are applied; `eachIteration` may still come from a class (see class-form). */
 export interface ResolvedOptions {
@@ -29,6 +29,7 @@ export interface ResolvedOptions {
   recoveryIntervalMs: number;
   pushTimeoutMs: number;
   rateLimit: RateLimitOption;
+  merge: MergePolicy;
   logger: Logger;
 }
 
@@ -174,6 +175,14 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
   if (o.logger !== undefined && (typeof o.logger !== 'object' || o.logger === null)) {
     throw new InvalidOptionError('options.logger must be console-like: { debug?, info?, warn?, error? }');
   }
+  if (o.merge !== undefined) {
+    if (o.merge !== 'replace' && o.merge !== 'keep' && o.merge !== 'all') {
+      throw new InvalidOptionError(`options.merge must be 'replace', 'keep' or 'all', got ${describe(o.merge)}`);
+    }
+    if (store === 'list') {
+      throw new InvalidOptionError("options.merge means nothing with store 'list': each push of an id is its own entry with its own data (use store 'set' or 'zset' to merge)");
+    }
+  }
   const maxRuntimeMs = integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs, 1, MAX_TIMER_MS);
   return {
     name: o.name,
@@ -198,6 +207,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS, MAX_TIMER_MS),
     pushTimeoutMs: integer('pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs, 1, MAX_TIMER_MS),
     rateLimit: validateRateLimitOption(o.rateLimit),
+    merge: o.merge ?? 'replace',
     logger: o.logger ?? silentLogger,
   };
 }

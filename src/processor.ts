@@ -196,7 +196,7 @@ async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedS
   const { slice, error, names } = failed;
   const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
-  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized) : undefined;
+  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
   const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
   const settled = await failSlice(deps.client, names, lock.value, { retry, dead: { ids: plan.dead, message: serialized.message } }, MAX_TICKET_ERRORS, `${failed.sliceId}:failed`);
   if (!settled) {

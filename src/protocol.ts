@@ -1,4 +1,5 @@
 import type { RetrySlice } from './failures';
+import { enforcedWindowMs } from './flow';
 import type { KeyNames } from './keys';
 import { runScript, ScriptStatus, type RedisClient } from './scripts';
 import type { Id, RateLimit, StoreKind } from './types';
@@ -41,6 +42,8 @@ export interface PushCall {
   store: StoreKind;
   key: string;
   ids: readonly Id[];
+  /** With data: how it is kept, and one JSON text per id ('' for an id pushed without). */
+  payloads?: { mode: PayloadMode; json: readonly string[] };
   delayMs: number;
   /** A tracked push: its ticket's id and hash, and how long it lives. */
   ticket?: { id: string; hash: string; ttlMs: number };
@@ -55,9 +58,12 @@ export interface PushResult {
   waitMs: number;
 }
 
+/** How a push's data is kept: one per push (list), or merged per id (set, zset). */
+export type PayloadMode = 'list' | 'replace' | 'keep' | 'all';
+
 /** Stores one push, whole, in one call (see push.lua). */
 export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
-  const keys = [names.pending, names.pushMarks, names.lock, names.retry, names.tracked, p.ticket?.hash ?? names.ticketPrefix, names.paused, names.hold];
+  const keys = [names.pending, names.pushMarks, names.lock, names.retry, names.tracked, p.ticket?.hash ?? names.ticketPrefix, names.paused, names.hold, names.payloads];
   if (p.job) keys.push(p.job.index, p.job.deduplication, p.job.active, p.job.delayed, p.job.jobPrefix);
   const [covered, waitMs] = (await runScript(client, 'push', keys, [
     p.store,
@@ -66,10 +72,15 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     p.ticket?.ttlMs ?? 0,
     p.key,
     Date.now(),
+    p.payloads?.mode ?? '',
     ...p.ids,
+    ...(p.payloads?.json ?? []),
   ])) as [number, number];
   return { covered: covered === 1, waitMs };
 }
+
+/** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */
+export type Payloads = Record<Id, unknown[]>;
 
 /**
  * What a claim does with the ids of the previous slice first: ack them (done), restore them to
@@ -117,6 +128,8 @@ export type ClaimResult =
       retry?: RetrySlice;
       /** Ms the slice's oldest id waited before this claim (see `Store.pendingSince`), when known. */
       waitedMs?: number;
+      /** The data pushed with the claimed ids, by id, oldest first (ids pushed without data are absent). */
+      payloads?: Payloads;
     }
   /** Another value holds the lock for `lockTtlMs` more (-1: it has no TTL; -2: nobody holds it). */
   | { held: false; lockTtlMs: number };
@@ -142,6 +155,8 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
       names.paused,
       names.hold,
       names.rateLog,
+      names.payloads,
+      names.payloadsInFlight,
     ],
     [
       c.lock.value,
@@ -154,18 +169,19 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
       c.takeLock ? '1' : '0',
       c.releaseIfEmpty ? '1' : '0',
       c.rate?.max ?? 0,
-      c.rate?.durationMs ?? 0,
+      c.rate ? enforcedWindowMs(c.rate) : 0,
       c.holdMs ?? 0,
     ],
-  )) as [number, number, string, number, ...Id[]];
+  )) as [number, number, string, number, string, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false, lockTtlMs: reply[1] };
-  const ids = reply.slice(4) as Id[];
+  const ids = reply.slice(5) as Id[];
   return {
     held: true,
     waitMs: reply[1],
     ids,
     ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }),
     ...(reply[3] >= 0 && { waitedMs: reply[3] }),
+    ...(reply[4] && { payloads: JSON.parse(reply[4]) as Payloads }),
   };
 }
 
@@ -192,7 +208,7 @@ export async function release(client: RedisClient, names: KeyNames, lock: string
     await runScript(
       client,
       'release',
-      [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark, names.pending, names.retry, names.paused],
+      [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark, names.pending, names.retry, names.paused, names.payloadsInFlight],
       [lock, mode],
     ),
   );
@@ -211,7 +227,7 @@ export async function failSlice(client: RedisClient, names: KeyNames, lock: stri
     await runScript(
       client,
       'fail-slice',
-      [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim],
+      [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim, names.payloads, names.payloadsInFlight],
       [lock, JSON.stringify(plan), maxTicketErrors, settleId],
     ),
   );

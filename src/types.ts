@@ -28,7 +28,7 @@ export type KeyJob = Job<KeyJobData, void, string>;
  */
 export type StopReason = 'max_runtime' | 'preempted' | 'shutdown' | 'lock_lost' | 'slice_timeout' | 'rate_limited';
 
-export interface IterationContext {
+export interface IterationContext<Data = unknown> {
   /** The key whose ids these are. */
   key: Key;
   /** The BullMQ job serving the key (one per key). */
@@ -46,7 +46,20 @@ export interface IterationContext {
    * `throw new RateLimitedError({ retryAfterMs: ms })`.
    */
   retryAfter(ms: number): never;
+  /**
+   * The data pushed with `id` (`performBatchLater([{ id, data }])`): its latest payload, or
+   * undefined for an id pushed without. With `merge: 'all'` see `payloads`.
+   */
+  data(id: Id): Data | undefined;
+  /**
+   * Every payload this run of `id` carries, oldest first: one for a list entry, and for a set or
+   * zset what `merge` kept (the latest, the first, or every distinct one). [] without data.
+   */
+  payloads(id: Id): Data[];
 }
+
+/** What `performBatchLater` takes: ids, or ids with data (any JSON value, at most `MAX_DATA_BYTES` as JSON). */
+export type PushItem<Data = unknown> = Id | number | { id: Id | number; data: Data };
 
 /**
  * At most `max` ids of a key are claimed in any window of `durationMs`, across every worker
@@ -75,7 +88,7 @@ export interface PauseOptions {
 }
 
 /** Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). */
-export type EachIteration = (ids: Id[], ctx: IterationContext) => PromiseLike<unknown> | void;
+export type EachIteration<Data = unknown> = (ids: Id[], ctx: IterationContext<Data>) => PromiseLike<unknown> | void;
 
 /** Console-compatible; every method is optional. */
 export interface Logger {
@@ -132,7 +145,7 @@ export interface BatcherEvents {
   pushed: [{ key: Key; count: number }];
 }
 
-export interface BatchByKeyOptions {
+export interface BatchByKeyOptions<Data = unknown> {
   /** The BullMQ queue name and our Redis namespace. Letters, digits, `.`, `_`, `-`; at most 100. */
   name: string;
   /**
@@ -181,7 +194,15 @@ export interface BatchByKeyOptions {
   /** Resolves the key when `performBatchLater` gets none (before `currentKey()` is consulted). */
   key?: () => Key | undefined | Promise<Key | undefined>;
   /** The work for one slice of one key. Required for `batchByKey`; the class form defines it as a method. */
-  eachIteration?: EachIteration;
+  eachIteration?: EachIteration<Data>;
+  /**
+   * Set and zset stores: what a push of an id that is already pending does with its data.
+   * `'replace'`: the latest wins (debounce); `'keep'`: the first wins; `'all'`: every distinct
+   * payload is kept, in push order (Lowkiq's union). The list store keeps each push as its own
+   * entry with its own data, so `merge` is an InvalidOptionError there.
+   * @default 'replace' (set, zset)
+   */
+  merge?: MergePolicy;
   /** Runs of a failing slice (the first included) before it is split or dead-lettered. @default 5 */
   attempts?: number;
   /** Delay before a failed slice runs again; the key's other ids go on meanwhile. @default { type: 'exponential', delayMs: 1000, maxDelayMs: 60000 } */
@@ -222,6 +243,9 @@ export interface BatchByKeyOptions {
   /** Where warnings and errors go. @default silent */
   logger?: Logger;
 }
+
+/** See `BatchByKeyOptions.merge`. */
+export type MergePolicy = 'replace' | 'keep' | 'all';
 
 export interface PerformOptions {
   /** The key to push to; defaults to the `key` option's resolver, then `currentKey()`. */
@@ -315,9 +339,13 @@ export interface Stats {
 }
 
 /** A dead letter: an id whose slice used every attempt (or threw a PermanentError for it). */
-export interface DeadLetter {
+export interface DeadLetter<Data = unknown> {
   key: Key;
   id: Id;
+  /** The data the id carried (its latest payload), if it was pushed with data; `requeue` pushes it back. */
+  data?: Data;
+  /** Every payload it carried, oldest first (see `IterationContext.payloads`). */
+  payloads?: Data[];
   /** The last error; `stack` is cut to 2,000 characters. */
   error: { name: string; message: string; stack?: string };
   /** Failed runs that included the id (since it was last pushed). */
@@ -344,9 +372,9 @@ export interface DeadLetterListOptions {
   order?: 'time' | 'attempts';
 }
 
-export interface DeadLetters {
+export interface DeadLetters<Data = unknown> {
   /** A page of letters, and the cursor of the next page (absent on the last). */
-  list(options?: DeadLetterListOptions): Promise<{ letters: DeadLetter[]; cursor?: string }>;
+  list(options?: DeadLetterListOptions): Promise<{ letters: DeadLetter<Data>[]; cursor?: string }>;
   count(options?: { key?: Key }): Promise<number>;
   /** Pushes the ids back (by the store's rules: a set merges them, a list appends them) and removes their letters; returns how many. */
   requeue(query?: DeadLetterQuery): Promise<number>;
@@ -367,11 +395,11 @@ export type KeyProcessor = Processor<KeyJobData, void, string>;
 /** Handles the jobs of the queue that are not ours, when you share it with other job names. */
 export type FallbackProcessor = (job: Job<unknown, unknown, string>, token?: string, signal?: AbortSignal) => Promise<unknown>;
 
-export interface Batcher {
+export interface Batcher<Data = unknown> {
   /** The queue name given in the options. */
   readonly name: string;
   /** Push ids for a key and make sure one job serves it. */
-  performBatchLater(ids: ReadonlyArray<Id | number>, options?: PerformOptions): Promise<PerformResult>;
+  performBatchLater(ids: ReadonlyArray<PushItem<Data>>, options?: PerformOptions): Promise<PerformResult>;
   /** A BullMQ Worker that serves this batcher's keys. */
   createWorker(options?: CreateWorkerOptions): Worker<KeyJobData, void, string>;
   /**
@@ -386,7 +414,7 @@ export interface Batcher {
   /** Totals, lag and the busiest keys, read from the index of keys with recent pushes (bounded by `maxKeys`). */
   stats(options?: StatsOptions): Promise<Stats>;
   /** The batcher's dead letters. */
-  readonly deadLetters: DeadLetters;
+  readonly deadLetters: DeadLetters<Data>;
   /** Counts of a tracked push; an UnknownTicketError once it expired. */
   progress(ticket: Ticket): Promise<Progress>;
   /** Resolves with the progress once nothing of the push is pending. */

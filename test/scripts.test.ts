@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineScripts, runScript } from '../src/scripts';
+import { failSlice } from '../src/protocol';
+import { defineScripts } from '../src/scripts';
 import { keyspaceOf, redisClient, testBatcher } from './helpers/redis';
 
 describe('fail-slice.lua', () => {
@@ -10,23 +11,18 @@ describe('fail-slice.lua', () => {
     defineScripts(redis);
     await redis.set(names.lock, 'lock-1', 'PX', 60_000);
     await redis.rpush(names.inFlight, 'a', 'b');
-    const failSlice = () =>
-      runScript(
-        redis,
-        'fail-slice',
-        [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim],
-        ['lock-1', JSON.stringify({ retry: [{ id: 'part-0', delayMs: 0, slice: JSON.stringify({ ids: ['a', 'b'] }) }], dead: { ids: [], message: '' } }), 100, 'slice-1:failed'],
-      );
-    expect(await failSlice()).toBe(1);
+    const plan = { retry: [{ id: 'part-0', delayMs: 0, slice: JSON.stringify({ ids: ['a', 'b'] }) }], dead: { ids: [], message: '' } };
+    const resend = () => failSlice(redis, names, 'lock-1', plan, 100, 'slice-1:failed');
+    expect(await resend()).toBe(true);
     expect(await redis.zrange(names.retry, 0, -1)).toEqual(['part-0']);
     // Another lane claims the part, then the first call is resent.
     await redis.zrem(names.retry, 'part-0');
-    expect(await failSlice()).toBe(1);
+    expect(await resend()).toBe(true);
     expect(await redis.zrange(names.retry, 0, -1)).toEqual([]);
     // Without the lock, nothing changes.
     await redis.set(names.lock, 'someone-else');
     await redis.rpush(names.inFlight, 'c');
-    expect(await runScript(redis, 'fail-slice', [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim], ['lock-1', '{"retry":[],"dead":{"ids":[],"message":""}}', 100, 'slice-2:failed'])).toBe(-1);
+    expect(await failSlice(redis, names, 'lock-1', { retry: [], dead: { ids: [], message: '' } }, 100, 'slice-2:failed')).toBe(false);
     expect(await redis.lrange(names.inFlight, 0, -1)).toEqual(['c']);
   });
 });

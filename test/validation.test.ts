@@ -24,7 +24,10 @@ describe('bad input is refused before anything reaches Redis', () => {
   const cases: [string, unknown, Record<string, unknown>, new (...a: never[]) => BatchByKeyError, string, RegExp][] = [
     ['a non-array', 'abc', { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /must be an array/],
     ['null', null, { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /must be an array/],
-    ['an object id', [{ id: 1 }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\] must be a string or a finite number/],
+    ['an object id without data', [{ id: 1 }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\] must be a string, a finite number or \{ id, data \}/],
+    ['data that is not JSON', [{ id: 1, data: () => 1 }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\]\.data is not JSON-serialisable/],
+    ['data with a BigInt', [{ id: 1, data: { n: 1n } }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\]\.data is not JSON-serialisable: .*BigInt/],
+    ['data over MAX_DATA_BYTES', [{ id: 1, data: 'x'.repeat(70_000) }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\]\.data is 70002 bytes as JSON; the limit is 65536/],
     ['NaN', ['a', Number.NaN], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[1\]/],
     ['Infinity', [Infinity], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /finite/],
     ['an empty id', ['a', ''], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[1\] is an empty string/],

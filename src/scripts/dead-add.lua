@@ -12,7 +12,9 @@
   ARGV[1] encoded key (a field is `${encoded key}:${id}`)     ARGV[2] key
   ARGV[3] attempts    ARGV[4] first failed at (ms)           ARGV[5] last failed at (ms)
   ARGV[6] error, JSON { name, message, stack }
-  ARGV[7..] ids
+  ARGV[7] n, how many ids    ARGV[8..7+n] ids    ARGV[8+n..7+2n] the JSON array of each id's
+          data ('' for none), kept in its letter as `payloads` (inserted as text, never decoded:
+          cjson would turn [] into {} and round large numbers)
 
   Returns a flat list: field, the letter it replaced ('' for none), the letter it wrote; per id.
 ]]
@@ -21,10 +23,13 @@ local attempts = tonumber(ARGV[3])
 local lastAt = tonumber(ARGV[5])
 local ofKey = KEYS[4] .. ARGV[1]
 local written = {}
-for i = 7, #ARGV do
+local n = tonumber(ARGV[7])
+for i = 8, 7 + n do
   local id = ARGV[i]
   local field = ARGV[1] .. ':' .. id
   local entry = cjson.encode({ key = ARGV[2], id = id, error = error, attempts = attempts, firstFailedAt = tonumber(ARGV[4]), lastFailedAt = lastAt })
+  local payloads = ARGV[i + n]
+  if payloads ~= '' then entry = string.sub(entry, 1, -2) .. ',"payloads":' .. payloads .. '}' end
   written[#written + 1] = field
   written[#written + 1] = redis.call('HGET', KEYS[1], field) or ''
   written[#written + 1] = entry

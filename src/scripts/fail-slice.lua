@@ -9,6 +9,9 @@
   KEYS[5] tracked ids waiting KEYS[6] tracked ids in flight
   KEYS[7] ticket prefix (ticket hashes are named from it, in this key's hash slot)
   KEYS[8] id of the last claim (or settle) applied in this lane
+  KEYS[9] data per id waiting KEYS[10] data per id in flight (see includes/payloads.lua): a
+          retried part's data goes back with it; a dead id's goes with its letter (written
+          beforehand), so it is dropped here
   ARGV[1] lock value
   ARGV[2] JSON { retry: [{ id, delayMs, slice }], dead: { ids, message } }, where `slice` is
           the JSON stored for the part (it holds the part's ids as `ids`), and each ticket of a
@@ -21,6 +24,7 @@
 ]]
 --- @include "clock"
 --- @include "tracking"
+--- @include "payloads"
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
 if redis.call('GET', KEYS[8]) == ARGV[4] then return 1 end
 redis.call('SET', KEYS[8], ARGV[4], 'PX', math.max(1, redis.call('PTTL', KEYS[2])))
@@ -30,7 +34,10 @@ local now = clockMs()
 for _, part in ipairs(plan.retry) do
   redis.call('ZADD', KEYS[3], now + part.delayMs, part.id)
   redis.call('HSET', KEYS[4], part.id, part.slice)
-  for _, id in ipairs(cjson.decode(part.slice).ids) do untrackOne(KEYS[5], KEYS[6], id) end
+  for _, id in ipairs(cjson.decode(part.slice).ids) do
+    untrackOne(KEYS[5], KEYS[6], id)
+    unclaimPayload(KEYS[9], KEYS[10], id)
+  end
 end
 if redis.call('EXISTS', KEYS[6]) == 1 then
   for _, id in ipairs(plan.dead.ids) do
@@ -38,5 +45,5 @@ if redis.call('EXISTS', KEYS[6]) == 1 then
     creditOne(KEYS[6], KEYS[7], id, 'failed', error, tonumber(ARGV[3]))
   end
 end
-redis.call('DEL', KEYS[1], KEYS[6])
+redis.call('DEL', KEYS[1], KEYS[6], KEYS[10])
 return 1

@@ -12,16 +12,19 @@
   KEYS[5] tracked ids waiting (hash: id -> tickets, space-separated)
   KEYS[6] the ticket's hash (total, done, failed); unused when untracked
   KEYS[7] paused (by an operator)   KEYS[8] hold (a rate limit, a retryAfter; see includes/flow.lua)
+  KEYS[9] data per id waiting (see includes/payloads.lua)
   Standalone Redis only (on a Cluster these live in other slots and are written separately):
-  KEYS[9] index of keys with recent pushes (recovery sweeps it)
-  KEYS[10] BullMQ's deduplication key of the key's job (holds the job id)
-  KEYS[11] BullMQ's active list   KEYS[12] BullMQ's delayed set
-  KEYS[13] BullMQ's key prefix (a job's hash is the prefix followed by its id)
+  KEYS[10] index of keys with recent pushes (recovery sweeps it)
+  KEYS[11] BullMQ's deduplication key of the key's job (holds the job id)
+  KEYS[12] BullMQ's active list   KEYS[13] BullMQ's delayed set
+  KEYS[14] BullMQ's key prefix (a job's hash is the prefix followed by its id)
   ARGV[1] store: 'list' | 'set' | 'zset'
   ARGV[2] ms until the ids are ready (zset; 0 otherwise)
   ARGV[3] ticket, '' for an untracked push      ARGV[4] ms the ticket lives
   ARGV[5] the key (its index member)            ARGV[6] the index score: now, by the pusher's clock
-  ARGV[7..] ids
+  ARGV[7] '' for a push without data; else how its payloads are kept: 'list' (one per push),
+          'replace', 'keep' or 'all' (see includes/payloads.lua)
+  ARGV[8..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Returns {covered, waitMs}: covered 1 when a run or a waiting job will claim these ids (no job
   add needed), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
@@ -30,25 +33,28 @@
 --- @include "clock"
 --- @include "chunked"
 --- @include "flow"
-local FIRST = 7
-local count = #ARGV - FIRST + 1
+--- @include "payloads"
+local FIRST = 8
+local mode = ARGV[7]
+local count = mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
+local LAST = FIRST + count - 1
 local kind = ARGV[1]
 local now = clockMs()
 
 local waitMs = 0
 if kind == 'list' then
-  chunked('RPUSH', KEYS[1], ARGV, FIRST)
+  chunked('RPUSH', KEYS[1], ARGV, FIRST, LAST)
   -- One mark per push, consumed by claims in FIFO order.
   redis.call('RPUSH', KEYS[2], now .. ' ' .. count)
 elseif kind == 'set' then
-  chunked('SADD', KEYS[1], ARGV, FIRST)
+  chunked('SADD', KEYS[1], ARGV, FIRST, LAST)
   -- When pending went from empty to non-empty (a claim that empties it clears the mark).
   redis.call('SET', KEYS[2], now, 'NX')
 else
   -- Ready at the Redis server's now + delay; re-adding an id moves it (debounce).
   local at = now + tonumber(ARGV[2])
   local scored = {}
-  for i = FIRST, #ARGV do
+  for i = FIRST, LAST do
     scored[#scored + 1] = at
     scored[#scored + 1] = ARGV[i]
   end
@@ -65,9 +71,13 @@ end
 
 -- After the ids, whose write is the one a key of the wrong type would fail: so a push that fails
 -- writes nothing (Redis does not roll a script back).
+if mode ~= '' then
+  for i = FIRST, LAST do storePayload(KEYS[9], ARGV[i], ARGV[i + count], mode) end
+end
+
 local ticket = ARGV[3]
 if ticket ~= '' then
-  for i = FIRST, #ARGV do
+  for i = FIRST, LAST do
     local tickets = redis.call('HGET', KEYS[5], ARGV[i])
     redis.call('HSET', KEYS[5], ARGV[i], tickets and (tickets .. ' ' .. ticket) or ticket)
   end
@@ -78,15 +88,15 @@ if ticket ~= '' then
   redis.call('PEXPIRE', KEYS[6], ttl)
 end
 
-if #KEYS >= 9 then redis.call('ZADD', KEYS[9], ARGV[6], ARGV[5]) end
+if #KEYS >= 10 then redis.call('ZADD', KEYS[10], ARGV[6], ARGV[5]) end
 
 local held = heldFor(KEYS[7], KEYS[8])
 if held == -1 then return {1, waitMs} end
 if held and held > waitMs then waitMs = held end
 
-if #KEYS < 10 then return {redis.call('EXISTS', KEYS[3]), waitMs} end
+if #KEYS < 11 then return {redis.call('EXISTS', KEYS[3]), waitMs} end
 -- One read for the lock and the job's id (standalone: any keys may share a call).
-local got = redis.call('MGET', KEYS[3], KEYS[10])
+local got = redis.call('MGET', KEYS[3], KEYS[11])
 if got[1] then return {1, waitMs} end
 -- A waiting (or prioritized) job will claim soon. An active one may be between its last claim
 -- and its completion, and a delayed one may be backing off or waiting for a zset time: for them
@@ -94,5 +104,5 @@ if got[1] then return {1, waitMs} end
 -- active one). A job id whose job is gone is no job.
 local jobId = got[2]
 if not jobId then return {0, waitMs} end
-if redis.call('LPOS', KEYS[11], jobId) or redis.call('ZSCORE', KEYS[12], jobId) then return {0, waitMs} end
-return {redis.call('EXISTS', KEYS[13] .. jobId), waitMs}
+if redis.call('LPOS', KEYS[12], jobId) or redis.call('ZSCORE', KEYS[13], jobId) then return {0, waitMs} end
+return {redis.call('EXISTS', KEYS[14] .. jobId), waitMs}

@@ -6,7 +6,7 @@
   KEYS[4] tracked ids in flight            KEYS[5] ticket prefix
   KEYS[6] mark of the slice in flight (see includes/claim-body.lua)
   KEYS[7] pending ids                      KEYS[8] retry (failed slices)
-  KEYS[9] paused (by an operator)
+  KEYS[9] paused (by an operator)          KEYS[10] data per id in flight
   ARGV[1] lock value
   ARGV[2] 'ack':  the in-flight slice succeeded: drop it (and count it done on its tickets)
           'keep': leave the in-flight ids for the next run to recover (a failed run of them)
@@ -19,7 +19,7 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call('DEL', KEYS[1], KEYS[3])
 if ARGV[2] == 'ack' then
-  redis.call('DEL', KEYS[2], KEYS[6])
+  redis.call('DEL', KEYS[2], KEYS[6], KEYS[10])
   creditAll(KEYS[4], KEYS[5], 'done')
 end
 if redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 and redis.call('PTTL', KEYS[9]) ~= -1 then return 2 end

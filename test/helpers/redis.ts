@@ -87,14 +87,14 @@ export async function keysMatching(pattern: string): Promise<string[]> {
   return (await Promise.all(client.nodes('master').map((node) => node.keys(pattern)))).flat();
 }
 
-export type TestOptions = Omit<BatchByKeyOptions, 'name' | 'connection' | 'eachIteration'> & {
+export type TestOptions<Data = unknown> = Omit<BatchByKeyOptions<Data>, 'name' | 'connection' | 'eachIteration'> & {
   name?: string;
-  eachIteration: EachIteration;
+  eachIteration: EachIteration<Data>;
 };
 
 /** A batcher on the test Redis with a unique name; closed after the test. */
-export function testBatcher(options: TestOptions): Batcher {
-  return track(batchByKey({ name: uniqueName(), connection: testConnection(), ...options }));
+export function testBatcher<Data = unknown>(options: TestOptions<Data>): Batcher<Data> {
+  return track(batchByKey<Data>({ name: uniqueName(), connection: testConnection(), ...options }));
 }
 
 export function parseUrl(url: string): { host: string; port: number } {

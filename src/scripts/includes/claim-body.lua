@@ -31,17 +31,20 @@
 --         push.lua), so a lock may only be dropped by a call that has looked at pending last.
 -- KEYS[13] paused (by an operator)  KEYS[14] hold (a rate limit, a retryAfter)
 -- KEYS[15] the rate limit's window of claims (see includes/flow.lua)
+-- KEYS[16] data per id waiting     KEYS[17] data per id in flight (of this lane; see includes/payloads.lua)
 -- ARGV[10] the key's rate limit: at most this many ids claimed in any ARGV[11] ms; 0: none
 -- ARGV[12] hold the key this many ms (a handler's retryAfter), before claiming; 0: no
 --
--- Returns {1, waitMs, slice, waited, id...}: a due failed slice (its JSON as `slice`, its ids
---         alone), or else pending ids ('' as `slice`); `waited` is how long the slice's mark
---         (KEYS[11]) is old, -1 without one; when nothing is claimed, waitMs is how long until
+-- Returns {1, waitMs, slice, waited, payloads, id...}: a due failed slice (its JSON as `slice`,
+--         its ids alone), or else pending ids ('' as `slice`); `waited` is how long the slice's
+--         mark (KEYS[11]) is old, -1 without one; `payloads` the JSON object of the claimed ids'
+--         data (see includes/payloads.lua), '' without; when nothing is claimed, waitMs is how long until
 --         something is due (0: nothing left at all; -1: paused until resumed)
 --         {-1, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was
 --         not held at all and ARGV[8] is not '1')
 --- @include "clock"
 --- @include "tracking"
+--- @include "payloads"
 --- @include "settle-previous"
 --- @include "flow"
 local early = settlePrevious(store)
@@ -49,7 +52,7 @@ if early then return early end
 
 holdFor(KEYS[14], tonumber(ARGV[12]))
 
-local result = {1, 0, '', -1}
+local result = {1, 0, '', -1, ''}
 local count = tonumber(ARGV[4])
 local rateMax, window = tonumber(ARGV[10]), tonumber(ARGV[11])
 -- A paused or held key claims nothing, and so does a limited one that has no room left: the
@@ -91,9 +94,10 @@ if count > 0 and not held and not limited then
   end
   if ids and #ids > 0 then
     trackClaim(KEYS[7], KEYS[8], ids, store.perPush)
+    result[5] = claimPayloads(KEYS[16], KEYS[17], ids, store.perPush)
     if rateMax > 0 then rateSpend(KEYS[15], #ids, window) end
     if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
-    for i = 1, #ids do result[i + 4] = ids[i] end
+    for i = 1, #ids do result[i + 5] = ids[i] end
   elseif not limited then
     local wait = not blocked and store.readyIn() or nil
     local nextRetry = retrying > 0 and redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
@@ -111,7 +115,7 @@ if limited then
   holdFor(KEYS[14], limited)
 end
 
-if ARGV[9] == '1' and count > 0 and #result == 4 then
+if ARGV[9] == '1' and count > 0 and #result == 5 then
   redis.call('DEL', KEYS[3], KEYS[4])
   return result
 end

@@ -1,12 +1,12 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice.
 -- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
 -- {-1, pttl} when the caller does not hold the lock (and cannot take it, see ARGV[8]); when this
--- claim was already applied, its reply again: {1, waitMs, slice, -1, id...} (the claim id is remembered with its waitMs,
+-- claim was already applied, its reply again: {1, waitMs, slice, -1, payloads, id...} (the claim id is remembered with its waitMs,
 -- `claimId|waitMs`, and a failed slice's JSON is kept in flight with it).
 
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
 -- worker must still reach the dead letters): it becomes a failed slice, due now, one attempt on.
-local function recoverLane(store, inFlight, trackedInFlight, mark, sliceKey, lane)
+local function recoverLane(store, inFlight, trackedInFlight, mark, sliceKey, payloadsInFlight, lane)
   local ids = store.inFlightIds(inFlight)
   if #ids > 0 then
     local previous = redis.call('GET', sliceKey)
@@ -22,6 +22,7 @@ local function recoverLane(store, inFlight, trackedInFlight, mark, sliceKey, lan
     redis.call('DEL', inFlight)
   end
   untrackAll(KEYS[7], trackedInFlight)
+  unclaimAllPayloads(KEYS[16], payloadsInFlight)
   redis.call('DEL', mark, sliceKey)
 end
 
@@ -41,6 +42,7 @@ local function settlePrevious(store)
   local applied = ARGV[2] .. '|'
   if last and string.sub(last, 1, #applied) == applied then
     local ids = store.inFlightIds(KEYS[2])
+    table.insert(ids, 1, inFlightPayloads(KEYS[17]))
     table.insert(ids, 1, -1)
     table.insert(ids, 1, redis.call('GET', KEYS[12]) or '')
     table.insert(ids, 1, tonumber(string.sub(last, #applied + 1)))
@@ -48,7 +50,7 @@ local function settlePrevious(store)
     return ids
   end
   if ARGV[3] == 'ack' then
-    redis.call('DEL', KEYS[2], KEYS[11], KEYS[12])
+    redis.call('DEL', KEYS[2], KEYS[11], KEYS[12], KEYS[17])
     creditAll(KEYS[8], KEYS[9], 'done')
   elseif ARGV[3] == 'restore' then
     local slice = redis.call('GET', KEYS[12])
@@ -62,18 +64,19 @@ local function settlePrevious(store)
       store.restore(KEYS[2], KEYS[11])
     end
     untrackAll(KEYS[7], KEYS[8])
+    unclaimAllPayloads(KEYS[16], KEYS[17])
     redis.call('DEL', KEYS[11], KEYS[12])
   else
     -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
     -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had. One EXISTS
     -- tells whether there is anything at all (rarely): every run starts here.
-    local lanes = {KEYS[2], KEYS[8], KEYS[11], KEYS[12]}
+    local lanes = {KEYS[2], KEYS[8], KEYS[11], KEYS[12], KEYS[17]}
     for lane = 1, tonumber(ARGV[6]) do lanes[#lanes + 1] = KEYS[2] .. ':' .. lane end
     if redis.call('EXISTS', unpack(lanes)) > 0 then
-      recoverLane(store, KEYS[2], KEYS[8], KEYS[11], KEYS[12], 0)
+      recoverLane(store, KEYS[2], KEYS[8], KEYS[11], KEYS[12], KEYS[17], 0)
       for lane = 1, tonumber(ARGV[6]) do
         local n = ':' .. lane
-        recoverLane(store, KEYS[2] .. n, KEYS[8] .. n, KEYS[11] .. n, KEYS[12] .. n, lane)
+        recoverLane(store, KEYS[2] .. n, KEYS[8] .. n, KEYS[11] .. n, KEYS[12] .. n, KEYS[17] .. n, lane)
       end
     end
   end
