@@ -22,6 +22,7 @@ export default defineConfig({
         'context',
         'data',
         'dead-letters',
+        'tickets',
         'errors',
         'errors.infra',
         'failures',

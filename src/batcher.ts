@@ -4,7 +4,8 @@ import { commandClient, fromUrl } from './connection';
 import { performBatchLater, type EnqueueDeps } from './enqueue';
 import { DeadLetterBox } from './dead-letters';
 import { StoreAgreement } from './agreement';
-import { ClosedError, MissingHandlerError } from './errors';
+import { ClosedError, describe, InvalidOptionError, MissingHandlerError } from './errors';
+import { openTicket, sealTicket, type TicketDeps } from './tickets';
 import { BatcherEmitter } from './events';
 import { validateKey } from './input';
 import { Keyspace } from './keys';
@@ -83,7 +84,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     timeoutMs: opts.pushTimeoutMs,
     agree: () => agreement.check('push'),
     merge: opts.merge,
+    callbacks: opts.onTicketSettled !== undefined,
+    tickets: ticketDeps(),
   });
+  // Whoever sees a ticket settle adds its callback job (a worker, the recovery sweep, a sealer).
+  const ticketDeps = (): TicketDeps => ({ client: client(), keyspace, queue: getQueue, ticketTtlMs: opts.ticketTtlMs, attempts: opts.attempts });
   const events = new BatcherEmitter(opts.logger);
   const push = async (ids: ReadonlyArray<PushItem>, performOptions?: PerformOptions): Promise<PerformResult> => {
     const result = await performBatchLater(enqueueDeps(), ids, performOptions);
@@ -97,6 +102,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     push: (key, ids) => push(ids, { key }),
   });
   const recoveryDeps = (): RecoveryDeps => ({
+    tickets: ticketDeps(),
     client: client(),
     queue: getQueue,
     keyspace,
@@ -117,7 +123,10 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         );
       }
       const queueLists = () => ({ wait: getQueue().toKey('wait'), active: getQueue().toKey('active') });
-      return keyProcessor({ client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists, agree: () => agreement.check('worker') }, fallback);
+      return keyProcessor(
+        { client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists, agree: () => agreement.check('worker'), tickets: ticketDeps() },
+        fallback,
+      );
     },
     attach(worker) {
       // Its recovery timer would otherwise throw ClosedError from a timer, uncaught.
@@ -174,6 +183,12 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     deadLetters,
     progress: async (ticket) => progress(client(), keyspace, ticket),
     waitFor: async (ticket, waitOptions) => waitFor(client(), keyspace, ticket, waitOptions),
+    openTicket: async (key, ticketOptions) => {
+      const callback = ticketOptions?.callback;
+      if (callback !== undefined && typeof callback !== 'boolean') throw new InvalidOptionError(`openTicket callback must be a boolean, got ${describe(callback)}`);
+      return openTicket(ticketDeps(), validateKey(key, 'key'), callback ?? opts.onTicketSettled !== undefined);
+    },
+    sealTicket: async (ticket) => sealTicket(ticketDeps(), ticket),
     on(event, listener) {
       events.on(event, listener);
       return this;

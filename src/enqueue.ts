@@ -1,15 +1,16 @@
 import { Cluster } from 'ioredis';
 import { currentKey } from './context';
 import { withDeadline } from './deadline';
-import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError } from './errors';
+import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError, TicketSealedError, UnknownTicketError } from './errors';
 import { normalizeItems, validateKey, type NormalizedPush } from './input';
 import { ensureJob, LEVEL, type KeyQueue } from './job';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
-import { createTicket, newTicket } from './progress';
-import { dueIn, push, type JobKeys } from './protocol';
+import { newTicket, parseTicket } from './progress';
+import { dueIn, push, type JobKeys, type PushCall } from './protocol';
+import { openTicket, sealTicket, type TicketDeps } from './tickets';
 import type { RedisClient } from './scripts';
 import type { Store } from './store';
-import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult, PushItem } from './types';
+import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult, PushItem, Ticket } from './types';
 
 /** @internal */
 export interface EnqueueDeps {
@@ -29,6 +30,9 @@ export interface EnqueueDeps {
   agree: () => Promise<void>;
   /** How a set or zset keeps the data of an id pushed again while pending. */
   merge: MergePolicy;
+  /** Whether a tracked push asks for a callback when it settles, unless it says (the batcher has onTicketSettled). */
+  callbacks: boolean;
+  tickets: TicketDeps;
 }
 
 /**
@@ -47,22 +51,44 @@ export async function performBatchLater(
 ): Promise<PerformResult> {
   const { ids, payloads } = normalizeItems(items);
   const delayMs = validateDelay(deps.store, options.delayMs);
-  const track = validateTrack(options.track);
-  const key = await resolveKey(deps.resolver, options.key);
-  const ticket = track ? newTicket(key) : undefined;
+  const track = validateFlag('track', options.track);
+  const callback = options.callback === undefined ? deps.callbacks : validateFlag('callback', options.callback);
+  const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
+  if (open && track) throw new InvalidOptionError('pass either track: true (a ticket of its own) or ticket (an open ticket), not both');
+  const key = open ? keyOfTicket(open.key, options.key) : await resolveKey(deps.resolver, options.key);
   const names = deps.keyspace.forKey(key);
-  if (ids.length === 0) {
-    if (ticket) await withDeadline(createTicket(deps.client, names, ticket, deps.ticketTtlMs), deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
-    return { key, pushed: 0, ...(ticket && { ticket: ticket.ticket }) };
+  const within = <T>(work: Promise<T>) => withDeadline(work, deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
+  if (track && ids.length === 0) {
+    // Nothing to wait for: a ticket that is settled at once (and so calls back, if asked).
+    const ticket = await within(emptyTicket(deps, key, callback));
+    return { key, pushed: 0, ticket };
   }
-
-  const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }) };
-  await withDeadline(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, ticket), deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
+  const ticket = track ? newTicket(key) : undefined;
+  const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }), ...(open && { ticket: options.ticket! }) };
+  if (ids.length === 0) return result;
+  const tracked = ticket
+    ? { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs, callback }
+    : open && { id: open.id, hash: `${names.ticketPrefix}${open.id}`, ttlMs: deps.ticketTtlMs, open: true };
+  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined));
   return result;
 }
 
+async function emptyTicket(deps: EnqueueDeps, key: Key, callback: boolean): Promise<Ticket> {
+  const ticket = await openTicket(deps.tickets, key, callback);
+  await sealTicket(deps.tickets, ticket);
+  return ticket;
+}
+
+/** A push to an open ticket goes to the ticket's key; a `key` given too must be the same. */
+function keyOfTicket(ticketKey: Key, given: Key | undefined): Key {
+  if (given !== undefined && validateKey(given, 'options.key') !== ticketKey) {
+    throw new InvalidOptionError(`options.key ${JSON.stringify(given)} is not the key of options.ticket (${JSON.stringify(ticketKey)}); a ticket belongs to one key`);
+  }
+  return ticketKey;
+}
+
 /** Everything a push sends to Redis, once its input is valid. */
-async function store(deps: EnqueueDeps, key: Key, names: KeyNames, { ids, payloads }: NormalizedPush, delayMs: number, ticket: ReturnType<typeof newTicket> | undefined): Promise<void> {
+async function store(deps: EnqueueDeps, key: Key, names: KeyNames, { ids, payloads }: NormalizedPush, delayMs: number, ticket: PushCall['ticket']): Promise<void> {
   const { client } = deps;
   await deps.agree();
   const kind = deps.store.kind;
@@ -76,9 +102,11 @@ async function store(deps: EnqueueDeps, key: Key, names: KeyNames, { ids, payloa
     ids,
     ...(payloads && { payloads: { mode: kind === 'list' ? 'list' : deps.merge, json: payloads } }),
     delayMs,
-    ...(ticket && { ticket: { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs } }),
+    ...(ticket && { ticket }),
     ...(!cluster && { job: jobKeys(deps.queue(), deps.keyspace.index, key) }),
   });
+  if (pushed.refused === 'unknown_ticket') throw new UnknownTicketError(`the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`);
+  if (pushed.refused === 'sealed_ticket') throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
   if (pushed.covered) return;
   const waitMs = Math.max(0, pushed.waitMs);
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
@@ -116,9 +144,9 @@ async function bringForward(deps: EnqueueDeps, key: Key, names: KeyNames, waitMs
   }
 }
 
-function validateTrack(track: unknown): boolean {
-  if (track === undefined || typeof track === 'boolean') return track === true;
-  throw new InvalidOptionError(`track must be a boolean, got ${describe(track)}`);
+function validateFlag(name: string, value: unknown): boolean {
+  if (value === undefined || typeof value === 'boolean') return value === true;
+  throw new InvalidOptionError(`${name} must be a boolean, got ${describe(value)}`);
 }
 
 function validateDelay(store: Store, delayMs: unknown): number {

@@ -22,7 +22,8 @@ export type ErrorCode =
   | 'ERR_RATE_LIMITED'
   | 'ERR_NOT_PAUSED'
   | 'ERR_MISSING_HANDLER'
-  | 'ERR_STORE_MISMATCH';
+  | 'ERR_STORE_MISMATCH'
+  | 'ERR_TICKET_SEALED';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -169,6 +170,13 @@ export class MissingHandlerError extends BatchByKeyError {
 export class StoreMismatchError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_STORE_MISMATCH', message);
+  }
+}
+
+/** A push to (or a seal of) an open ticket that is sealed already. */
+export class TicketSealedError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_TICKET_SEALED', message);
   }
 }
 

@@ -19,6 +19,7 @@ export { prometheusMetrics, type MetricsRegistry, type PrometheusMetrics, type P
 export { sliceTracing, SLICE_SPAN } from './tracing';
 export { pinoLogger, type PinoLike } from './logger';
 export { withKey, currentKey } from './context';
+export { TICKET_JOB_NAME } from './tickets';
 export { parseRetryAfter } from './flow';
 export { MAX_DATA_BYTES, MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
 export { DEFAULTS, MAX_TIMER_MS } from './options';
@@ -43,6 +44,7 @@ export {
   NotPausedError,
   MissingHandlerError,
   StoreMismatchError,
+  TicketSealedError,
   type ErrorCode,
 } from './errors';
 export type * from './types';

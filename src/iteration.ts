@@ -74,6 +74,8 @@ export interface IterationParams {
   mayRunAgain: (slice: RetrySlice) => boolean;
   /** The key's rate limit for this run, if any (its claims take no more than the window allows). */
   rate: RateLimit | undefined;
+  /** Adds the callback jobs of tickets a claim's ack settled. */
+  settled: (tickets: readonly string[]) => Promise<void>;
 }
 
 /**
@@ -132,6 +134,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
         ? first
         : await claim(p.client, p.store, names, { lock: p.lock, claimId: sliceId, settle: 'ack', count: p.sliceSize, releaseIfEmpty, ...(p.rate && { rate: p.rate }) });
     if (!claimed.held) return { kind: 'lock_lost' };
+    if (claimed.settled) await p.settled(claimed.settled);
     if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
     const outcome =
@@ -141,7 +144,10 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
     if (outcome) {
       run.stopped ??= outcome;
       // Lane 0's last slice is settled by the release; the other lanes settle their own.
-      if (lane > 0 && outcome.kind === 'stopped') await settle(p.client, p.store, names, p.lock, `${sliceId}:end`, outcome.restore ? 'restore' : 'ack', outcome.holdMs);
+      if (lane > 0 && outcome.kind === 'stopped') {
+        const settled = await settle(p.client, p.store, names, p.lock, `${sliceId}:end`, outcome.restore ? 'restore' : 'ack', outcome.holdMs);
+        if (settled && settled.length > 0) await p.settled(settled);
+      }
       return outcome;
     }
   }

@@ -37,6 +37,8 @@ export interface KeyNames {
   paused: string;
   /** Set while the key waits out a rate limit or a handler's `retryAfter`: nothing is claimed until it expires (PX). */
   hold: string;
+  /** Settled tickets (their ids) whose callback job is still to be added: a list, drained by workers and the recovery sweep. */
+  settledTickets: string;
   /** Data per id waiting: id -> its payloads, each JSON text and a newline, oldest first (see includes/payloads.lua). */
   payloads: string;
   /** The same for the ids of the slice in flight. */
@@ -135,6 +137,7 @@ export class Keyspace {
       paused: `${base}:paused`,
       hold: `${base}:hold`,
       rateLog: `${base}:rate`,
+      settledTickets: `${base}:ticket-outbox`,
       payloads: `${base}:data`,
       payloadsInFlight: `${base}:data:inflight`,
     };

@@ -30,6 +30,7 @@ export interface ResolvedOptions {
   pushTimeoutMs: number;
   rateLimit: RateLimitOption;
   merge: MergePolicy;
+  onTicketSettled: BatchByKeyOptions['onTicketSettled'];
   logger: Logger;
 }
 
@@ -183,6 +184,9 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
       throw new InvalidOptionError("options.merge means nothing with store 'list': each push of an id is its own entry with its own data (use store 'set' or 'zset' to merge)");
     }
   }
+  if (o.onTicketSettled !== undefined && typeof o.onTicketSettled !== 'function') {
+    throw new InvalidOptionError(`options.onTicketSettled must be a function (outcome, ticket) => ..., got ${describe(o.onTicketSettled)}`);
+  }
   const maxRuntimeMs = integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs, 1, MAX_TIMER_MS);
   return {
     name: o.name,
@@ -208,6 +212,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     pushTimeoutMs: integer('pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs, 1, MAX_TIMER_MS),
     rateLimit: validateRateLimitOption(o.rateLimit),
     merge: o.merge ?? 'replace',
+    onTicketSettled: o.onTicketSettled,
     logger: o.logger ?? silentLogger,
   };
 }

@@ -10,6 +10,7 @@ import { JOB_NAME } from './job';
 import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
 import { rateLimitOf } from './flow';
+import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } from './tickets';
 import { log } from './logger';
 import { backoffDelay, MAX_CONCURRENCY_PER_KEY, type ResolvedOptions } from './options';
 import { MAX_TICKET_ERRORS } from './progress';
@@ -31,6 +32,7 @@ export interface ProcessorDeps {
   queueLists: () => QueueLists;
   /** Resolves when this worker's store is the batcher's (checked at the first run; see agreement.ts). */
   agree: () => Promise<void>;
+  tickets: TicketDeps;
 }
 
 /**
@@ -45,6 +47,7 @@ export interface ProcessorDeps {
 export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor): KeyProcessor {
   // Three declared parameters: BullMQ hands a cancellation signal only to processors of arity >= 3.
   return async function processKeyJob(job, token, signal): Promise<void> {
+    if (job.name === TICKET_JOB_NAME) return runTicketCallback(deps.tickets, job, deps.options.onTicketSettled, deps.options.logger);
     if (job.name !== JOB_NAME) {
       if (fallback) {
         await fallback(job as unknown as Job<unknown, unknown, string>, token, signal);
@@ -147,6 +150,7 @@ async function runSlices(
         : []),
     ],
     settleFailure: (failed) => settleFailure(deps, lock, failed),
+    settled: (tickets) => addCallbacks(deps.tickets, job.data.key, tickets),
     mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
   }, first);
 }
@@ -158,19 +162,20 @@ async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: 
   switch (outcome.kind) {
     case 'drained':
       // A run with lanes releases after its last claim: ids pushed in between had no job add.
-      if (!outcome.released && (await releaseKey(client, names, lock.value, 'ack', options)) === 'pending') return requeue(job, token, 0);
+      if (!outcome.released && (await releaseKey(deps, key, names, lock.value, 'ack')) === 'pending') return requeue(job, token, 0);
       return;
     case 'waiting':
-      if (!outcome.released) await releaseKey(client, names, lock.value, 'ack', options);
+      if (!outcome.released) await releaseKey(deps, key, names, lock.value, 'ack');
       return delayUntilReady(client, job, token, names, outcome.waitMs, options);
     case 'stopped':
       log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
       deps.events.emit('interrupted', { key, job, reason: outcome.reason });
       // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
       if (outcome.restore || outcome.holdMs) {
-        await settle(client, options.store, names, lock, `${lock.value}:restore`, outcome.restore ? 'restore' : 'ack', outcome.holdMs);
+        const settled = await settle(client, options.store, names, lock, `${lock.value}:restore`, outcome.restore ? 'restore' : 'ack', outcome.holdMs);
+        if (settled && settled.length > 0) await addCallbacks(deps.tickets, key, settled);
       }
-      await releaseKey(client, names, lock.value, outcome.restore || outcome.holdMs ? 'keep' : 'ack', options);
+      await releaseKey(deps, key, names, lock.value, outcome.restore || outcome.holdMs ? 'keep' : 'ack');
       // The upstream asked for a pause: the job waits it out (held, nothing is due before).
       if (outcome.holdMs) return delayUntilReady(client, job, token, names, outcome.holdMs, options);
       // A key that had its turn goes behind keys that have not (a shutdown or a timeout is no turn).
@@ -199,6 +204,7 @@ async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedS
   const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
   const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
   const settled = await failSlice(deps.client, names, lock.value, { retry, dead: { ids: plan.dead, message: serialized.message } }, MAX_TICKET_ERRORS, `${failed.sliceId}:failed`);
+  if (settled && settled.length > 0) await addCallbacks(deps.tickets, slice.key, settled);
   if (!settled) {
     // The next holder restores these ids and runs them again: their letters would be stale.
     if (letters) await deps.deadLetters.undo(letters);
@@ -240,11 +246,12 @@ async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, 
   throw new DelayedError();
 }
 
-async function releaseKey(client: RedisClient, names: KeyNames, lockValue: string, mode: 'ack' | 'keep', options: ResolvedOptions): Promise<Released> {
-  const released = await release(client, names, lockValue, mode);
+async function releaseKey(deps: ProcessorDeps, key: string, names: KeyNames, lockValue: string, mode: 'ack' | 'keep'): Promise<Released> {
+  const { released, settled } = await release(deps.client, names, lockValue, mode);
   if (released === 'lost') {
-    log(options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', { lock: names.lock });
+    log(deps.options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', { lock: names.lock });
   }
+  if (settled.length > 0) await addCallbacks(deps.tickets, key, settled);
   return released;
 }
 

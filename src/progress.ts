@@ -14,15 +14,9 @@ export function newTicket(key: Key): { ticket: Ticket; id: string; hash: (names:
   return { ticket: `${encodeKey(key)}.${id}`, id, hash: (names) => `${names.ticketPrefix}${id}` };
 }
 
-/** A ticket for a push of no ids: nothing to wait for, but progress() must know it. */
-export async function createTicket(client: RedisClient, names: KeyNames, ticket: { hash: (names: KeyNames) => string }, ttlMs: number): Promise<void> {
-  await client.hset(ticket.hash(names), 'total', 0);
-  await client.pexpire(ticket.hash(names), ttlMs);
-}
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-function parseTicket(ticket: unknown): { key: Key; id: string } {
+export function parseTicket(ticket: unknown): { key: Key; id: string } {
   const dot = typeof ticket === 'string' ? ticket.lastIndexOf('.') : -1;
   const id = dot > 0 ? (ticket as string).slice(dot + 1) : '';
   if (UUID.test(id)) {
@@ -32,7 +26,7 @@ function parseTicket(ticket: unknown): { key: Key; id: string } {
       // Falls through to the error below.
     }
   }
-  throw new InvalidOptionError(`ticket must be the ticket returned by performBatchLater(ids, { track: true }), got ${describe(ticket)}`);
+  throw new InvalidOptionError(`ticket must be a ticket returned by performBatchLater(ids, { track: true }) or openTicket(key), got ${describe(ticket)}`);
 }
 
 export async function progress(client: RedisClient, keyspace: Keyspace, ticket: Ticket): Promise<Progress> {
@@ -51,6 +45,7 @@ export async function progress(client: RedisClient, keyspace: Keyspace, ticket: 
     failed,
     pending: total - done - failed,
     errors: errors.map((json) => JSON.parse(json) as { id: Id; message: string }),
+    sealed: counts.sealed !== '0',
   };
 }
 
@@ -61,7 +56,7 @@ export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: T
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const current = await progress(client, keyspace, ticket);
-    if (current.pending <= 0) return current;
+    if (current.pending <= 0 && current.sealed) return current;
     if (Date.now() >= deadline) {
       throw new WaitTimeoutError(`ticket ${ticket} still has ${current.pending} pending ids after ${timeoutMs} ms`, current);
     }

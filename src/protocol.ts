@@ -45,13 +45,18 @@ export interface PushCall {
   /** With data: how it is kept, and one JSON text per id ('' for an id pushed without). */
   payloads?: { mode: PayloadMode; json: readonly string[] };
   delayMs: number;
-  /** A tracked push: its ticket's id and hash, and how long it lives. */
-  ticket?: { id: string; hash: string; ttlMs: number };
+  /**
+   * A tracked push: its ticket's id and hash, and how long it lives; `open` for a push to an open
+   * ticket (which must exist and not be sealed), `callback` for a new ticket that wants one.
+   */
+  ticket?: { id: string; hash: string; ttlMs: number; open?: boolean; callback?: boolean };
   /** Standalone Redis only; on a Cluster the caller writes the index and adds the job itself. */
   job?: JobKeys;
 }
 
 export interface PushResult {
+  /** Nothing was written: the open ticket is unknown (or expired), or sealed. */
+  refused?: 'unknown_ticket' | 'sealed_ticket';
   /** A run holding the key's lock, or its waiting job, will claim these ids: no job add needed. */
   covered: boolean;
   /** zset: ms until the key's earliest id or failed slice is due, -1 when none; 0 otherwise. */
@@ -73,9 +78,13 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     p.key,
     Date.now(),
     p.payloads?.mode ?? '',
+    p.ticket?.open ? 'open' : 'new',
+    p.ticket?.callback ? '1' : '0',
     ...p.ids,
     ...(p.payloads?.json ?? []),
   ])) as [number, number];
+  if (covered === -2) return { refused: 'unknown_ticket', covered: false, waitMs: 0 };
+  if (covered === -3) return { refused: 'sealed_ticket', covered: false, waitMs: 0 };
   return { covered: covered === 1, waitMs };
 }
 
@@ -130,6 +139,8 @@ export type ClaimResult =
       waitedMs?: number;
       /** The data pushed with the claimed ids, by id, oldest first (ids pushed without data are absent). */
       payloads?: Payloads;
+      /** Tickets the ack settled that want a callback (in the key's outbox): add their jobs. */
+      settled?: string[];
     }
   /** Another value holds the lock for `lockTtlMs` more (-1: it has no TTL; -2: nobody holds it). */
   | { held: false; lockTtlMs: number };
@@ -157,6 +168,7 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
       names.rateLog,
       names.payloads,
       names.payloadsInFlight,
+      names.settledTickets,
     ],
     [
       c.lock.value,
@@ -172,9 +184,9 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
       c.rate ? enforcedWindowMs(c.rate) : 0,
       c.holdMs ?? 0,
     ],
-  )) as [number, number, string, number, string, ...Id[]];
+  )) as [number, number, string, number, string, string, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false, lockTtlMs: reply[1] };
-  const ids = reply.slice(5) as Id[];
+  const ids = reply.slice(6) as Id[];
   return {
     held: true,
     waitMs: reply[1],
@@ -182,15 +194,18 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
     ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }),
     ...(reply[3] >= 0 && { waitedMs: reply[3] }),
     ...(reply[4] && { payloads: JSON.parse(reply[4]) as Payloads }),
+    ...(reply[5] && { settled: reply[5].split(' ') }),
   };
 }
 
 /**
  * Settles a lane's last slice without claiming: acks it, or restores it to the front of pending;
- * with `holdMs`, holds the key that long too. False when the lock is lost.
+ * with `holdMs`, holds the key that long too. Undefined when the lock is lost; else the tickets
+ * the ack settled that want a callback.
  */
-export async function settle(client: RedisClient, store: StoreKind, names: KeyNames, lock: LockRef, claimId: string, how: 'ack' | 'restore', holdMs?: number): Promise<boolean> {
-  return (await claim(client, store, names, { lock, claimId, settle: how, count: 0, ...(holdMs !== undefined && { holdMs }) })).held;
+export async function settle(client: RedisClient, store: StoreKind, names: KeyNames, lock: LockRef, claimId: string, how: 'ack' | 'restore', holdMs?: number): Promise<string[] | undefined> {
+  const result = await claim(client, store, names, { lock, claimId, settle: how, count: 0, ...(holdMs !== undefined && { holdMs }) });
+  return result.held ? (result.settled ?? []) : undefined;
 }
 
 /**
@@ -203,16 +218,27 @@ export type Released = 'released' | 'pending' | 'lost';
  * Releases the key's lock at the end of a run that did not release it in its last claim: 'ack'
  * counts the slice in flight done, 'keep' leaves it for the next run to recover.
  */
-export async function release(client: RedisClient, names: KeyNames, lock: string, mode: 'ack' | 'keep'): Promise<Released> {
-  const status = Number(
-    await runScript(
-      client,
-      'release',
-      [names.lock, names.inFlight, names.lastClaim, names.trackedInFlight, names.ticketPrefix, names.inFlightMark, names.pending, names.retry, names.paused, names.payloadsInFlight],
-      [lock, mode],
-    ),
-  );
-  return status === ScriptStatus.LockNotHeld ? 'lost' : status === 2 ? 'pending' : 'released';
+export async function release(client: RedisClient, names: KeyNames, lock: string, mode: 'ack' | 'keep'): Promise<{ released: Released; settled: string[] }> {
+  const [status, settled] = (await runScript(
+    client,
+    'release',
+    [
+      names.lock,
+      names.inFlight,
+      names.lastClaim,
+      names.trackedInFlight,
+      names.ticketPrefix,
+      names.inFlightMark,
+      names.pending,
+      names.retry,
+      names.paused,
+      names.payloadsInFlight,
+      names.settledTickets,
+    ],
+    [lock, mode],
+  )) as [number, string];
+  const released = status === ScriptStatus.LockNotHeld ? 'lost' : status === 2 ? 'pending' : 'released';
+  return { released, settled: settled ? settled.split(' ') : [] };
 }
 
 /** What happens to a failed slice's ids (see failures.ts `planFailure`). */
@@ -221,17 +247,40 @@ export interface FailPlan {
   dead: { ids: readonly Id[]; message: string };
 }
 
-/** Settles a failed slice of a lane, fenced and idempotent per `settleId` (see fail-slice.lua). False when the lock is lost. */
-export async function failSlice(client: RedisClient, names: KeyNames, lock: string, plan: FailPlan, maxTicketErrors: number, settleId: string): Promise<boolean> {
-  const status = Number(
-    await runScript(
-      client,
-      'fail-slice',
-      [names.inFlight, names.lock, names.retry, names.retrySlices, names.tracked, names.trackedInFlight, names.ticketPrefix, names.lastClaim, names.payloads, names.payloadsInFlight],
-      [lock, JSON.stringify(plan), maxTicketErrors, settleId],
-    ),
-  );
-  return status !== ScriptStatus.LockNotHeld;
+/**
+ * Settles a failed slice of a lane, fenced and idempotent per `settleId` (see fail-slice.lua).
+ * Undefined when the lock is lost; else the tickets its dead ids settled that want a callback.
+ */
+export async function failSlice(client: RedisClient, names: KeyNames, lock: string, plan: FailPlan, maxTicketErrors: number, settleId: string): Promise<string[] | undefined> {
+  const [status, settled] = (await runScript(
+    client,
+    'fail-slice',
+    [
+      names.inFlight,
+      names.lock,
+      names.retry,
+      names.retrySlices,
+      names.tracked,
+      names.trackedInFlight,
+      names.ticketPrefix,
+      names.lastClaim,
+      names.payloads,
+      names.payloadsInFlight,
+      names.settledTickets,
+    ],
+    [lock, JSON.stringify(plan), maxTicketErrors, settleId],
+  )) as [number, string];
+  if (status === ScriptStatus.LockNotHeld) return undefined;
+  return settled ? settled.split(' ') : [];
+}
+
+/** How sealing went: settled now (its callback is in the outbox), sealed with ids pending, or refused. */
+export type Sealed = 'settled' | 'pending' | 'unknown' | 'sealed_already';
+
+/** Seals an open ticket (see seal-ticket.lua). */
+export async function sealTicket(client: RedisClient, names: KeyNames, ticketId: string): Promise<Sealed> {
+  const status = Number(await runScript(client, 'seal-ticket', [`${names.ticketPrefix}${ticketId}`, names.settledTickets], [ticketId]));
+  return status === 1 ? 'settled' : status === 0 ? 'pending' : status === -2 ? 'unknown' : 'sealed_already';
 }
 
 /** Ms until the key has something to claim, as its claim would judge it; -1 for nothing at all. */

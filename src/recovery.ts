@@ -1,6 +1,7 @@
 import { ensureJob, type KeyQueue } from './job';
 import { encodeKey, type Keyspace } from './keys';
 import { log } from './logger';
+import { drainOutbox, type TicketDeps } from './tickets';
 import { runScript, type RedisClient } from './scripts';
 import { backlog, type Store } from './store';
 import type { Logger } from './types';
@@ -18,6 +19,8 @@ const SWEEP_BUDGET_MS = 5_000;
 
 /** @internal */
 export interface RecoveryDeps {
+  /** For the callbacks of settled tickets a crashed worker left in a key's outbox. */
+  tickets: TicketDeps;
   client: RedisClient;
   queue: () => KeyQueue;
   keyspace: Keyspace;
@@ -61,7 +64,13 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
 async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Promise<boolean> {
   const { client, keyspace } = deps;
   const names = keyspace.forKey(key);
-  const [{ pending, inFlight, retrying }, locked, pausedTtl] = await Promise.all([backlog(client, deps.store, names), client.exists(names.lock), client.pttl(names.paused)]);
+  const [{ pending, inFlight, retrying }, locked, pausedTtl, outbox] = await Promise.all([
+    backlog(client, deps.store, names),
+    client.exists(names.lock),
+    client.pttl(names.paused),
+    client.llen(names.settledTickets),
+  ]);
+  if (outbox > 0) await drainOutbox(deps.tickets, key, names);
   if (!pending && !inFlight && !retrying && !locked) {
     await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
     return false;

@@ -16,6 +16,8 @@ export type StoreKind = 'list' | 'set' | 'zset';
 /** The data of the single BullMQ job that serves a key. */
 export interface KeyJobData {
   key: Key;
+  /** Only on a ticket's callback job. */
+  ticket?: Ticket;
 }
 
 export type KeyJob = Job<KeyJobData, void, string>;
@@ -240,6 +242,13 @@ export interface BatchByKeyOptions<Data = unknown> {
    * @default unlimited
    */
   rateLimit?: RateLimit | ((key: Key) => RateLimit | undefined);
+  /**
+   * Runs once per ticket that asked for it (a tracked push of this batcher, or `callback: true`),
+   * in a worker, when its last id is done or dead (and, for an open ticket, it is sealed): as a
+   * BullMQ job added exactly once, run at least once (retried `attempts` times on a throw), so
+   * make it idempotent by the ticket. Deploys and crashes neither lose nor double it.
+   */
+  onTicketSettled?: (outcome: TicketOutcome, ticket: Ticket) => PromiseLike<unknown> | void;
   /** Where warnings and errors go. @default silent */
   logger?: Logger;
 }
@@ -254,6 +263,20 @@ export interface PerformOptions {
   delayMs?: number;
   /** Return a `ticket` to follow these ids with `progress(ticket)` and `waitFor(ticket)`. @default false */
   track?: boolean;
+  /** Add these ids to an open ticket (`openTicket(key)`), until it is sealed; the push goes to the ticket's key. */
+  ticket?: Ticket;
+  /**
+   * With `track: true`: run `onTicketSettled` (in a worker) once the ticket settles.
+   * @default true when this batcher has `onTicketSettled`
+   */
+  callback?: boolean;
+}
+
+/** What `onTicketSettled` gets: the ticket's final progress. */
+export interface TicketOutcome extends Progress {
+  ticket: Ticket;
+  /** Every id succeeded (`failed` is 0); otherwise it is only complete: every id ran and is done or dead. */
+  success: boolean;
 }
 
 /** Names a tracked push (opaque; it encodes the key). */
@@ -280,6 +303,8 @@ export interface Progress {
   pending: number;
   /** The first errors of dead ids (at most 100). */
   errors: { id: Id; message: string }[];
+  /** False for an open ticket that may still get pushes (`openTicket`) until `sealTicket`. */
+  sealed: boolean;
 }
 
 export interface WaitForOptions {
@@ -417,8 +442,15 @@ export interface Batcher<Data = unknown> {
   readonly deadLetters: DeadLetters<Data>;
   /** Counts of a tracked push; an UnknownTicketError once it expired. */
   progress(ticket: Ticket): Promise<Progress>;
-  /** Resolves with the progress once nothing of the push is pending. */
+  /** Resolves with the progress once nothing of the push is pending (and an open ticket is sealed). */
   waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress>;
+  /**
+   * An open ticket of `key`: push to it with `performBatchLater(ids, { ticket })` any number of
+   * times, from any process, then `sealTicket(ticket)`; it settles (and calls back) only once sealed.
+   */
+  openTicket(key: Key, options?: { callback?: boolean }): Promise<Ticket>;
+  /** No more pushes to this ticket; an UnknownTicketError or TicketSealedError otherwise. */
+  sealTicket(ticket: Ticket): Promise<void>;
   on<E extends keyof BatcherEvents>(event: E, listener: (...args: BatcherEvents[E]) => void): this;
   off<E extends keyof BatcherEvents>(event: E, listener: (...args: BatcherEvents[E]) => void): this;
   /**

@@ -105,3 +105,19 @@ describe('examples/crm-sync.ts', () => {
     }
   });
 });
+
+describe('examples/import-with-callback.ts', () => {
+  it('reads pages into an open ticket and gets one callback after sealing, with the rejected rows counted', async () => {
+    const { main, Import } = await import('../examples/import-with-callback');
+    track(Import);
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    try {
+      const outcome = await main(3);
+      // Rows 0, 97, 194 and 291 of 300 have a negative quantity.
+      expect(outcome).toMatchObject({ total: 300, done: 296, failed: 4, pending: 0, success: false, sealed: true });
+      expect(log.mock.calls.map((c) => c[0])).toEqual(['import finished with errors: 296 rows imported, 4 rejected']);
+    } finally {
+      log.mockRestore();
+    }
+  });
+});

@@ -14,7 +14,7 @@ describe('bulk progress', () => {
       async eachIteration(ids) {
         // The claim of this slice acked the previous ones: the ticket must say exactly that.
         const seen = await b.progress(ticket);
-        const expected: Progress = { total: 95, done: done.length, failed: failed.length, pending: 95 - done.length - failed.length, errors: seen.errors };
+        const expected: Progress = { total: 95, done: done.length, failed: failed.length, pending: 95 - done.length - failed.length, errors: seen.errors, sealed: true };
         if (JSON.stringify(seen) !== JSON.stringify(expected)) mismatches.push(JSON.stringify({ seen, expected }));
         const bad = ids.filter((id) => id.endsWith('7'));
         if (bad.length > 0) {
@@ -25,7 +25,7 @@ describe('bulk progress', () => {
       },
     });
     ({ ticket } = (await b.performBatchLater(range(95), { key: 'k', track: true })) as { ticket: string });
-    expect(await b.progress(ticket)).toEqual({ total: 95, done: 0, failed: 0, pending: 95, errors: [] });
+    expect(await b.progress(ticket)).toEqual({ total: 95, done: 0, failed: 0, pending: 95, errors: [], sealed: true });
     b.createWorker();
     const final = await b.waitFor(ticket);
     expect(mismatches).toEqual([]);
@@ -75,13 +75,13 @@ describe('bulk progress', () => {
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(40), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!)).toEqual({ total: 40, done: 39, failed: 1, pending: 0, errors: [{ id: '13', message: '13 is unlucky' }] });
+    expect(await b.waitFor(ticket!)).toEqual({ total: 40, done: 39, failed: 1, pending: 0, errors: [{ id: '13', message: '13 is unlucky' }], sealed: true });
   });
 
   it('a push of no ids has a ticket with nothing pending; untracked pushes have none', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const empty = await b.performBatchLater([], { key: 'k', track: true });
-    expect(await b.waitFor(empty.ticket!)).toEqual({ total: 0, done: 0, failed: 0, pending: 0, errors: [] });
+    expect(await b.waitFor(empty.ticket!)).toEqual({ total: 0, done: 0, failed: 0, pending: 0, errors: [], sealed: true });
     expect((await b.performBatchLater(['1'], { key: 'k' })).ticket).toBeUndefined();
   });
 

@@ -13,16 +13,16 @@ describe('fail-slice.lua', () => {
     await redis.rpush(names.inFlight, 'a', 'b');
     const plan = { retry: [{ id: 'part-0', delayMs: 0, slice: JSON.stringify({ ids: ['a', 'b'] }) }], dead: { ids: [], message: '' } };
     const resend = () => failSlice(redis, names, 'lock-1', plan, 100, 'slice-1:failed');
-    expect(await resend()).toBe(true);
+    expect(await resend()).toEqual([]);
     expect(await redis.zrange(names.retry, 0, -1)).toEqual(['part-0']);
     // Another lane claims the part, then the first call is resent.
     await redis.zrem(names.retry, 'part-0');
-    expect(await resend()).toBe(true);
+    expect(await resend()).toEqual([]);
     expect(await redis.zrange(names.retry, 0, -1)).toEqual([]);
     // Without the lock, nothing changes.
     await redis.set(names.lock, 'someone-else');
     await redis.rpush(names.inFlight, 'c');
-    expect(await failSlice(redis, names, 'lock-1', { retry: [], dead: { ids: [], message: '' } }, 100, 'slice-2:failed')).toBe(false);
+    expect(await failSlice(redis, names, 'lock-1', { retry: [], dead: { ids: [], message: '' } }, 100, 'slice-2:failed')).toBeUndefined();
     expect(await redis.lrange(names.inFlight, 0, -1)).toEqual(['c']);
   });
 });

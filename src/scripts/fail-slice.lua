@@ -12,6 +12,7 @@
   KEYS[9] data per id waiting KEYS[10] data per id in flight (see includes/payloads.lua): a
           retried part's data goes back with it; a dead id's goes with its letter (written
           beforehand), so it is dropped here
+  KEYS[11] the key's outbox of settled tickets (see includes/tracking.lua)
   ARGV[1] lock value
   ARGV[2] JSON { retry: [{ id, delayMs, slice }], dead: { ids, message } }, where `slice` is
           the JSON stored for the part (it holds the part's ids as `ids`), and each ticket of a
@@ -20,13 +21,14 @@
   ARGV[4] settle id, unique per failed slice: a resent call (ioredis resends after a reconnect)
           changes nothing, so it cannot bring back a part another lane has claimed since
 
-  Returns 1: settled; -1: the lock is not held with this value (nothing changed)
+  Returns {1, settled}: done, `settled` the tickets whose last id died here and that want a
+  callback, space-separated; {-1, ''}: the lock is not held with this value (nothing changed)
 ]]
 --- @include "clock"
 --- @include "tracking"
 --- @include "payloads"
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
-if redis.call('GET', KEYS[8]) == ARGV[4] then return 1 end
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return {-1, ''} end
+if redis.call('GET', KEYS[8]) == ARGV[4] then return {1, ''} end
 redis.call('SET', KEYS[8], ARGV[4], 'PX', math.max(1, redis.call('PTTL', KEYS[2])))
 local plan = cjson.decode(ARGV[2])
 local now = clockMs()
@@ -42,8 +44,8 @@ end
 if redis.call('EXISTS', KEYS[6]) == 1 then
   for _, id in ipairs(plan.dead.ids) do
     local error = cjson.encode({ id = id, message = plan.dead.message })
-    creditOne(KEYS[6], KEYS[7], id, 'failed', error, tonumber(ARGV[3]))
+    creditOne(KEYS[6], KEYS[7], KEYS[11], id, 'failed', error, tonumber(ARGV[3]))
   end
 end
 redis.call('DEL', KEYS[1], KEYS[6], KEYS[10])
-return 1
+return {1, table.concat(settledTickets, ' ')}

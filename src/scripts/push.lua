@@ -24,7 +24,10 @@
   ARGV[5] the key (its index member)            ARGV[6] the index score: now, by the pusher's clock
   ARGV[7] '' for a push without data; else how its payloads are kept: 'list' (one per push),
           'replace', 'keep' or 'all' (see includes/payloads.lua)
-  ARGV[8..] ids, then (with data) as many payloads, '' for an id pushed without
+  ARGV[8] with a ticket: 'new' (this push's own, sealed: its ids are all of it) or 'open' (an
+          open ticket, which must exist and not be sealed yet; see seal-ticket.lua)
+  ARGV[9] a new ticket wants a callback when it settles: '1' or '0' (see includes/tracking.lua)
+  ARGV[10..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Returns {covered, waitMs}: covered 1 when a run or a waiting job will claim these ids (no job
   add needed), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
@@ -34,12 +37,18 @@
 --- @include "chunked"
 --- @include "flow"
 --- @include "payloads"
-local FIRST = 8
+local FIRST = 10
 local mode = ARGV[7]
 local count = mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
 local LAST = FIRST + count - 1
 local kind = ARGV[1]
 local now = clockMs()
+
+if ARGV[3] ~= '' and ARGV[8] == 'open' then
+  local t = redis.call('HMGET', KEYS[6], 'total', 'sealed')
+  if not t[1] then return {-2, 0} end
+  if t[2] ~= '0' then return {-3, 0} end
+end
 
 local waitMs = 0
 if kind == 'list' then
@@ -85,6 +94,8 @@ if ticket ~= '' then
   -- The tracked ids live as long as their youngest ticket could.
   if redis.call('PTTL', KEYS[5]) < ttl then redis.call('PEXPIRE', KEYS[5], ttl) end
   redis.call('HINCRBY', KEYS[6], 'total', count)
+  -- Without `sealed`, a ticket is sealed: a tracked push's ids are all of it.
+  if ARGV[8] == 'new' then redis.call('HSET', KEYS[6], 'ttl', ttl, 'cb', ARGV[9]) end
   redis.call('PEXPIRE', KEYS[6], ttl)
 end
 

@@ -7,20 +7,23 @@
   KEYS[6] mark of the slice in flight (see includes/claim-body.lua)
   KEYS[7] pending ids                      KEYS[8] retry (failed slices)
   KEYS[9] paused (by an operator)          KEYS[10] data per id in flight
+  KEYS[11] the key's outbox of settled tickets (see includes/tracking.lua)
   ARGV[1] lock value
   ARGV[2] 'ack':  the in-flight slice succeeded: drop it (and count it done on its tickets)
           'keep': leave the in-flight ids for the next run to recover (a failed run of them)
 
-  Returns 1: released, nothing pending; 2: released, but ids are pending or backing off (pushes
+  Returns {status, settled}: `settled` the tickets the ack settled that want a callback,
+  space-separated ('' for none); status 1: released, nothing pending; 2: released, but ids are pending or backing off (pushes
   skip the job add while the lock is held, see push.lua: the caller must requeue the key's job
   rather than complete it), unless the key is paused until resumed (resume adds the job); -1: the lock is not held with this value (nothing changed)
 ]]
 --- @include "tracking"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1, ''} end
 redis.call('DEL', KEYS[1], KEYS[3])
 if ARGV[2] == 'ack' then
   redis.call('DEL', KEYS[2], KEYS[6], KEYS[10])
-  creditAll(KEYS[4], KEYS[5], 'done')
+  creditAll(KEYS[4], KEYS[5], KEYS[11], 'done')
 end
-if redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 and redis.call('PTTL', KEYS[9]) ~= -1 then return 2 end
-return 1
+local settled = table.concat(settledTickets, ' ')
+if redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 and redis.call('PTTL', KEYS[9]) ~= -1 then return {2, settled} end
+return {1, settled}

@@ -32,13 +32,16 @@
 -- KEYS[13] paused (by an operator)  KEYS[14] hold (a rate limit, a retryAfter)
 -- KEYS[15] the rate limit's window of claims (see includes/flow.lua)
 -- KEYS[16] data per id waiting     KEYS[17] data per id in flight (of this lane; see includes/payloads.lua)
+-- KEYS[18] the key's outbox of settled tickets whose callback job is still to add (see tracking.lua)
 -- ARGV[10] the key's rate limit: at most this many ids claimed in any ARGV[11] ms; 0: none
 -- ARGV[12] hold the key this many ms (a handler's retryAfter), before claiming; 0: no
 --
--- Returns {1, waitMs, slice, waited, payloads, id...}: a due failed slice (its JSON as `slice`,
---         its ids alone), or else pending ids ('' as `slice`); `waited` is how long the slice's
---         mark (KEYS[11]) is old, -1 without one; `payloads` the JSON object of the claimed ids'
---         data (see includes/payloads.lua), '' without; when nothing is claimed, waitMs is how long until
+-- Returns {1, waitMs, slice, waited, payloads, settled, id...}: a due failed slice (its JSON as
+--         `slice`, its ids alone), or else pending ids ('' as `slice`); `waited` is how long the
+--         slice's mark (KEYS[11]) is old, -1 without one; `payloads` the JSON object of the
+--         claimed ids' data (see includes/payloads.lua), '' without; `settled` the tickets whose
+--         last id the ack settled and that want a callback, space-separated ('' for none); when
+--         nothing is claimed, waitMs is how long until
 --         something is due (0: nothing left at all; -1: paused until resumed)
 --         {-1, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was
 --         not held at all and ARGV[8] is not '1')
@@ -52,7 +55,7 @@ if early then return early end
 
 holdFor(KEYS[14], tonumber(ARGV[12]))
 
-local result = {1, 0, '', -1, ''}
+local result = {1, 0, '', -1, '', table.concat(settledTickets, ' ')}
 local count = tonumber(ARGV[4])
 local rateMax, window = tonumber(ARGV[10]), tonumber(ARGV[11])
 -- A paused or held key claims nothing, and so does a limited one that has no room left: the
@@ -97,7 +100,7 @@ if count > 0 and not held and not limited then
     result[5] = claimPayloads(KEYS[16], KEYS[17], ids, store.perPush)
     if rateMax > 0 then rateSpend(KEYS[15], #ids, window) end
     if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
-    for i = 1, #ids do result[i + 5] = ids[i] end
+    for i = 1, #ids do result[i + 6] = ids[i] end
   elseif not limited then
     local wait = not blocked and store.readyIn() or nil
     local nextRetry = retrying > 0 and redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
@@ -115,7 +118,7 @@ if limited then
   holdFor(KEYS[14], limited)
 end
 
-if ARGV[9] == '1' and count > 0 and #result == 5 then
+if ARGV[9] == '1' and count > 0 and #result == 6 then
   redis.call('DEL', KEYS[3], KEYS[4])
   return result
 end

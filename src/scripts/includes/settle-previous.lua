@@ -1,7 +1,7 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice.
 -- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
 -- {-1, pttl} when the caller does not hold the lock (and cannot take it, see ARGV[8]); when this
--- claim was already applied, its reply again: {1, waitMs, slice, -1, payloads, id...} (the claim id is remembered with its waitMs,
+-- claim was already applied, its reply again: {1, waitMs, slice, -1, payloads, '', id...} (the claim id is remembered with its waitMs,
 -- `claimId|waitMs`, and a failed slice's JSON is kept in flight with it).
 
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
@@ -42,6 +42,7 @@ local function settlePrevious(store)
   local applied = ARGV[2] .. '|'
   if last and string.sub(last, 1, #applied) == applied then
     local ids = store.inFlightIds(KEYS[2])
+    table.insert(ids, 1, '')
     table.insert(ids, 1, inFlightPayloads(KEYS[17]))
     table.insert(ids, 1, -1)
     table.insert(ids, 1, redis.call('GET', KEYS[12]) or '')
@@ -51,7 +52,7 @@ local function settlePrevious(store)
   end
   if ARGV[3] == 'ack' then
     redis.call('DEL', KEYS[2], KEYS[11], KEYS[12], KEYS[17])
-    creditAll(KEYS[8], KEYS[9], 'done')
+    creditAll(KEYS[8], KEYS[9], KEYS[18], 'done')
   elseif ARGV[3] == 'restore' then
     local slice = redis.call('GET', KEYS[12])
     if slice then

@@ -31,9 +31,33 @@ local function untrackAll(tracked, trackedInFlight)
   for _, id in ipairs(redis.call('HKEYS', trackedInFlight)) do untrackOne(tracked, trackedInFlight, id) end
 end
 
+-- Tickets this call settled (see settleTicket), for its reply.
+local settledTickets = {}
+
+-- A ticket settles when its every id is done or failed, once it is sealed (an open ticket is
+-- not, until sealTicket): exactly once (HSETNX `settled`), whichever call counts its last id.
+-- A ticket that asked for a callback (`cb`) goes to the key's outbox in that same call, for a
+-- worker to turn into the callback's BullMQ job (see tickets.ts): a crash after this call
+-- leaves it in the outbox, never lost. Its status lives `ttl` ms more from now.
+local function settleTicket(hash, ticket, outbox)
+  local t = redis.call('HMGET', hash, 'total', 'done', 'failed', 'sealed', 'ttl', 'cb')
+  if not t[1] or t[4] == '0' then return false end
+  if tonumber(t[1]) ~= tonumber(t[2] or 0) + tonumber(t[3] or 0) then return false end
+  if redis.call('HSETNX', hash, 'settled', '1') == 0 then return false end
+  if t[6] == '1' then
+    redis.call('RPUSH', outbox, ticket)
+    settledTickets[#settledTickets + 1] = ticket
+  end
+  if t[5] then
+    redis.call('PEXPIRE', hash, t[5])
+    redis.call('PEXPIRE', hash .. ':errors', t[5])
+  end
+  return true
+end
+
 -- Counts an in-flight id as `field` ('done' or 'failed') on each of its tickets that has not
 -- expired; with an error, records it too (at most maxErrors per ticket).
-local function creditOne(trackedInFlight, ticketPrefix, id, field, errorJson, maxErrors)
+local function creditOne(trackedInFlight, ticketPrefix, outbox, id, field, errorJson, maxErrors)
   local tickets = redis.call('HGET', trackedInFlight, id)
   if not tickets then return end
   for ticket in string.gmatch(tickets, '%S+') do
@@ -47,12 +71,13 @@ local function creditOne(trackedInFlight, ticketPrefix, id, field, errorJson, ma
           redis.call('PEXPIRE', errors, redis.call('PTTL', hash))
         end
       end
+      settleTicket(hash, ticket, outbox)
     end
   end
   redis.call('HDEL', trackedInFlight, id)
 end
 
-local function creditAll(trackedInFlight, ticketPrefix, field)
+local function creditAll(trackedInFlight, ticketPrefix, outbox, field)
   if redis.call('EXISTS', trackedInFlight) == 0 then return end
-  for _, id in ipairs(redis.call('HKEYS', trackedInFlight)) do creditOne(trackedInFlight, ticketPrefix, id, field) end
+  for _, id in ipairs(redis.call('HKEYS', trackedInFlight)) do creditOne(trackedInFlight, ticketPrefix, outbox, id, field) end
 end
