@@ -13,6 +13,7 @@ import { machineInfo } from './lib/machine';
 import { RedisNotInstalledError } from '../tools/redis-server';
 import { markdown, writeResults, type Results } from './report';
 import { cycleCost } from './scenarios/cycle-cost';
+import { dataMemory } from './scenarios/data-memory';
 import { drain } from './scenarios/drain';
 import { enqueue } from './scenarios/enqueue';
 import { memory } from './scenarios/memory';
@@ -34,6 +35,7 @@ const SCENARIOS: readonly Scenario[] = [
   oversubscribed,
   splitFlood,
   memory,
+  dataMemory,
   scaleOut,
   profile,
   // Many accounts, small frequent pushes.
