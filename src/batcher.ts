@@ -122,7 +122,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
           `batcher ${opts.name} has no eachIteration: it can push and read, but a worker needs the handler (define the batcher with eachIteration where workers run)`,
         );
       }
-      const queueLists = () => ({ wait: getQueue().toKey('wait'), active: getQueue().toKey('active') });
+      const queueLists = () => ({ wait: getQueue().toKey('wait'), active: getQueue().toKey('active'), delayed: getQueue().toKey('delayed'), jobPrefix: getQueue().toKey('') });
       return keyProcessor(
         { client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists, agree: () => agreement.check('worker'), tickets: ticketDeps() },
         fallback,

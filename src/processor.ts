@@ -6,7 +6,7 @@ import type { BatcherEmitter } from './events';
 import { mayRetry, planFailure, serializeError } from './failures';
 import { maxRuntime, stopped } from './interrupt';
 import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type RunOutcome } from './iteration';
-import { JOB_NAME } from './job';
+import { JOB_NAME, LEVEL } from './job';
 import type { Keyspace, KeyNames } from './keys';
 import { KeyLock } from './lock';
 import { rateLimitOf } from './flow';
@@ -235,6 +235,10 @@ async function requeue(job: KeyJob, token: string, delayMs: number): Promise<nev
  * look again once it is delayed.
  */
 async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, names: KeyNames, waitMs: number, options: ResolvedOptions): Promise<never> {
+  // A wait is no turn: when it ends (a rate limit's window, a retryAfter, a backoff, a zset
+  // time) the key lines up with light keys, which running keys yield to, rather than behind
+  // every heavy key (where it could wait a whole budget for a slot).
+  if (options.scheduling === 'fair' && Number(job.priority ?? 0) !== LEVEL.light) await job.changePriority({ priority: LEVEL.light });
   await job.moveToDelayed(Date.now() + waitMs, token);
   try {
     const now = await dueIn(client, options.store, names);

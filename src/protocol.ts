@@ -169,6 +169,7 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
       names.payloads,
       names.payloadsInFlight,
       names.settledTickets,
+      names.rateUsed,
     ],
     [
       c.lock.value,

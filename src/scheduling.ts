@@ -1,6 +1,6 @@
 import type { InterruptCheck } from './interrupt';
 import { log } from './logger';
-import type { RedisClient } from './scripts';
+import { runScript, type RedisClient } from './scripts';
 import { JOB_NAME, LEVEL, type KeyQueue } from './job';
 import type { Key, KeyJob, Logger } from './types';
 
@@ -26,14 +26,21 @@ const LEVEL_ZERO_QUANTUM_MS = 50;
 /** The wait and active lists are read at most this often per run: fast slices would read them thousands of times a second. */
 const READ_INTERVAL_MS = 5;
 
-/** BullMQ's lists the scheduler reads, by full Redis name. */
+/** BullMQ's keys the scheduler reads, by full Redis name. */
 export interface QueueLists {
   wait: string;
   active: string;
+  delayed: string;
+  /** A job's hash is this followed by its id. */
+  jobPrefix: string;
 }
 
+/** Due delayed jobs the preemption read looks at, at most. */
+const DUE_LOOKED_AT = 20;
+
 /**
- * Yields to waiting level-0 jobs, without a thundering herd: with `w` jobs waiting and `a`
+ * Yields to waiting level-0 jobs (the wait list, and due delayed jobs at priority 0: see
+ * queue-load.lua), without a thundering herd: with `w` jobs waiting and `a`
  * running, each run yields with probability w / a at a slice boundary, so about `w` yield.
  * Only jobs seen waiting by two reads in a row count: a job an idle worker slot takes at once
  * needs no one to yield. A run never yields after a short slice (its key just emptied: its
@@ -58,8 +65,8 @@ export function preemption(
     if (reading || performance.now() - lastRead < READ_INTERVAL_MS) return;
     reading = true;
     lastRead = performance.now();
-    // Two single-key reads: on a Cluster BullMQ's keys share one slot, but not a pipeline with ours.
-    Promise.all([client.llen(lists.wait), client.llen(lists.active)])
+    // BullMQ's keys share one slot (its prefix's hash tag), so one script reads them all.
+    (runScript(client, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), DUE_LOOKED_AT]) as Promise<[number, number]>)
       .then(([w, a]) => {
         waitingBefore = waiting;
         waiting = w;

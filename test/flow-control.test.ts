@@ -67,6 +67,26 @@ describe('rateLimit', () => {
     expect(await b.backlog('limited')).toEqual({ pending: 20, inFlight: 0, retrying: 0 });
   });
 
+  it('a limited key whose window has room again gets a slot between a heavy key\'s slices, not after its budget', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({
+      sliceSize: 10,
+      maxRuntimeMs: 60_000,
+      rateLimit: (key) => (key === 'limited' ? { max: 20, durationMs: 300 } : undefined),
+      eachIteration: async (ids, ctx) => {
+        rec.handler(ids, ctx);
+        if (ctx.key === 'heavy') await new Promise((r) => setTimeout(r, 2));
+      },
+    });
+    // Both first pushes are bigger than a slice: both start as heavy newcomers.
+    await b.performBatchLater(range(60), { key: 'limited' });
+    await b.performBatchLater(range(5000), { key: 'heavy' });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(() => rec.idsOf('limited').length === 60, { what: 'the limited key, window after window', timeoutMs: 30_000 });
+    // It got its slices while the heavy key still ran (whose budget is a minute).
+    expect((await b.backlog('heavy')).pending).toBeGreaterThan(0);
+  });
+
   it('a push to a key waiting out its window does not start a run', async () => {
     const rec = new Recorder();
     const b = testBatcher({ sliceSize: 5, rateLimit: { max: 5, durationMs: 60_000 }, eachIteration: rec.handler });

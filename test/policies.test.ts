@@ -1,5 +1,6 @@
 import { UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
+import { defineScripts, runScript } from '../src/scripts';
 import { PermanentError } from '../src';
 import { planFailure } from '../src/failures';
 import { combine, type RunOutcome } from '../src/iteration';
@@ -63,11 +64,13 @@ describe('combine (a run with lanes)', () => {
 });
 
 describe('preemption', () => {
-  const lists = { wait: 'preemption-test:wait', active: 'preemption-test:active' };
+  // One hash tag: BullMQ's keys share a slot, and queue-load.lua reads them in one call.
+  const lists = { wait: '{preemption-test}:wait', active: '{preemption-test}:active', delayed: '{preemption-test}:delayed', jobPrefix: '{preemption-test}:' };
   const logger = {};
 
   it('a level-0 run never yields before its quantum, nor after a short slice; a level-2 run yields to jobs seen waiting twice', async () => {
     const redis = redisClient();
+    defineScripts(redis);
     await redis.del(lists.wait, lists.active);
     await redis.rpush(lists.wait, 'j1', 'j2');
     await redis.rpush(lists.active, 'run');
@@ -81,5 +84,24 @@ describe('preemption', () => {
     const fresh = preemption(redis, lists, logger, { level: 0, startedAt: Date.now() }, always);
     expect(fresh(full)).toBeUndefined();
     await redis.del(lists.wait, lists.active);
+  });
+
+  it('counts a due delayed job at priority 0 as waiting (BullMQ promotes it only when a worker fetches), not one at priority 2', async () => {
+    const redis = redisClient();
+    defineScripts(redis);
+    await redis.del(lists.wait, lists.active, lists.delayed);
+    await redis.rpush(lists.active, 'run');
+    const due = Date.now() * 0x1000;
+    await redis.zadd(lists.delayed, due, 'had-its-turn', due + 1, 'back-from-a-wait', (Date.now() + 60_000) * 0x1000, 'not-due');
+    await redis.hset(`${lists.jobPrefix}had-its-turn`, 'priority', 2);
+    await redis.hset(`${lists.jobPrefix}back-from-a-wait`, 'priority', 0);
+    await redis.hset(`${lists.jobPrefix}not-due`, 'priority', 0);
+    const running = preemption(redis, lists, logger, { level: 2, startedAt: Date.now() }, () => 0);
+    await waitFor(() => running({ full: true }) === 'preempted', { intervalMs: 10, what: 'the run to yield to the key back from its wait' });
+    const load = () => runScript(redis, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), 20]);
+    expect(await load()).toEqual([1, 1]);
+    await redis.zrem(lists.delayed, 'back-from-a-wait');
+    expect(await load()).toEqual([0, 1]);
+    await redis.del(lists.wait, lists.active, lists.delayed, `${lists.jobPrefix}had-its-turn`, `${lists.jobPrefix}back-from-a-wait`, `${lists.jobPrefix}not-due`);
   });
 });

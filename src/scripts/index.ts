@@ -7,7 +7,7 @@ import { VERSION } from '../version';
 export type RedisClient = Redis | Cluster;
 
 /** One name per `.lua` file beside this module. */
-const NAMES = ['push', 'claim-list', 'claim-set', 'claim-zset', 'release', 'fail-slice', 'due-in', 'forget-key', 'dead-add', 'dead-undo', 'dead-trim', 'dead-remove', 'seal-ticket'] as const;
+const NAMES = ['push', 'claim-list', 'claim-set', 'claim-zset', 'release', 'fail-slice', 'due-in', 'forget-key', 'dead-add', 'dead-undo', 'dead-trim', 'dead-remove', 'seal-ticket', 'queue-load'] as const;
 
 export type ScriptName = (typeof NAMES)[number];
 
@@ -69,7 +69,8 @@ function command(target: object, name: ScriptName): (...args: (string | number)[
  * Runs a script. Keys are given by the caller (built by `Keyspace`); a script builds a name only
  * from a prefix it was given (a lane's keys, a ticket's hash, a key's dead letters), which shares
  * that prefix's hash tag, so every script touches one Redis Cluster slot. (push.lua also reads
- * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist.)
+ * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist;
+ * queue-load.lua reads only BullMQ's, which share the queue's slot.)
  */
 export function runScript(
   client: RedisClient,

@@ -30,7 +30,7 @@
 --         single-lane run asks this). Pushes skip the job add while the lock is held (see
 --         push.lua), so a lock may only be dropped by a call that has looked at pending last.
 -- KEYS[13] paused (by an operator)  KEYS[14] hold (a rate limit, a retryAfter)
--- KEYS[15] the rate limit's window of claims (see includes/flow.lua)
+-- KEYS[15] the rate limit's window of claims   KEYS[19] its sum (see includes/flow.lua)
 -- KEYS[16] data per id waiting     KEYS[17] data per id in flight (of this lane; see includes/payloads.lua)
 -- KEYS[18] the key's outbox of settled tickets whose callback job is still to add (see tracking.lua)
 -- ARGV[10] the key's rate limit: at most this many ids claimed in any ARGV[11] ms; 0: none
@@ -63,7 +63,7 @@ local rateMax, window = tonumber(ARGV[10]), tonumber(ARGV[11])
 local held = count > 0 and heldFor(KEYS[13], KEYS[14]) or nil
 local allowance, limited
 if count > 0 and not held and rateMax > 0 then
-  allowance, limited = rateAllowance(KEYS[15], rateMax, window, math.min(count, rateMax))
+  allowance, limited = rateAllowance(KEYS[15], KEYS[19], rateMax, window, math.min(count, rateMax))
   if allowance > 0 then count, limited = math.min(count, allowance), nil end
 end
 
@@ -76,7 +76,7 @@ if count > 0 and not held and not limited then
   local decoded = slice and cjson.decode(slice)
   if decoded and allowance and #decoded.ids > allowance and allowance < rateMax then
     -- A failed slice runs again whole: it waits until the window has room for all of it.
-    limited = select(2, rateAllowance(KEYS[15], rateMax, window, math.min(#decoded.ids, rateMax)))
+    limited = select(2, rateAllowance(KEYS[15], KEYS[19], rateMax, window, math.min(#decoded.ids, rateMax)))
   elseif due then
     retrying = retrying - 1
     redis.call('ZREM', KEYS[5], due)
@@ -98,7 +98,7 @@ if count > 0 and not held and not limited then
   if ids and #ids > 0 then
     trackClaim(KEYS[7], KEYS[8], ids, store.perPush)
     result[5] = claimPayloads(KEYS[16], KEYS[17], ids, store.perPush)
-    if rateMax > 0 then rateSpend(KEYS[15], #ids, window) end
+    if rateMax > 0 then rateSpend(KEYS[15], KEYS[19], #ids, window) end
     if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
     for i = 1, #ids do result[i + 6] = ids[i] end
   elseif not limited then

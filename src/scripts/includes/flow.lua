@@ -21,37 +21,52 @@ local function holdFor(hold, ms)
   if ms > 0 and redis.call('PTTL', hold) < ms then redis.call('SET', hold, 'held', 'PX', ms) end
 end
 
--- A sliding window: `log` lists `claimMs count` per claim, oldest first, so "at most `max` ids
--- in any `windowMs`" holds exactly (a token bucket would let up to twice that through one window
--- after an idle spell). Entries are claims, not ids: a window holds at most max / slice of them.
+-- A sliding window: `log` lists `claimMs count` per claim, oldest first, and `used` holds their
+-- sum, so "at most `max` ids in any `windowMs`" holds exactly (a token bucket would let up to
+-- twice that through one window after an idle spell). Each claim drops the expired head entries
+-- and reads the sum: O(1) amortized, however many claims a window holds. Claims within 1 % of a
+-- window of the newest entry join it, stamped with the later time (so they expire later, never
+-- earlier): at most about 100 entries per window.
 -- Returns how many ids may be claimed now, and, when fewer than `need`, ms until `need` may.
-local function rateAllowance(log, max, windowMs, need)
+local function rateAllowance(log, used, max, windowMs, need)
   local now = clockMs()
-  local entries = redis.call('LRANGE', log, 0, -1)
-  local live, used = {}, 0
-  for _, entry in ipairs(entries) do
-    local at, n = string.match(entry, '^(%d+) (%d+)$')
-    at, n = tonumber(at), tonumber(n)
-    if at + windowMs > now then
-      live[#live + 1] = {at, n}
-      used = used + n
+  local sum = tonumber(redis.call('GET', used) or '0')
+  while true do
+    local head = redis.call('LINDEX', log, 0)
+    if not head then
+      sum = 0
+      break
     end
+    local at, n = string.match(head, '^(%d+) (%d+)$')
+    if tonumber(at) + windowMs > now then break end
+    redis.call('LPOP', log)
+    sum = sum - tonumber(n)
   end
-  -- Expired entries are dropped from the head (claims are logged in clock order).
-  local expired = #entries - #live
-  if expired > 0 then redis.call('LTRIM', log, expired, -1) end
-  local allowance = max - used
+  redis.call('SET', used, math.max(0, sum), 'PX', windowMs)
+  local allowance = max - sum
   if allowance >= need then return allowance, 0 end
+  -- Limited (rarely): how long until the oldest entries free enough.
   local freed = allowance
-  for _, entry in ipairs(live) do
-    freed = freed + entry[2]
-    if freed >= need then return math.max(0, allowance), entry[1] + windowMs - now end
+  for _, entry in ipairs(redis.call('LRANGE', log, 0, -1)) do
+    local at, n = string.match(entry, '^(%d+) (%d+)$')
+    freed = freed + tonumber(n)
+    if freed >= need then return math.max(0, allowance), tonumber(at) + windowMs - now end
   end
   return math.max(0, allowance), windowMs
 end
 
--- Logs a claim of `n` ids; the log lives as long as its newest entry counts.
-local function rateSpend(log, n, windowMs)
-  redis.call('RPUSH', log, clockMs() .. ' ' .. n)
+-- Logs a claim of `n` ids; the log and its sum live as long as the newest entry counts.
+local function rateSpend(log, used, n, windowMs)
+  local now = clockMs()
+  local tail = redis.call('LINDEX', log, -1)
+  local at, count
+  if tail then at, count = string.match(tail, '^(%d+) (%d+)$') end
+  if at and now - tonumber(at) < windowMs / 100 then
+    redis.call('LSET', log, -1, now .. ' ' .. (tonumber(count) + n))
+  else
+    redis.call('RPUSH', log, now .. ' ' .. n)
+  end
   redis.call('PEXPIRE', log, windowMs)
+  redis.call('INCRBY', used, n)
+  redis.call('PEXPIRE', used, windowMs)
 end
