@@ -3,7 +3,7 @@ import type { SystemId } from './systems/types';
 
 export type Mode = 'quick' | 'full';
 
-/** Every size of every scenario, per mode. The full mode takes 11-12 minutes on a 2-core machine. */
+/** Every size of every scenario, per mode. The full mode takes 12-13 minutes on a 2-core machine. */
 export interface Config {
   mode: Mode;
   /**
@@ -27,6 +27,47 @@ export interface Config {
   oneIdKeys: { keys: number; concurrency: number; fillCallers: number; timeoutMs: number };
   stream: StreamPlan;
   cycleCost: { keys: number; ratePerSec: number; concurrency: number; idleMs: number; timeoutMs: number };
+  rateLimit: FlowPlan;
+}
+
+/** `rateLimit` option and `ctx.retryAfter`: what flow control costs the other keys, and Redis. */
+export interface FlowPlan {
+  /**
+   * One key limited to `limit` beside `keys` unlimited keys with backlogs (empty handler), light
+   * keys pushing meanwhile, several worker processes (the limit is global); figures from a
+   * `windowMs` window after `warmupMs`, and again without the limited key (the control).
+   */
+  accuracy: {
+    limit: { max: number; durationMs: number };
+    limitedIds: number;
+    keys: number;
+    idsPerKey: number;
+    processes: number;
+    concurrency: number;
+    light: LightPlan;
+    warmupMs: number;
+    windowMs: number;
+    timeoutMs: number;
+  };
+  /**
+   * `keys` keys with backlogs and one key with `retryingIds` whose handler calls
+   * `ctx.retryAfter(retryAfterMs)` every `every`-th slice; the handler waits `sliceWaitMs` per
+   * slice (a call to another service), one worker process; again with no retryAfter (the control).
+   */
+  retry: {
+    keys: number;
+    idsPerKey: number;
+    retryingIds: number;
+    every: number;
+    retryAfterMs: number;
+    sliceWaitMs: number;
+    concurrency: number;
+    warmupMs: number;
+    windowMs: number;
+    timeoutMs: number;
+  };
+  /** The same backlog drained with a limit on every key that never binds, and with none. */
+  cost: { keys: number; idsPerKey: number; concurrency: number; limit: { max: number; durationMs: number }; timeoutMs: number };
 }
 
 export interface KeyShape {
@@ -100,6 +141,20 @@ interface Sizes {
   cycleKeys: number;
   /** How long cycle-cost watches the idle worker before the pushes. */
   cycleIdleMs: number;
+  rateLimit: {
+    limitedIds: number;
+    /** Per unlimited key: more than the 2 processes drain in the warm-up and the window (about 0.8M ids/s on 2 cores). */
+    idsPerKey: number;
+    warmupMs: number;
+    windowMs: number;
+    lightPushesPerKey: number;
+    /** Per key of the retryAfter runs: more than the slots work through in their window (about 0.2M ids/s). */
+    retryIdsPerKey: number;
+    retryingIds: number;
+    retryWindowMs: number;
+    costIdsPerKey: number;
+    timeoutMs: number;
+  };
 }
 
 function configFor(mode: Mode, s: Sizes): Config {
@@ -130,12 +185,45 @@ function configFor(mode: Mode, s: Sizes): Config {
     oneIdKeys: { keys: s.oneIdKeys, concurrency: 5, fillCallers: 16, timeoutMs: s.oneIdTimeoutMs },
     stream: { keys: 2_000, ...s.stream, concurrency: 16, keptUpMs: 2_000, maxInFlight: 2_000, seed: 7 },
     cycleCost: { keys: s.cycleKeys, ratePerSec: 500, concurrency: 16, idleMs: s.cycleIdleMs, timeoutMs: s.timeoutMs },
+    rateLimit: flowPlan(s.rateLimit),
+  };
+}
+
+function flowPlan(s: Sizes['rateLimit']): FlowPlan {
+  return {
+    accuracy: {
+      limit: { max: 1_000, durationMs: 1_000 },
+      limitedIds: s.limitedIds,
+      keys: 50,
+      idsPerKey: s.idsPerKey,
+      processes: 2,
+      concurrency: 16,
+      light: light(50, 20, s.windowMs, s.lightPushesPerKey),
+      warmupMs: s.warmupMs,
+      windowMs: s.windowMs,
+      timeoutMs: s.timeoutMs,
+    },
+    retry: {
+      keys: 20,
+      idsPerKey: s.retryIdsPerKey,
+      retryingIds: s.retryingIds,
+      every: 10,
+      retryAfterMs: 2_000,
+      sliceWaitMs: 2,
+      concurrency: 8,
+      warmupMs: 500,
+      windowMs: s.retryWindowMs,
+      timeoutMs: s.timeoutMs,
+    },
+    // max is at most 2^31 - 1: two billion ids a second is a limit no drain reaches.
+    cost: { keys: 100, idsPerKey: s.costIdsPerKey, concurrency: 16, limit: { max: 2_000_000_000, durationMs: 1_000 }, timeoutMs: s.timeoutMs },
   };
 }
 
 export const CONFIGS: Record<Mode, Config> = {
   // About 7.5 minutes on 2 cores for the first eight scenarios (the repeats and the fifo runs, full
-  // drains, cost most) and under 4 for the small-keys ones (one-id-keys and stream cost most).
+  // drains, cost most), under 4 for the small-keys ones (one-id-keys and stream cost most) and
+  // about 70 s for rate-limit (pushing the unlimited keys' backlogs costs most).
   full: configFor('full', {
     idsPerKey: 10_000,
     floodIds: 500_000,
@@ -161,9 +249,21 @@ export const CONFIGS: Record<Mode, Config> = {
     stream: { ratesPerSec: [2_000, 5_000, 20_000], durationMs: 10_000, fifoRow: true },
     cycleKeys: 2_000,
     cycleIdleMs: 1_000,
+    rateLimit: {
+      limitedIds: 500_000,
+      idsPerKey: 300_000,
+      warmupMs: 2_000,
+      windowMs: 10_000,
+      lightPushesPerKey: 3,
+      retryIdsPerKey: 100_000,
+      retryingIds: 3_000,
+      retryWindowMs: 5_000,
+      costIdsPerKey: 10_000,
+      timeoutMs: 30_000,
+    },
   }),
-  // Every scenario and system, small, for CI: about 75 s, of which about 25 s for the small-keys
-  // scenarios (small-keys, one-id-keys, stream, cycle-cost).
+  // Every scenario and system, small, for CI: about 110 s, of which about 25 s for the small-keys
+  // scenarios (small-keys, one-id-keys, stream, cycle-cost) and about 35 s for rate-limit.
   quick: configFor('quick', {
     idsPerKey: 500,
     floodIds: 20_000,
@@ -187,5 +287,17 @@ export const CONFIGS: Record<Mode, Config> = {
     stream: { ratesPerSec: [500, 2_000], durationMs: 1_500, fifoRow: false },
     cycleKeys: 300,
     cycleIdleMs: 250,
+    rateLimit: {
+      limitedIds: 50_000,
+      idsPerKey: 120_000,
+      warmupMs: 1_000,
+      windowMs: 5_000,
+      lightPushesPerKey: 2,
+      retryIdsPerKey: 50_000,
+      retryingIds: 2_000,
+      retryWindowMs: 3_000,
+      costIdsPerKey: 2_000,
+      timeoutMs: 20_000,
+    },
   }),
 };

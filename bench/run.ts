@@ -1,6 +1,6 @@
 /**
- * `npm run bench` (full, about 11-12 minutes on 2 cores) or `npm run bench -- --quick` (small sizes,
- * about 75 s; what CI runs so the bench never rots). `--only=drain,enqueue` runs some scenarios.
+ * `npm run bench` (full, about 12-13 minutes on 2 cores) or `npm run bench -- --quick` (small sizes,
+ * about 110 s; what CI runs so the bench never rots). `--only=drain,enqueue` runs some scenarios.
  * Starts a throwaway redis-server per measurement, or uses REDIS_URL (FLUSHALL before each).
  * Prints markdown tables and writes results.json and latency.svg beside this file
  * (results.quick.json / latency.quick.svg in quick mode and *.partial.* with --only, so neither
@@ -21,6 +21,7 @@ import { noisyNeighbour, TARGET_P99_MS } from './scenarios/noisy-neighbour';
 import { oneIdKeys } from './scenarios/one-id-keys';
 import { oversubscribed } from './scenarios/oversubscribed';
 import { profile } from './scenarios/profile';
+import { rateLimit } from './scenarios/rate-limit';
 import { scaleOut } from './scenarios/scale-out';
 import { smallKeys } from './scenarios/small-keys';
 import { splitFlood } from './scenarios/split-flood';
@@ -43,6 +44,8 @@ const SCENARIOS: readonly Scenario[] = [
   oneIdKeys,
   stream,
   cycleCost,
+  // Flow control: rateLimit and retryAfter.
+  rateLimit,
 ];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */

@@ -1,6 +1,7 @@
 import { systemFor, type SystemSpec } from '../systems';
 import { WorkerPool } from '../worker/host';
 import { now, sleep, withTimeout } from './clock';
+import { readCommandStats, resetCommandStats, type CommandStat } from './commandstats';
 import { LIGHT_PREFIX, LightPusher, type LightPlan, type LightResult } from './light';
 import { measuredFill, newTarget } from './fill';
 import { backlogCalls, keyNames } from './push';
@@ -36,6 +37,8 @@ export interface Workload {
   profile?: boolean;
   /** Concurrent callers filling the backlog (default 4); many small calls (one per key) need more. */
   fillCallers?: number;
+  /** Read INFO commandstats of the drain: reset after the fill, read once every id is processed. */
+  commandstats?: boolean;
 }
 
 export interface WorkloadResult {
@@ -60,6 +63,8 @@ export interface WorkloadResult {
   /** redis-server CPU per id processed, during the drain. */
   redisCpuUsPerId: number;
   slowlog?: SlowlogProfile;
+  /** With `commandstats`: INFO commandstats from the workers' start to the end of the run. */
+  commandstats?: CommandStat[];
 }
 
 const mb = (bytes: number) => bytes / (1024 * 1024);
@@ -83,6 +88,7 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
         lightPrefix: LIGHT_PREFIX,
       });
       if (w.profile) await startSlowlog(redis);
+      if (w.commandstats) await resetCommandStats(redis);
       const cpuBefore = await redis.cpuMicros();
       const startAt = pool.start();
       if (w.light) {
@@ -105,6 +111,7 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
       }
       const redisCpu = (await redis.cpuMicros()) - cpuBefore;
       const slowlog = w.profile ? await readSlowlog(redis) : undefined;
+      const commandstats = w.commandstats ? await readCommandStats(redis) : undefined;
       light?.cancel();
       const running = pool;
       pool = undefined;
@@ -127,6 +134,7 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
         workerCpuUsPerId: finals.reduce((n, f) => n + f.cpuMicros, 0) / Math.max(1, processed),
         redisCpuUsPerId: redisCpu / Math.max(1, processed),
         ...(slowlog ? { slowlog } : {}),
+        ...(commandstats ? { commandstats } : {}),
       };
     } finally {
       light?.cancel();

@@ -54,4 +54,11 @@ export interface OursVariant {
   maxRuntimeMs?: number;
   store?: 'list' | 'set' | 'zset';
   scheduling?: 'fair' | 'fifo';
+  /** The `rateLimit` option, for the keys starting with `keyPrefix` (every key without one). */
+  rateLimit?: { max: number; durationMs: number; keyPrefix?: string };
+  /**
+   * Keys starting with `keyPrefix` call `ctx.retryAfter(ms)` instead of running every `every`-th
+   * slice (counted per key and worker process), as a handler told "not now" by an upstream does.
+   */
+  retryAfter?: { keyPrefix: string; every: number; ms: number };
 }

@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { now, pollUntil, withTimeout } from '../lib/clock';
-import type { FromWorker, LightSample, ToWorker, WorkerSpec } from './protocol';
+import type { FromWorker, LightSample, ToWorker, TracedSlice, WorkerSpec } from './protocol';
 
 const CHILD = join(__dirname, 'child.ts');
 const READY_TIMEOUT_MS = 20_000;
@@ -21,12 +21,17 @@ interface Tracked {
   child: ChildProcess;
   processed: number;
   lastAt: number;
+  busyMs: number;
   final?: Final;
 }
 
 /** `count` worker processes of one system, started together and stopped together. */
 export class WorkerPool {
   readonly light: LightSample[] = [];
+  /** Every handler call of a traced key (WorkerSpec.tracePrefix), in arrival order. */
+  readonly traced: TracedSlice[] = [];
+  /** Ids of traced keys processed, a redelivered one counted again. */
+  private tracedCount = 0;
   /** Distinct light ids processed: a redelivered id must not make a windowed run stop early. */
   private readonly lightIds = new Set<string>();
   private constructor(private readonly workers: Tracked[]) {}
@@ -41,7 +46,7 @@ export class WorkerPool {
       });
       live.add(child);
       child.once('exit', () => live.delete(child));
-      return { child, processed: 0, lastAt: 0 };
+      return { child, processed: 0, lastAt: 0, busyMs: 0 };
     });
     const pool = new WorkerPool(workers);
     try {
@@ -63,7 +68,12 @@ export class WorkerPool {
         if (message.type === 'ready') return resolve();
         w.processed = message.processed;
         w.lastAt = message.lastAt;
+        w.busyMs = message.busyMs;
         this.light.push(...message.light);
+        for (const slice of message.traced) {
+          this.traced.push(slice);
+          this.tracedCount += slice[1];
+        }
         for (const [id] of message.light) this.lightIds.add(id);
         if (message.type === 'final') w.final = message;
       });
@@ -79,6 +89,16 @@ export class WorkerPool {
 
   get processed(): number {
     return this.workers.reduce((sum, w) => sum + w.processed, 0);
+  }
+
+  /** Time spent in handler calls so far, every slot of every worker summed (ms). */
+  get busyMs(): number {
+    return this.workers.reduce((sum, w) => sum + w.busyMs, 0);
+  }
+
+  /** Ids of traced keys processed so far. */
+  get tracedIds(): number {
+    return this.tracedCount;
   }
 
   /** When the last id so far was processed, by any worker. */
@@ -97,6 +117,13 @@ export class WorkerPool {
   waitLight(total: number, timeoutMs: number): Promise<boolean> {
     return pollUntil(() => this.lightIds.size >= total || this.workers.some((w) => w.child.exitCode !== null), timeoutMs, 5).then(
       (done) => done && this.lightIds.size >= total,
+    );
+  }
+
+  /** False if `total` ids of traced keys were not processed within `timeoutMs`. */
+  waitTraced(total: number, timeoutMs: number): Promise<boolean> {
+    return pollUntil(() => this.tracedCount >= total || this.workers.some((w) => w.child.exitCode !== null), timeoutMs, 5).then(
+      (done) => done && this.tracedCount >= total,
     );
   }
 
