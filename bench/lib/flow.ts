@@ -88,8 +88,9 @@ function* calls(backlogs: readonly Backlog[]): Generator<Call> {
 
 /**
  * Follows a key's rate-limit log (a list of `claimMs count`, see src/scripts/includes/flow.lua) by
- * reading it again and again: claims only ever join its tail, and leave its head once a window
- * old, so polling well within the window sees every claim once.
+ * reading it again and again: claims only ever join its tail (a new entry, or the tail entry
+ * grown: claims close together share one, restamped), and leave its head once a window old, so
+ * polling well within the window sees every claim once.
  */
 class ClaimLogReader {
   readonly entries: Claim[] = [];
@@ -135,11 +136,17 @@ class ClaimLogReader {
     // The oldest entries of the last read may have gone; the rest start this read. Entries that
     // look alike (same ms and count) are of one instant, so they leave together: the first
     // alignment is the right one.
+    // The last entry read may have grown since (a later claim joined it): it is replaced.
     let kept = 0;
     for (let drop = 0; drop <= this.last.length; drop++) {
       const rest = this.last.slice(drop);
-      if (rest.length <= current.length && rest.every((entry, i) => entry === current[i])) {
+      const grown = (i: number) => i === rest.length - 1 && current[i] !== undefined && grewFrom(rest[i]!, current[i]!);
+      if (rest.length <= current.length && rest.every((entry, i) => entry === current[i] || grown(i))) {
         kept = rest.length;
+        if (kept > 0 && rest[kept - 1] !== current[kept - 1]) {
+          this.entries.pop();
+          kept -= 1;
+        }
         break;
       }
     }
@@ -149,6 +156,13 @@ class ClaimLogReader {
     }
     this.last = current;
   }
+}
+
+/** An entry that later claims joined: restamped no earlier, with more ids. */
+function grewFrom(before: string, after: string): boolean {
+  const [ms0, n0] = before.split(' ').map(Number);
+  const [ms1, n1] = after.split(' ').map(Number);
+  return ms1! >= ms0! && n1! > n0!;
 }
 
 /** The rate-limit log of `key` in the target's batcher (src/keys.ts). */

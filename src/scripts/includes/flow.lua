@@ -24,9 +24,9 @@ end
 -- A sliding window: `log` lists `claimMs count` per claim, oldest first, and `used` holds their
 -- sum, so "at most `max` ids in any `windowMs`" holds exactly (a token bucket would let up to
 -- twice that through one window after an idle spell). Each claim drops the expired head entries
--- and reads the sum: O(1) amortized, however many claims a window holds. Claims within 1 % of a
--- window of the newest entry join it, stamped with the later time (so they expire later, never
--- earlier): at most about 100 entries per window.
+-- and reads the sum: O(1) amortized, however many claims a window holds. Claims within 0.5 % of
+-- a window of the newest entry join it, stamped with the later time (so they expire later, never
+-- earlier): at most about 200 entries per window.
 -- Returns how many ids may be claimed now, and, when fewer than `need`, ms until `need` may.
 local function rateAllowance(log, used, max, windowMs, need)
   local now = clockMs()
@@ -61,7 +61,7 @@ local function rateSpend(log, used, n, windowMs)
   local tail = redis.call('LINDEX', log, -1)
   local at, count
   if tail then at, count = string.match(tail, '^(%d+) (%d+)$') end
-  if at and now - tonumber(at) < windowMs / 100 then
+  if at and now - tonumber(at) < windowMs / 200 then
     redis.call('LSET', log, -1, now .. ' ' .. (tonumber(count) + n))
   else
     redis.call('RPUSH', log, now .. ' ' .. n)
