@@ -6,8 +6,8 @@ import { startRedis, type LocalRedis } from '../tools/redis-server';
 import { adminClient, persistentRedis, startChaosWorker } from './helpers/chaos';
 import { startPushProcess, stopProcess } from './helpers/processes';
 import { waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
 // A Redis of its own, with AOF, that the test restarts on the same port.

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
 describe('concurrencyPerKey', () => {
   it.each(['list', 'set'] as const)('%s: runs 4 slices of one key at once, each id exactly once, never one id in two running slices', async (store) => {
@@ -19,7 +20,7 @@ describe('concurrencyPerKey', () => {
         }
         slices++;
         most = Math.max(most, slices);
-        await new Promise((resolve) => setTimeout(resolve, 10));
+        await sleep(10);
         slices--;
         for (const id of ids) {
           running.delete(id);
@@ -44,7 +45,7 @@ describe('concurrencyPerKey', () => {
       concurrencyPerKey: 3,
       maxRuntimeMs: 20,
       async eachIteration(ids) {
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        await sleep(5);
         seen.push(...ids);
       },
     });
@@ -134,7 +135,7 @@ describe('concurrencyPerKey: one lane in trouble', () => {
           await redis.hset(names.pending, 'x', '1');
           return;
         }
-        await new Promise((resolve) => setTimeout(resolve, 300)); // the other lane's work
+        await sleep(300); // the other lane's work
         lockHeldAtEnd.push(await redis.get(names.lock));
       },
     });
@@ -152,7 +153,7 @@ describe('slice:done waitedMs', () => {
     const b = testBatcher({
       sliceSize: 2,
       concurrencyPerKey: 2,
-      eachIteration: () => new Promise((resolve) => setTimeout(resolve, 150)),
+      eachIteration: () => sleep(150),
     });
     b.on('slice:done', ({ ids, waitedMs }) => void waited.push({ ids, waitedMs }));
     await b.performBatchLater(range(8), { key: 'k' });

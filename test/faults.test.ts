@@ -4,6 +4,7 @@ import { batchByKey, type Logger } from '../src';
 import { Keyspace } from '../src/keys';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
 import { range, track, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
 // A Redis of its own: killing every client must not disturb the other test files.
 let server: LocalRedis;
@@ -14,7 +15,6 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
   it('workers reconnect and carry on: nothing lost, no unhandled error, close() returns', async () => {

@@ -3,6 +3,7 @@ import { InvalidOptionError, NotPausedError, parseRetryAfter, RateLimitedError, 
 import { Gate } from './helpers/gate';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
 import { keysMatching, keyspaceOf, onCluster, queueOf, range, Recorder, redisClient, redisUrl, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
 /** Slices as `[startMs, count]`: the most ids whose slices began within any `windowMs`. */
 function busiestWindow(slices: readonly (readonly [number, number])[], windowMs: number): number {
@@ -75,7 +76,7 @@ describe('rateLimit', () => {
       rateLimit: (key) => (key === 'limited' ? { max: 20, durationMs: 300 } : undefined),
       eachIteration: async (ids, ctx) => {
         rec.handler(ids, ctx);
-        if (ctx.key === 'heavy') await new Promise((r) => setTimeout(r, 2));
+        if (ctx.key === 'heavy') await sleep(2);
       },
     });
     // Both first pushes are bigger than a slice: both start as heavy newcomers.

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { JOB_NAME } from '../src';
 import { queueOf, range, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('one job per key', () => {
   it('never has two jobs for a key, nor two slices of a key at once, under concurrent pushes', async () => {

@@ -3,6 +3,7 @@ import { JOB_NAME, type Batcher, type EachIteration } from '../src';
 import type { KeyQueue } from '../src/job';
 import { age } from '../src/scheduling';
 import { prefixOf, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
 /** Spins for `ms`: a slice that costs CPU, like the bench's handler. */
 const busy = (ms: number) => {
@@ -118,7 +119,7 @@ describe("scheduling: 'fair'", () => {
     const stream = (async () => {
       for (let i = 0; !stop; i++) {
         await b.performBatchLater(['x', 'y'], { key: `fresh-${i}` });
-        await new Promise((resolve) => setTimeout(resolve, 10));
+        await sleep(10);
       }
     })();
     try {

@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
 import { adminClient, persistentRedis, startChaosWorker } from './helpers/chaos';
 import { startPushProcess, stopProcess } from './helpers/processes';
+import { sleep } from './helpers/time';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const FAULTS = ['SIGKILL a worker', 'CLIENT KILL', 'SCRIPT FLUSH', 'Redis restart'] as const;
 
 interface Round {

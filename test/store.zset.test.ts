@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { queueOf, Recorder, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
 function setup() {
   const rec = new Recorder();
@@ -24,7 +25,7 @@ describe("store: 'zset'", () => {
     const { rec, b } = setup();
     b.createWorker();
     await b.performBatchLater(['x', 'y'], { key: 'k', delayMs: 200 });
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     const secondPush = Date.now();
     await b.performBatchLater(['x'], { key: 'k', delayMs: 500 });
     await waitFor(() => rec.all.includes('x'));

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ShutdownError } from '../src';
 import { range, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('worker.close()', () => {
   it('lets the running slice finish, releases the key, and another worker resumes it at once', async () => {

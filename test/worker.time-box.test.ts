@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('time box: maxRuntimeMs', () => {
   it('with one worker slot, a key pushed later finishes before the first key is drained', async () => {
