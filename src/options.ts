@@ -2,6 +2,7 @@ import { Cluster } from 'ioredis';
 import { describe, InvalidOptionError } from './errors';
 import { fromUrl } from './connection';
 import { validateRateLimitOption, type RateLimitOption } from './flow';
+import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './history-options';
 import { silentLogger } from './logger';
 import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, SliceMiddleware, StoreKind } from './types';
 
@@ -29,6 +30,8 @@ export interface ResolvedOptions {
   recoveryIntervalMs: number;
   pushTimeoutMs: number;
   rateLimit: RateLimitOption;
+  /** `false`: no sampling. */
+  history: ResolvedHistory | false;
   logger: Logger;
 }
 
@@ -47,6 +50,7 @@ export const DEFAULTS = {
   prefix: 'bull',
   recoveryIntervalMs: 60_000,
   pushTimeoutMs: 10_000,
+  history: HISTORY_DEFAULTS,
 } as const satisfies Partial<ResolvedOptions>;
 
 const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
@@ -198,6 +202,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS, MAX_TIMER_MS),
     pushTimeoutMs: integer('pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs, 1, MAX_TIMER_MS),
     rateLimit: validateRateLimitOption(o.rateLimit),
+    history: validateHistoryOption(o.history),
     logger: o.logger ?? silentLogger,
   };
 }

@@ -219,8 +219,29 @@ export interface BatchByKeyOptions {
    * @default unlimited
    */
   rateLimit?: RateLimit | ((key: Key) => RateLimit | undefined);
+  /**
+   * Workers sample the batcher's totals (pending, in flight, retrying, dead, lag, ids processed
+   * per second, the top keys) into a capped series in Redis, one sample per interval whatever the
+   * number of worker processes, for `history()` and the dashboard's charts. `false`: no sampling
+   * (`history()` then returns what is left of earlier samples, if any). Every worker of a batcher
+   * should be given the same; producers need none.
+   * @default { intervalMs: 10000, retentionMs: 3600000 }
+   */
+  history?: boolean | HistoryOptions;
   /** Where warnings and errors go. @default silent */
   logger?: Logger;
+}
+
+/** The sampling behind `history()` (the `history` option). */
+export interface HistoryOptions {
+  /** How often a sample is taken (by one worker for all of them): 100 to 2^31 - 1 ms. @default 10000 */
+  intervalMs?: number;
+  /**
+   * How far back samples are kept: the series holds `floor(retentionMs / intervalMs)` samples,
+   * 1 to 10,000: from `intervalMs` to 10,000 × `intervalMs`.
+   * @default 3600000 (1 h); with an intervalMs over 1 h, intervalMs; under 360 ms, 10,000 × intervalMs
+   */
+  retentionMs?: number;
 }
 
 export interface PerformOptions {
@@ -314,6 +335,44 @@ export interface Stats {
   paused: PausedKey[];
 }
 
+/** A key in a history sample. */
+export interface HistoryKey {
+  key: Key;
+  /** pending + retrying: the ids the key has waiting. */
+  backlog: number;
+  oldestPendingAgeMs: number;
+}
+
+/** The batcher's totals at one moment (`stats()` read by the worker that took the sample). */
+export interface HistorySample {
+  /** When it was taken, by the Redis clock (ms since the epoch). */
+  at: number;
+  keys: number;
+  pending: number;
+  inFlight: number;
+  retrying: number;
+  dead: number;
+  /** The batcher's lag: its oldest pending id's age. */
+  oldestPendingAgeMs: number;
+  /**
+   * Ids of successful slices per second, by every worker, since the previous sample; absent for
+   * the first sample and after the shared counter was reset (it expires after `retentionMs` idle).
+   */
+  idsPerSec?: number;
+  /** The 5 keys with the most ids waiting and the 5 laggiest, merged (most waiting first). */
+  topKeys: HistoryKey[];
+  /** The stats read covered only `maxKeys` (10,000) keys: the totals are partial. */
+  truncated: boolean;
+}
+
+/** A batcher's sampled history (`history()`), oldest sample first. */
+export interface History {
+  name: string;
+  /** When it was read, by the Redis clock (ms since the epoch). */
+  at: number;
+  samples: HistorySample[];
+}
+
 /** A dead letter: an id whose slice used every attempt (or threw a PermanentError for it). */
 export interface DeadLetter {
   key: Key;
@@ -385,6 +444,11 @@ export interface Batcher {
   backlog(key: Key): Promise<Backlog>;
   /** Totals, lag and the busiest keys, read from the index of keys with recent pushes (bounded by `maxKeys`). */
   stats(options?: StatsOptions): Promise<Stats>;
+  /**
+   * The samples workers took of `stats()` over the last `history.retentionMs` (default: one per
+   * 10 s, an hour kept), oldest first: one read (LRANGE) of a capped list.
+   */
+  history(): Promise<History>;
   /** The batcher's dead letters. */
   readonly deadLetters: DeadLetters;
   /** Counts of a tracked push; an UnknownTicketError once it expired. */
