@@ -1,6 +1,6 @@
 import type { Worker } from 'bullmq';
 import { ClosedError } from './errors';
-import { HISTORY_TOP_KEYS, samplesKept, type ResolvedHistory } from './history-options';
+import { samplesKept, type ResolvedHistory } from './history-options';
 import { encodeKey, type HistoryNames } from './keys';
 import { log } from './logger';
 import { runScript, type RedisClient } from './scripts';
@@ -29,10 +29,10 @@ import type { History, HistoryKey, HistorySample, Logger, Stats, StatsOptions } 
 /** The fields before the top keys, in order (see `encodeSample`). */
 const HEAD = 9;
 
-/** The top keys by ids waiting and by lag, merged, most waiting first. */
-function topKeysOf(s: Stats): HistoryKey[] {
+/** The `top` keys with the most ids waiting and the `top` laggiest, merged, most waiting first. */
+function topKeysOf(s: Stats, top: number): HistoryKey[] {
   const merged = new Map<string, HistoryKey>();
-  for (const k of [...s.topKeys, ...s.laggingKeys]) {
+  for (const k of [...s.topKeys.slice(0, top), ...s.laggingKeys.slice(0, top)]) {
     merged.set(k.key, { key: k.key, backlog: k.pending + k.retrying, oldestPendingAgeMs: k.oldestPendingAgeMs });
   }
   return [...merged.values()].sort((a, b) => b.backlog - a.backlog || b.oldestPendingAgeMs - a.oldestPendingAgeMs);
@@ -43,9 +43,9 @@ function topKeysOf(s: Stats): HistoryKey[] {
  * `at processed keys pending inFlight retrying dead lagMs truncated` and then `key backlog lagMs`
  * per top key (percent-encoded, so never a space). The time comes first: history-append.lua reads it.
  */
-export function encodeSample(at: number, processed: number, s: Stats): string {
+export function encodeSample(at: number, processed: number, s: Stats, topKeys: number): string {
   const head = [at, processed, s.keys, s.pending, s.inFlight, s.retrying, s.dead, s.oldestPendingAgeMs, s.truncated ? 1 : 0];
-  const top = topKeysOf(s).map((k) => `${encodeKey(k.key)} ${k.backlog} ${k.oldestPendingAgeMs}`);
+  const top = topKeysOf(s, topKeys).map((k) => `${encodeKey(k.key)} ${k.backlog} ${k.oldestPendingAgeMs}`);
   return [...head, ...top].join(' ');
 }
 
@@ -162,8 +162,9 @@ export class HistorySampler {
       const [claimed, at, processed] = (await runScript(client, 'history-tick', [names.claim, names.processed], [count, options.intervalMs, options.retentionMs])) as [number, number, number];
       added = true;
       if (claimed !== 1) return false;
-      const stats = await this.deps.stats({ top: HISTORY_TOP_KEYS });
-      const appended = await runScript(client, 'history-append', [names.series], [encodeSample(at, processed, stats), options.intervalMs, samplesKept(options), options.retentionMs]);
+      const stats = await this.deps.stats({ top: Math.max(1, options.topKeys) });
+      const sample = encodeSample(at, processed, stats, options.topKeys);
+      const appended = await runScript(client, 'history-append', [names.series], [sample, options.intervalMs, samplesKept(options), options.retentionMs]);
       return appended === 1;
     } catch (err) {
       // A tick call that failed most likely never ran: its count goes with the next one (if its

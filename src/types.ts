@@ -225,7 +225,7 @@ export interface BatchByKeyOptions {
    * number of worker processes, for `history()` and the dashboard's charts. `false`: no sampling
    * (`history()` then returns what is left of earlier samples, if any). Every worker of a batcher
    * should be given the same; producers need none.
-   * @default { intervalMs: 10000, retentionMs: 3600000 }
+   * @default { intervalMs: 10000, retentionMs: 3600000, topKeys: 5 }
    */
   history?: boolean | HistoryOptions;
   /** Where warnings and errors go. @default silent */
@@ -242,6 +242,13 @@ export interface HistoryOptions {
    * @default 3600000 (1 h); with an intervalMs over 1 h, intervalMs; under 360 ms, 10,000 × intervalMs
    */
   retentionMs?: number;
+  /**
+   * Keys recorded per sample, for the dashboard's sparklines: this many with the most ids waiting
+   * and this many laggiest, merged (0 to 10). Each costs its name and two numbers per sample;
+   * 0 keeps the totals alone (about 50 bytes a sample).
+   * @default 5
+   */
+  topKeys?: number;
 }
 
 export interface PerformOptions {
@@ -359,7 +366,7 @@ export interface HistorySample {
    * the first sample and after the shared counter was reset (it expires after `retentionMs` idle).
    */
   idsPerSec?: number;
-  /** The 5 keys with the most ids waiting and the 5 laggiest, merged (most waiting first). */
+  /** The `history.topKeys` keys with the most ids waiting and as many laggiest, merged (most waiting first). */
   topKeys: HistoryKey[];
   /** The stats read covered only `maxKeys` (10,000) keys: the totals are partial. */
   truncated: boolean;

@@ -330,7 +330,7 @@ describe('dashboard history', () => {
     const hour = floodHour(b.name, await redisNow(redis), now);
     hour[359]!.stats = await b.stats({ top: 5 });
     for (const s of hour) {
-      await runScript(redis, 'history-append', [keyspaceOf(b).history.series], [encodeSample(s.at, s.processed, s.stats), 10_000, 360, 3_600_000]);
+      await runScript(redis, 'history-append', [keyspaceOf(b).history.series], [encodeSample(s.at, s.processed, s.stats, 5), 10_000, 360, 3_600_000]);
     }
 
     const url = await serve(dashboard({ batchers: [b] }));

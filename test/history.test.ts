@@ -66,6 +66,26 @@ describe('history: sampling shared by every worker process', () => {
     expect(await redisClient().llen(keyspaceOf(b).history.series)).toBe(5);
   });
 
+  it('records topKeys keys by ids waiting and as many by lag; topKeys: 0 the totals alone', async () => {
+    const [one, none] = [testBatcher({ history: { ...FAST, topKeys: 1 }, eachIteration: () => {} }), testBatcher({ history: { ...FAST, topKeys: 0 }, eachIteration: () => {} })];
+    for (const b of [one, none]) {
+      // Paused, the keys keep their ids while the worker samples.
+      await b.pause('old');
+      await b.pause('big');
+      await b.performBatchLater(['1'], { key: 'old' });
+      await b.performBatchLater(range(5), { key: 'big' });
+      await b.performBatchLater(range(3), { key: 'mid' });
+      await b.pause('mid');
+      b.createWorker();
+    }
+    const sampled = async (b: typeof one) => (await waitFor(async () => (await b.history()).samples.find((s) => s.pending === 9), { what: 'a sample of the paused keys' }))!;
+    expect((await sampled(one)).topKeys.map((k) => [k.key, k.backlog])).toEqual([
+      ['big', 5],
+      ['old', 1],
+    ]);
+    expect((await sampled(none)).topKeys).toEqual([]);
+  });
+
   it('samples only while a worker runs, and not at all with history: false', async () => {
     const off = testBatcher({ history: false, eachIteration: () => {} });
     const stopped = testBatcher({ history: FAST, eachIteration: () => {} });
@@ -119,10 +139,10 @@ describe('history scripts', () => {
     defineScripts(redis);
     const t0 = 1_700_000_000_000;
     const append = (entry: string) => runScript(redis, 'history-append', [names.series], [entry, 10_000, 360, 60_000]);
-    await append(encodeSample(t0, 100, stats));
-    await append(encodeSample(t0 + 10_000, 600, stats));
+    await append(encodeSample(t0, 100, stats, 5));
+    await append(encodeSample(t0 + 10_000, 600, stats, 5));
     await redis.rpush(names.series, 'written by something else');
-    await append(encodeSample(t0 + 20_000, 7, stats)); // the counter was reset
+    await append(encodeSample(t0 + 20_000, 7, stats, 5)); // the counter was reset
 
     const { samples, name } = await b.history();
     expect(name).toBe(b.name);
@@ -143,16 +163,20 @@ describe('history scripts', () => {
 });
 
 describe('history option', () => {
-  it('takes false, true or { intervalMs, retentionMs } and refuses anything else with InvalidOptionError', () => {
+  it('takes false, true or { intervalMs, retentionMs, topKeys } and refuses anything else with InvalidOptionError', () => {
     const make = (history: unknown) => () => batchByKey({ name: 'history-options', connection: testConnection(), eachIteration: () => {}, history: history as never });
-    for (const ok of [undefined, true, false, {}, { intervalMs: 100 }, { intervalMs: 1000, retentionMs: 1000 }, { intervalMs: 100, retentionMs: 1_000_000 }, { intervalMs: MAX_TIMER_MS }]) {
+    for (const ok of [undefined, true, false, {}, { intervalMs: 100 }, { intervalMs: 1000, retentionMs: 1000 }, { intervalMs: 100, retentionMs: 1_000_000 }, { intervalMs: MAX_TIMER_MS }, { topKeys: 0 }, { topKeys: 10 }]) {
       expect(make(ok)).not.toThrow();
     }
     const bad: [unknown, RegExp][] = [
-      ['yes', /options.history must be false or \{ intervalMs\?, retentionMs\? \}, got "yes"/],
+      ['yes', /options.history must be false or \{ intervalMs\?, retentionMs\?, topKeys\? \}, got "yes"/],
       [null, /options.history must be false or/],
       [[], /options.history must be false or/],
-      [{ interval: 5000 }, /options.history takes intervalMs and retentionMs, got interval/],
+      [{ interval: 5000 }, /options.history takes intervalMs, retentionMs and topKeys, got interval/],
+      [{ toString: 5000 }, /options.history takes intervalMs, retentionMs and topKeys, got toString/],
+      [{ topKeys: 11 }, /options.history.topKeys must be an integer between 0 and 10, got number 11/],
+      [{ topKeys: -1 }, /topKeys must be an integer/],
+      [{ topKeys: 2.5 }, /topKeys must be an integer/],
       [{ intervalMs: 99 }, /options.history.intervalMs must be an integer between 100 and 2147483647, got number 99/],
       [{ intervalMs: 150.5 }, /intervalMs must be an integer/],
       [{ intervalMs: MAX_TIMER_MS + 1 }, /intervalMs must be an integer/],
@@ -167,13 +191,14 @@ describe('history option', () => {
     }
   });
 
-  it('defaults to a sample every 10 s kept for an hour; a short interval keeps 10,000 samples at most, a long one one', () => {
-    expect(DEFAULTS.history).toEqual({ intervalMs: 10_000, retentionMs: 3_600_000 });
-    expect(validateHistoryOption(undefined)).toEqual({ intervalMs: 10_000, retentionMs: 3_600_000 });
-    expect(validateHistoryOption(true)).toEqual({ intervalMs: 10_000, retentionMs: 3_600_000 });
-    expect(validateHistoryOption({ retentionMs: 600_000 })).toEqual({ intervalMs: 10_000, retentionMs: 600_000 });
-    expect(validateHistoryOption({ intervalMs: 100 })).toEqual({ intervalMs: 100, retentionMs: 1_000_000 });
-    expect(validateHistoryOption({ intervalMs: 7_200_000 })).toEqual({ intervalMs: 7_200_000, retentionMs: 7_200_000 });
+  it('defaults to a sample every 10 s kept for an hour with 5 top keys; a short interval keeps 10,000 samples at most, a long one one', () => {
+    const defaults = { intervalMs: 10_000, retentionMs: 3_600_000, topKeys: 5 };
+    expect(DEFAULTS.history).toEqual(defaults);
+    expect(validateHistoryOption(undefined)).toEqual(defaults);
+    expect(validateHistoryOption(true)).toEqual(defaults);
+    expect(validateHistoryOption({ retentionMs: 600_000, topKeys: 0 })).toEqual({ intervalMs: 10_000, retentionMs: 600_000, topKeys: 0 });
+    expect(validateHistoryOption({ intervalMs: 100 })).toEqual({ intervalMs: 100, retentionMs: 1_000_000, topKeys: 5 });
+    expect(validateHistoryOption({ intervalMs: 7_200_000 })).toEqual({ intervalMs: 7_200_000, retentionMs: 7_200_000, topKeys: 5 });
     expect(validateHistoryOption(false)).toBe(false);
   });
 });
