@@ -27,6 +27,8 @@ export interface Config {
   oneIdKeys: { keys: number; concurrency: number; fillCallers: number; timeoutMs: number };
   stream: StreamPlan;
   cycleCost: { keys: number; ratePerSec: number; concurrency: number; idleMs: number; timeoutMs: number };
+  /** History sampling: `processes` samplers of one batcher over `intervals` intervals, then an hour of samples' memory. */
+  history: { keys: number; processes: number; intervals: number; intervalMs: number; timeoutMs: number };
 }
 
 export interface KeyShape {
@@ -100,6 +102,12 @@ interface Sizes {
   cycleKeys: number;
   /** How long cycle-cost watches the idle worker before the pushes. */
   cycleIdleMs: number;
+  /**
+   * Keys with ids while history is sampled (what a sample's stats() reads), the intervals watched
+   * and their length: the samplers share the bench's one event loop, so an interval must outlast a
+   * stats() read of the keys, or their timers fall behind (a process of its own would not).
+   */
+  history: { keys: number; intervals: number; intervalMs: number };
 }
 
 function configFor(mode: Mode, s: Sizes): Config {
@@ -130,6 +138,8 @@ function configFor(mode: Mode, s: Sizes): Config {
     oneIdKeys: { keys: s.oneIdKeys, concurrency: 5, fillCallers: 16, timeoutMs: s.oneIdTimeoutMs },
     stream: { keys: 2_000, ...s.stream, concurrency: 16, keptUpMs: 2_000, maxInFlight: 2_000, seed: 7 },
     cycleCost: { keys: s.cycleKeys, ratePerSec: 500, concurrency: 16, idleMs: s.cycleIdleMs, timeoutMs: s.timeoutMs },
+    // Intervals far shorter than the default 10 s, so the run takes seconds, not hours.
+    history: { ...s.history, processes: 4, timeoutMs: s.timeoutMs },
   };
 }
 
@@ -161,6 +171,7 @@ export const CONFIGS: Record<Mode, Config> = {
     stream: { ratesPerSec: [2_000, 5_000, 20_000], durationMs: 10_000, fifoRow: true },
     cycleKeys: 2_000,
     cycleIdleMs: 1_000,
+    history: { keys: 1_000, intervals: 20, intervalMs: 500 },
   }),
   // Every scenario and system, small, for CI: about 75 s, of which about 25 s for the small-keys
   // scenarios (small-keys, one-id-keys, stream, cycle-cost).
@@ -187,5 +198,6 @@ export const CONFIGS: Record<Mode, Config> = {
     stream: { ratesPerSec: [500, 2_000], durationMs: 1_500, fifoRow: false },
     cycleKeys: 300,
     cycleIdleMs: 250,
+    history: { keys: 100, intervals: 20, intervalMs: 100 },
   }),
 };

@@ -15,6 +15,7 @@ import { markdown, writeResults, type Results } from './report';
 import { cycleCost } from './scenarios/cycle-cost';
 import { drain } from './scenarios/drain';
 import { enqueue } from './scenarios/enqueue';
+import { history } from './scenarios/history';
 import { memory } from './scenarios/memory';
 import { noisyNeighbour, TARGET_P99_MS } from './scenarios/noisy-neighbour';
 import { oneIdKeys } from './scenarios/one-id-keys';
@@ -41,6 +42,8 @@ const SCENARIOS: readonly Scenario[] = [
   oneIdKeys,
   stream,
   cycleCost,
+  // What the dashboard's history costs Redis.
+  history,
 ];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */
