@@ -5,6 +5,9 @@ import { CHART_STYLE, historyCharts } from './charts';
 import { esc, formatMs } from './html';
 import type { Batcher, DeadLetter, History, KeyStats, PausedKey, Stats, StatsOptions } from './types';
 
+/** The CLI formats lag as the page does. */
+export { formatMs } from './html';
+
 export interface DashboardOptions {
   /** The batchers to show, each by its name (names must differ). */
   batchers: readonly Batcher[];
@@ -209,8 +212,6 @@ function send(res: ServerResponse, status: number, type: string, body: string): 
   res.setHeader('X-Content-Type-Options', 'nosniff');
   res.end(body);
 }
-
-export { formatMs } from './html';
 
 interface PageContext {
   base: string;
