@@ -27,6 +27,7 @@ export default defineConfig({
         'errors.infra',
         'failures',
         'flow-control',
+        'history',
         'producer',
         'input.property',
         'keys',

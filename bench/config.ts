@@ -28,6 +28,8 @@ export interface Config {
   stream: StreamPlan;
   cycleCost: { keys: number; ratePerSec: number; concurrency: number; idleMs: number; timeoutMs: number };
   rateLimit: FlowPlan;
+  /** History sampling: `processes` samplers of one batcher over `intervals` intervals, then an hour of samples' memory. */
+  history: { keys: number; processes: number; intervals: number; intervalMs: number; timeoutMs: number };
 }
 
 /** `rateLimit` option and `ctx.retryAfter`: what flow control costs the other keys, and Redis. */
@@ -155,6 +157,12 @@ interface Sizes {
     costIdsPerKey: number;
     timeoutMs: number;
   };
+  /**
+   * Keys with ids while history is sampled (what a sample's stats() reads), the intervals watched
+   * and their length: the samplers share the bench's one event loop, so an interval must outlast a
+   * stats() read of the keys, or their timers fall behind (a process of its own would not).
+   */
+  history: { keys: number; intervals: number; intervalMs: number };
 }
 
 function configFor(mode: Mode, s: Sizes): Config {
@@ -186,6 +194,8 @@ function configFor(mode: Mode, s: Sizes): Config {
     stream: { keys: 2_000, ...s.stream, concurrency: 16, keptUpMs: 2_000, maxInFlight: 2_000, seed: 7 },
     cycleCost: { keys: s.cycleKeys, ratePerSec: 500, concurrency: 16, idleMs: s.cycleIdleMs, timeoutMs: s.timeoutMs },
     rateLimit: flowPlan(s.rateLimit),
+    // Intervals far shorter than the default 10 s, so the run takes seconds, not hours.
+    history: { ...s.history, processes: 4, timeoutMs: s.timeoutMs },
   };
 }
 
@@ -261,6 +271,7 @@ export const CONFIGS: Record<Mode, Config> = {
       costIdsPerKey: 10_000,
       timeoutMs: 30_000,
     },
+    history: { keys: 1_000, intervals: 20, intervalMs: 500 },
   }),
   // Every scenario and system, small, for CI: about 110 s, of which about 25 s for the small-keys
   // scenarios (small-keys, one-id-keys, stream, cycle-cost) and about 35 s for rate-limit.
@@ -299,5 +310,6 @@ export const CONFIGS: Record<Mode, Config> = {
       costIdsPerKey: 2_000,
       timeoutMs: 20_000,
     },
+    history: { keys: 100, intervals: 20, intervalMs: 100 },
   }),
 };

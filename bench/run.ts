@@ -16,6 +16,7 @@ import { cycleCost } from './scenarios/cycle-cost';
 import { dataMemory } from './scenarios/data-memory';
 import { drain } from './scenarios/drain';
 import { enqueue } from './scenarios/enqueue';
+import { history } from './scenarios/history';
 import { memory } from './scenarios/memory';
 import { noisyNeighbour, TARGET_P99_MS } from './scenarios/noisy-neighbour';
 import { oneIdKeys } from './scenarios/one-id-keys';
@@ -46,6 +47,8 @@ const SCENARIOS: readonly Scenario[] = [
   cycleCost,
   // Flow control: rateLimit and retryAfter.
   rateLimit,
+  // What the dashboard's history costs Redis.
+  history,
 ];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */

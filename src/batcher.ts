@@ -9,6 +9,7 @@ import { openTicket, sealTicket, type TicketDeps } from './tickets';
 import { BatcherEmitter } from './events';
 import { validateKey } from './input';
 import { Keyspace } from './keys';
+import { HistorySampler, readHistory } from './history';
 import { log } from './logger';
 import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
 import { pause, paused, resume, type PauseDeps } from './pause';
@@ -21,7 +22,7 @@ import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts } from './scripts';
 import { backlog, storeFor } from './store';
 import type { KeyQueue } from './job';
-import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor, PerformOptions, PerformResult, PushItem } from './types';
+import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor, PerformOptions, PerformResult, PushItem, StatsOptions } from './types';
 
 /** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
 function bullConnection(connection: Connection): ConnectionOptions {
@@ -112,6 +113,23 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   });
 
   const pauseDeps = (): PauseDeps => ({ client: client(), keyspace, queue: getQueue, store: opts.store });
+  const readStats = async (statsOptions?: StatsOptions) =>
+    stats({ name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count(), pausedKeys: () => paused(pauseDeps()) }, statsOptions);
+  // Started by the first worker attached in this process (see history.ts).
+  const sampler = opts.history
+    ? new HistorySampler({
+        client,
+        names: keyspace.history,
+        options: opts.history,
+        stats: readStats,
+        onProcessed: (count) => {
+          const listener = ({ ids }: { ids: readonly string[] }) => count(ids.length);
+          events.on('slice:done', listener);
+          return () => events.off('slice:done', listener);
+        },
+        logger: opts.logger,
+      })
+    : undefined;
 
   const batcher: Batcher = {
     name: opts.name,
@@ -155,6 +173,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         clearInterval(timer);
         timers.delete(timer);
       });
+      sampler?.track(worker);
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {
       validateWorkerConnection(workerOptions.connection, opts.prefix);
@@ -171,8 +190,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       worker.on('closed', () => workers.delete(untyped));
       return worker;
     },
-    stats: async (statsOptions) =>
-      stats({ name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count(), pausedKeys: () => paused(pauseDeps()) }, statsOptions),
+    stats: readStats,
+    history: async () => readHistory(client(), keyspace.history, opts.name),
     backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
     pause: async (key, pauseOptions) => pause(pauseDeps(), key, pauseOptions),
@@ -201,6 +220,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       if (closed) return;
       closed = true;
       for (const timer of timers) clearInterval(timer);
+      sampler?.stop();
       await Promise.all([...workers].map((w) => w.close()));
       await queue?.close();
       if (redis?.owned) {

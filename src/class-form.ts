@@ -4,6 +4,7 @@ import type {
   Backlog,
   Batcher,
   BatcherEvents,
+  History,
   Stats,
   StatsOptions,
   DeadLetters,
@@ -70,6 +71,9 @@ export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
     }
     static stats(this: JobClass, opts?: StatsOptions): Promise<Stats> {
       return batcherOf(this).stats(opts);
+    }
+    static history(this: JobClass): Promise<History> {
+      return batcherOf(this).history();
     }
     static recover(this: JobClass): Promise<number> {
       return batcherOf(this).recover();

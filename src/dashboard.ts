@@ -1,7 +1,12 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError, NotPausedError } from './errors';
-import type { Batcher, DeadLetter, KeyStats, PausedKey, Stats, StatsOptions } from './types';
+import { CHART_STYLE, historyCharts } from './charts';
+import { esc, formatMs } from './html';
+import type { Batcher, DeadLetter, History, KeyStats, PausedKey, Stats, StatsOptions } from './types';
+
+/** The CLI formats lag as the page does. */
+export { formatMs } from './html';
 
 export interface DashboardOptions {
   /** The batchers to show, each by its name (names must differ). */
@@ -77,12 +82,18 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
       const stats = await Promise.all(opts.batchers.map((b) => b.stats(opts.stats)));
       return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ batchers: stats }));
     }
+    if (path === '/api/v1/history') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'use GET');
+      const history = await Promise.all(opts.batchers.map((b) => b.history()));
+      return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ batchers: history }));
+    }
     if (path === '/' || path === '') {
       if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'use GET');
       const views = await Promise.all(
         opts.batchers.map(async (b) => ({
           stats: await b.stats(opts.stats),
           letters: opts.deadLetters > 0 ? (await b.deadLetters.list({ limit: opts.deadLetters })).letters : [],
+          history: await b.history(),
         })),
       );
       const nonce = randomBytes(16).toString('base64');
@@ -202,17 +213,6 @@ function send(res: ServerResponse, status: number, type: string, body: string): 
   res.end(body);
 }
 
-const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-/** Keys, ids and error messages are user data. */
-const esc = (value: unknown): string => String(value).replace(/[&<>"']/g, (c) => ESCAPES[c] as string);
-
-export function formatMs(ms: number): string {
-  if (ms < 1000) return `${ms} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
-  if (ms < 3600_000) return `${(ms / 60_000).toFixed(1)} min`;
-  return `${(ms / 3600_000).toFixed(1)} h`;
-}
-
 interface PageContext {
   base: string;
   readOnly: boolean;
@@ -268,7 +268,13 @@ function deadTable(ctx: PageContext, name: string, letters: DeadLetter[], total:
   return `<table class="dead"><caption>Dead letters (${letters.length} of ${total}, most recent first)</caption><tr><th>key</th><th>id</th><th>attempts</th><th>error</th><th>last failed</th>${ctx.readOnly ? '' : '<th></th>'}</tr>${rows}</table>${all}`;
 }
 
-function section(ctx: PageContext, { stats: s, letters }: { stats: Stats; letters: DeadLetter[] }): string {
+interface View {
+  stats: Stats;
+  letters: DeadLetter[];
+  history: History;
+}
+
+function section(ctx: PageContext, { stats: s, letters, history }: View): string {
   const totals: [string, string | number][] = [
     ['keys', s.keys],
     ['pending', s.pending],
@@ -279,12 +285,12 @@ function section(ctx: PageContext, { stats: s, letters }: { stats: Stats; letter
   ];
   const cards = totals.map(([label, value]) => `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`).join('');
   const note = s.truncated ? `<p class="warn">Only the first ${s.scannedKeys} indexed keys were read (maxKeys): totals are partial.</p>` : '';
-  return `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>${note}<div class="grid">${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`;
+  return `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>${note}${historyCharts(history)}<div class="grid">${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`;
 }
 
 const STYLE = `body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}header{background:#1d2330;color:#fff;padding:12px 24px;display:flex;justify-content:space-between;align-items:center}header a{color:#9cc3ff}main{padding:16px 24px}section{background:#fff;border-radius:8px;padding:16px;margin-bottom:16px;box-shadow:0 1px 2px #0002}h2{margin:0 0 12px}.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#eef2f8;border-radius:6px;padding:8px 16px;min-width:90px}.value{font-size:22px;font-weight:600}.label{color:#5a6478}.grid{display:grid;grid-template-columns:1fr 1fr;gap:16px;margin-top:12px}table{border-collapse:collapse;width:100%;margin-top:12px}caption{text-align:left;font-weight:600;padding:4px 0}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ec;vertical-align:top}.key{font-family:ui-monospace,monospace;word-break:break-all}.error{color:#a4262c;font-family:ui-monospace,monospace}.actions form,.bulk form{display:inline}form.pause{margin-top:8px}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;padding:2px 8px;margin-right:4px}button.purge{color:#a4262c}.empty{color:#5a6478}.warn{color:#8a5a00}`;
 
-function page(views: { stats: Stats; letters: DeadLetter[] }[], ctx: PageContext): string {
+function page(views: View[], ctx: PageContext): string {
   const script = `document.querySelectorAll('form[data-confirm]').forEach(function(f){f.addEventListener('submit',function(e){if(!confirm(f.dataset.confirm))e.preventDefault();});});`;
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>batch-by-key</title><style>${STYLE}</style></head><body><header><strong>batch-by-key</strong><span>${ctx.readOnly ? 'read-only · ' : ''}<a href="${esc(`${ctx.base}/api/v1/stats`)}">/api/v1/stats</a> · <a href="${esc(`${ctx.base}/`)}">refresh</a></span></header><main>${views.map((v) => section(ctx, v)).join('')}</main><script nonce="${esc(ctx.nonce)}">${script}</script></body></html>`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>batch-by-key</title><style>${STYLE}${CHART_STYLE}</style></head><body><header><strong>batch-by-key</strong><span>${ctx.readOnly ? 'read-only · ' : ''}<a href="${esc(`${ctx.base}/api/v1/stats`)}">/api/v1/stats</a> · <a href="${esc(`${ctx.base}/api/v1/history`)}">/api/v1/history</a> · <a href="${esc(`${ctx.base}/`)}">refresh</a></span></header><main>${views.map((v) => section(ctx, v)).join('')}</main><script nonce="${esc(ctx.nonce)}">${script}</script></body></html>`;
 }

@@ -81,6 +81,16 @@ export interface DeadNames {
   evicted: string;
 }
 
+/** The batcher's sampled history (see history.ts); these keys share one hash slot, the dead letters'. */
+export interface HistoryNames {
+  /** The samples, oldest first, capped at the retention (a list; each entry starts with its time). */
+  series: string;
+  /** The start (ms, Redis clock) of the last interval a worker claimed to sample. */
+  claim: string;
+  /** Ids processed by every worker (each process adds its count once per interval). */
+  processed: string;
+}
+
 export class Keyspace {
   /** `${prefix}:${name}:bbk`, with any braces of the prefix dropped (see below). */
   readonly root: string;
@@ -104,6 +114,12 @@ export class Keyspace {
       ofKey: `${base}:dead:of:`,
       evicted: `${base}:dead:evicted`,
     };
+  }
+
+  /** Same tag as `dead`: the sampling scripts touch two of these keys, which must share a slot. */
+  get history(): HistoryNames {
+    const base = `${this.root}:{${this.root}}:history`;
+    return { series: base, claim: `${base}:claim`, processed: `${base}:processed` };
   }
 
   /** Keys that had pushes recently, scored by the time of the last push (recovery sweeps it). */

@@ -2,6 +2,7 @@ import { Cluster } from 'ioredis';
 import { describe, InvalidOptionError } from './errors';
 import { fromUrl } from './connection';
 import { validateRateLimitOption, type RateLimitOption } from './flow';
+import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './history-options';
 import { silentLogger } from './logger';
 import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, MergePolicy, SliceMiddleware, StoreKind } from './types';
 
@@ -31,6 +32,8 @@ export interface ResolvedOptions {
   rateLimit: RateLimitOption;
   merge: MergePolicy;
   onTicketSettled: BatchByKeyOptions['onTicketSettled'];
+  /** `false`: no sampling. */
+  history: ResolvedHistory | false;
   logger: Logger;
 }
 
@@ -49,6 +52,7 @@ export const DEFAULTS = {
   prefix: 'bull',
   recoveryIntervalMs: 60_000,
   pushTimeoutMs: 10_000,
+  history: HISTORY_DEFAULTS,
 } as const satisfies Partial<ResolvedOptions>;
 
 const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
@@ -213,6 +217,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     rateLimit: validateRateLimitOption(o.rateLimit),
     merge: o.merge ?? 'replace',
     onTicketSettled: o.onTicketSettled,
+    history: validateHistoryOption(o.history),
     logger: o.logger ?? silentLogger,
   };
 }

@@ -249,12 +249,39 @@ export interface BatchByKeyOptions<Data = unknown> {
    * make it idempotent by the ticket. Deploys and crashes neither lose nor double it.
    */
   onTicketSettled?: (outcome: TicketOutcome, ticket: Ticket) => PromiseLike<unknown> | void;
+  /**
+   * Workers sample the batcher's totals (pending, in flight, retrying, dead, lag, ids processed
+   * per second, the top keys) into a capped series in Redis, one sample per interval whatever the
+   * number of worker processes, for `history()` and the dashboard's charts. `false`: no sampling
+   * (`history()` then returns what is left of earlier samples, if any). Every worker of a batcher
+   * should be given the same; producers need none.
+   * @default { intervalMs: 10000, retentionMs: 3600000, topKeys: 5 }
+   */
+  history?: boolean | HistoryOptions;
   /** Where warnings and errors go. @default silent */
   logger?: Logger;
 }
 
 /** See `BatchByKeyOptions.merge`. */
 export type MergePolicy = 'replace' | 'keep' | 'all';
+/** The sampling behind `history()` (the `history` option). */
+export interface HistoryOptions {
+  /** How often a sample is taken (by one worker for all of them): 100 to 2^31 - 1 ms. @default 10000 */
+  intervalMs?: number;
+  /**
+   * How far back samples are kept: the series holds `floor(retentionMs / intervalMs)` samples,
+   * 1 to 10,000: from `intervalMs` to 10,000 × `intervalMs`.
+   * @default 3600000 (1 h); with an intervalMs over 1 h, intervalMs; under 360 ms, 10,000 × intervalMs
+   */
+  retentionMs?: number;
+  /**
+   * Keys recorded per sample, for the dashboard's sparklines: this many with the most ids waiting
+   * and this many laggiest, merged (0 to 10). Each costs its name and two numbers per sample;
+   * 0 keeps the totals alone (about 50 bytes a sample).
+   * @default 5
+   */
+  topKeys?: number;
+}
 
 export interface PerformOptions {
   /** The key to push to; defaults to the `key` option's resolver, then `currentKey()`. */
@@ -363,6 +390,44 @@ export interface Stats {
   paused: PausedKey[];
 }
 
+/** A key in a history sample. */
+export interface HistoryKey {
+  key: Key;
+  /** pending + retrying: the ids the key has waiting. */
+  backlog: number;
+  oldestPendingAgeMs: number;
+}
+
+/** The batcher's totals at one moment (`stats()` read by the worker that took the sample). */
+export interface HistorySample {
+  /** When it was taken, by the Redis clock (ms since the epoch). */
+  at: number;
+  keys: number;
+  pending: number;
+  inFlight: number;
+  retrying: number;
+  dead: number;
+  /** The batcher's lag: its oldest pending id's age. */
+  oldestPendingAgeMs: number;
+  /**
+   * Ids of successful slices per second, by every worker, since the previous sample; absent for
+   * the first sample and after the shared counter was reset (it expires after `retentionMs` idle).
+   */
+  idsPerSec?: number;
+  /** The `history.topKeys` keys with the most ids waiting and as many laggiest, merged (most waiting first). */
+  topKeys: HistoryKey[];
+  /** The stats read covered only `maxKeys` (10,000) keys: the totals are partial. */
+  truncated: boolean;
+}
+
+/** A batcher's sampled history (`history()`), oldest sample first. */
+export interface History {
+  name: string;
+  /** When it was read, by the Redis clock (ms since the epoch). */
+  at: number;
+  samples: HistorySample[];
+}
+
 /** A dead letter: an id whose slice used every attempt (or threw a PermanentError for it). */
 export interface DeadLetter<Data = unknown> {
   key: Key;
@@ -438,6 +503,11 @@ export interface Batcher<Data = unknown> {
   backlog(key: Key): Promise<Backlog>;
   /** Totals, lag and the busiest keys, read from the index of keys with recent pushes (bounded by `maxKeys`). */
   stats(options?: StatsOptions): Promise<Stats>;
+  /**
+   * The samples workers took of `stats()` over the last `history.retentionMs` (default: one per
+   * 10 s, an hour kept), oldest first: one read (LRANGE) of a capped list.
+   */
+  history(): Promise<History>;
   /** The batcher's dead letters. */
   readonly deadLetters: DeadLetters<Data>;
   /** Counts of a tracked push; an UnknownTicketError once it expired. */

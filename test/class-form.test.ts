@@ -3,9 +3,9 @@ import { BatchByKey, type IterationContext } from '../src';
 import { range, testConnection, track, uniqueName, waitFor } from './helpers/redis';
 
 describe('class form: BatchByKey', () => {
-  it('a subclass defines eachIteration; static performBatchLater/createWorker/backlog/stats/batcher/close work', async () => {
+  it('a subclass defines eachIteration; static performBatchLater/createWorker/backlog/stats/history/batcher/close work', async () => {
     const seen: string[] = [];
-    class SegmentRefresher extends BatchByKey({ name: uniqueName('cls'), connection: testConnection(), sliceSize: 4 }) {
+    class SegmentRefresher extends BatchByKey({ name: uniqueName('cls'), connection: testConnection(), sliceSize: 4, history: { intervalMs: 100 } }) {
       readonly prefix = 'seg:';
       async eachIteration(ids: string[], ctx: IterationContext): Promise<void> {
         seen.push(...ids.map((id) => `${this.prefix}${ctx.key}:${id}`));
@@ -16,9 +16,12 @@ describe('class form: BatchByKey', () => {
     expect(await SegmentRefresher.backlog('acct')).toEqual({ pending: 10, inFlight: 0, retrying: 0 });
     expect(await SegmentRefresher.stats()).toMatchObject({ keys: 1, pending: 10 });
     expect(await SegmentRefresher.batcher.stats()).toMatchObject({ name: SegmentRefresher.batcher.name, pending: 10 });
+    expect(await SegmentRefresher.history()).toMatchObject({ name: SegmentRefresher.batcher.name, samples: [] });
     SegmentRefresher.createWorker();
     await waitFor(() => seen.length === 10);
     expect(seen).toEqual(range(10).map((i) => `seg:acct:${i}`));
+    // Its worker samples like any other.
+    await waitFor(async () => (await SegmentRefresher.history()).samples.length > 0, { what: 'a sample' });
   });
 
   it('two subclasses of one definition get separate batchers', async () => {

@@ -4,9 +4,12 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dashboard, InvalidOptionError, PermanentError, type Batcher, type DashboardHandler } from '../src';
+import { dashboard, InvalidOptionError, PermanentError, type Batcher, type DashboardHandler, type History, type KeyStats, type Stats } from '../src';
+import { encodeSample } from '../src/history';
+import { defineScripts, runScript } from '../src/scripts';
+import { redisNow } from '../src/stats';
 import { Gate } from './helpers/gate';
-import { testBatcher, track, waitFor } from './helpers/redis';
+import { keyspaceOf, range, redisClient, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
 
 const XSS_KEY = '<img src=x onerror=alert(1)>';
 
@@ -207,5 +210,162 @@ describe('dashboard over HTTP', () => {
     expect(() => dashboard({ batchers: [b, b] })).toThrow(/different names/);
     expect(() => dashboard({ batchers: [b], readOnly: 'no' as never })).toThrow(InvalidOptionError);
     expect(() => dashboard({ batchers: [b], deadLetters: -1 })).toThrow(InvalidOptionError);
+  });
+});
+
+/** The points of an SVG path of M and L commands. */
+const pointsOf = (d: string | null): [number, number][] => [...(d ?? '').matchAll(/[ML]([\d.]+) ([\d.]+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+
+/**
+ * An hour of samples as a flood arrives and drains: 200,000 ids for `acme` at minute 10 and
+ * 30,000 for `globex` at minute 20, worked off at about 95 ids/s; three ids dead-lettered at
+ * minute 28; `initech` and `hooli` steady throughout, about what they hold in Redis now (the
+ * caller takes the last sample from the real stats).
+ */
+function floodHour(name: string, end: number, now: { initech: number; hooli: number }): { at: number; processed: number; stats: Stats }[] {
+  const samples: { at: number; processed: number; stats: Stats }[] = [];
+  const waiting = { acme: 0, globex: 0 };
+  const since = { acme: 0, globex: 0 };
+  let processed = 0;
+  for (let i = 0; i < 360; i++) {
+    const at = end - (359 - i) * 10_000;
+    if (i === 60) [waiting.acme, since.acme] = [200_000, at];
+    if (i === 120) [waiting.globex, since.globex] = [30_000, at];
+    const flood = waiting.acme + waiting.globex;
+    const done = flood > 0 ? Math.round(950 + 100 * Math.sin(i / 7)) : 20;
+    processed += done;
+    // Fair scheduling shares the slots: each flooded key gets its part of the slices.
+    const flooded = (['acme', 'globex'] as const).filter((k) => waiting[k] > 0);
+    for (const k of flooded) waiting[k] = Math.max(0, waiting[k] - Math.ceil(done / flooded.length));
+    const keys: KeyStats[] = [
+      ...flooded.map((k) => ({ key: k, pending: waiting[k], inFlight: 8, retrying: 0, oldestPendingAgeMs: at - since[k] })),
+      { key: 'initech', pending: Math.round(now.initech + 4 * Math.sin(i / 11)), inFlight: 0, retrying: i >= 150 && i < 175 ? 40 : 0, oldestPendingAgeMs: Math.round(30 + 20 * Math.sin(i / 13)) },
+      { key: 'hooli', pending: Math.round(now.hooli + Math.cos(i / 5)), inFlight: 0, retrying: 0, oldestPendingAgeMs: Math.round(20 + 10 * Math.cos(i / 17)) },
+    ];
+    const sum = (field: 'pending' | 'inFlight' | 'retrying') => keys.reduce((n, k) => n + k[field], 0);
+    const by = (score: (k: KeyStats) => number) => [...keys].sort((a, b) => score(b) - score(a)).slice(0, 5);
+    samples.push({
+      at,
+      processed,
+      stats: {
+        name,
+        at,
+        keys: keys.length,
+        pending: sum('pending'),
+        inFlight: sum('inFlight'),
+        retrying: sum('retrying'),
+        dead: i >= 168 ? 3 : 0,
+        oldestPendingAgeMs: Math.max(...keys.map((k) => k.oldestPendingAgeMs)),
+        topKeys: by((k) => k.pending + k.retrying),
+        laggingKeys: by((k) => k.oldestPendingAgeMs),
+        scannedKeys: keys.length,
+        truncated: false,
+        paused: [],
+      },
+    });
+  }
+  return samples;
+}
+
+describe('dashboard history', () => {
+  it('draws the sampled history as inline SVG charts, with sparklines of the top keys, within the page\'s CSP', async () => {
+    const gate = new Gate();
+    const b = testBatcher({
+      sliceSize: 2,
+      history: { intervalMs: 100 },
+      async eachIteration(_ids, ctx) {
+        await Promise.race([gate.opened, new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }))]);
+      },
+    });
+    await b.performBatchLater(range(6), { key: XSS_KEY });
+    await b.performBatchLater(range(3), { key: 'light' });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(async () => (await b.history()).samples.filter((s) => s.topKeys.length === 2).length >= 2, { what: 'samples of both keys waiting' });
+    gate.open();
+    await waitFor(async () => (await b.history()).samples.at(-1)?.keys === 0, { what: 'a sample of the drained batcher' });
+
+    const url = await serve(dashboard({ batchers: [b] }));
+    const page = await browser.newPage();
+    const problems: string[] = [];
+    page.on('console', (m) => void (m.type() === 'error' && problems.push(m.text())));
+    page.on('pageerror', (err) => void problems.push(err.message));
+    await page.goto(`${url}/`);
+    const section = page.locator(`section[data-batcher="${b.name}"]`);
+    const figures = section.locator('figure.chart');
+    expect(await figures.evaluateAll((all) => all.map((f) => f.getAttribute('data-metric')))).toEqual(['pending', 'in flight · retrying', 'dead', 'lag', 'ids/s']);
+    expect(await section.locator('figure.chart svg.chart').count()).toBe(5);
+    expect((await section.locator('figure[data-metric="pending"] svg').boundingBox())!.width).toBeGreaterThan(150);
+    // The pending line rises off the baseline while the keys wait, and ends on it: drained.
+    const pending = pointsOf(await section.locator('figure[data-metric="pending"] path.line').getAttribute('d'));
+    expect(pending.length).toBeGreaterThanOrEqual(3);
+    expect(Math.min(...pending.map(([, y]) => y))).toBeLessThan(62);
+    expect(pending.at(-1)![1]).toBe(62);
+    expect(await section.locator('figure[data-metric="ids/s"] path.line').count()).toBe(1);
+    // One row per key that was on top, its markup shown as text, each with two sparklines.
+    expect(await section.locator('table.sparks td.key').allInnerTexts()).toEqual([XSS_KEY, 'light']);
+    expect(await section.locator('table.sparks svg.spark').count()).toBe(4);
+    expect(await page.locator('main img, main b').count()).toBe(0);
+    // Nothing the Content-Security-Policy refused (Chromium reports that on the console).
+    expect(problems).toEqual([]);
+  });
+
+  it('an hour of samples: the flood and its drain at a glance (docs/dashboard-history.png)', async () => {
+    const b = testBatcher({
+      name: uniqueName('crm-sync'),
+      history: false,
+      eachIteration: (ids) => {
+        throw new PermanentError('CRM rejected the record: 422 Unprocessable Entity', { ids });
+      },
+    });
+    const worker = b.createWorker();
+    await b.performBatchLater(['g-1041', 'g-1042', 'g-1043'], { key: 'globex' });
+    await waitFor(async () => (await b.deadLetters.count()) === 3, { what: 'three dead letters' });
+    await worker.close();
+    const now = { initech: 120, hooli: 35 };
+    await b.performBatchLater(range(now.initech), { key: 'initech' });
+    await b.performBatchLater(range(now.hooli), { key: 'hooli' });
+    // Written by the sampler's own encoding and script, an hour back from now.
+    const redis = redisClient();
+    defineScripts(redis);
+    const hour = floodHour(b.name, await redisNow(redis), now);
+    hour[359]!.stats = await b.stats({ top: 5 });
+    for (const s of hour) {
+      await runScript(redis, 'history-append', [keyspaceOf(b).history.series], [encodeSample(s.at, s.processed, s.stats, 5), 10_000, 360, 3_600_000]);
+    }
+
+    const url = await serve(dashboard({ batchers: [b] }));
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${url}/`);
+    const section = page.locator(`section[data-batcher="${b.name}"]`);
+    const pending = pointsOf(await section.locator('figure[data-metric="pending"] path.line').getAttribute('d'));
+    expect(pending).toHaveLength(360);
+    expect(await section.locator('figure[data-metric="pending"] .trend').innerText()).toMatch(/^(falling|rising) \d+% in 5\.0 min$|^steady over 5\.0 min$/);
+    expect(await section.locator('figure[data-metric="lag"] .max').innerText()).toMatch(/^max \d+\.\d min$/);
+    // The keys on top now, then those that were on top earlier, by their peak.
+    expect(await section.locator('table.sparks td.key').allInnerTexts()).toEqual(['initech', 'hooli', 'acme', 'globex']);
+    mkdirSync('test-artifacts', { recursive: true });
+    await page.screenshot({ path: 'test-artifacts/dashboard-history.png', fullPage: true });
+
+    const res = await fetch(`${url}/api/v1/history`);
+    expect(res.headers.get('content-type')).toContain('application/json');
+    const body = (await res.json()) as { batchers: History[] };
+    expect(body.batchers).toHaveLength(1);
+    expect(body.batchers[0]!.samples).toEqual((await b.history()).samples);
+    expect(body.batchers[0]!.samples.at(-1)).toMatchObject({ pending: 155, dead: 3, topKeys: [{ key: 'initech', backlog: 120 }, { key: 'hooli', backlog: 35 }] });
+    expect((await fetch(`${url}/api/v1/history`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('GET /api/v1/history returns every batcher\'s samples, none for a batcher that never sampled', async () => {
+    const b = testBatcher({ history: { intervalMs: 100 }, eachIteration: () => {} });
+    const c = testBatcher({ history: false, eachIteration: () => {} });
+    const worker = b.createWorker();
+    await waitFor(async () => (await b.history()).samples.length >= 2, { what: 'two samples' });
+    await worker.close(); // sampling stops, so both reads below see one series
+    const url = await serve(dashboard({ batchers: [b, c] }));
+    const body = (await (await fetch(`${url}/api/v1/history`)).json()) as { batchers: History[] };
+    expect(body.batchers.map((h) => h.name)).toEqual([b.name, c.name]);
+    expect(body.batchers[0]!.samples).toEqual((await b.history()).samples);
+    expect(body.batchers[1]!.samples).toEqual([]);
+    expect(await (await fetch(`${url}/`)).text()).toContain('History: no samples yet');
   });
 });

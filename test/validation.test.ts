@@ -140,6 +140,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
       prefix: 'bull',
       recoveryIntervalMs: 60_000,
       pushTimeoutMs: 10_000,
+      history: { intervalMs: 10_000, retentionMs: 3_600_000, topKeys: 5 },
     });
   });
 

@@ -7,7 +7,24 @@ import { VERSION } from '../version';
 export type RedisClient = Redis | Cluster;
 
 /** One name per `.lua` file beside this module. */
-const NAMES = ['push', 'claim-list', 'claim-set', 'claim-zset', 'release', 'fail-slice', 'due-in', 'forget-key', 'dead-add', 'dead-undo', 'dead-trim', 'dead-remove', 'seal-ticket', 'queue-load'] as const;
+const NAMES = [
+  'push',
+  'claim-list',
+  'claim-set',
+  'claim-zset',
+  'release',
+  'fail-slice',
+  'due-in',
+  'forget-key',
+  'dead-add',
+  'dead-undo',
+  'dead-trim',
+  'dead-remove',
+  'seal-ticket',
+  'queue-load',
+  'history-tick',
+  'history-append',
+] as const;
 
 export type ScriptName = (typeof NAMES)[number];
 
