@@ -4,7 +4,7 @@ import { createInterface } from 'node:readline';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createBatcher } from './batcher';
 import { fromUrl, redactUrl } from './connection';
-import { formatMs } from './dashboard';
+import { formatMs } from './html';
 import { BatchByKeyError } from './errors';
 import { VERSION } from './version';
 import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, Stats, StoreKind } from './types';

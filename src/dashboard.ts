@@ -6,7 +6,6 @@ import { esc, formatMs } from './html';
 import type { Batcher, DeadLetter, History, KeyStats, PausedKey, Stats, StatsOptions } from './types';
 
 /** The CLI formats lag as the page does. */
-export { formatMs } from './html';
 
 export interface DashboardOptions {
   /** The batchers to show, each by its name (names must differ). */
