@@ -19,7 +19,15 @@ export interface Config {
   /** The oversubscribed workload with the same heavy ids split over many more keys (one tenant, many keys). */
   splitFlood: Contended;
   memory: { keys: number; idsPerKey: number; concurrency: number; timeoutMs: number };
-  scaleOut: { systems: SystemId[]; processes: number[]; keys: number; idsPerKey: number; concurrency: number; repeats: number; timeoutMs: number };
+  scaleOut: {
+    systems: SystemId[];
+    processes: number[];
+    keys: number;
+    idsPerKey: number;
+    concurrency: number;
+    repeats: number;
+    timeoutMs: number;
+  };
   profile: { keys: number; idsPerKey: number; concurrency: number; timeoutMs: number };
   /** Many accounts, small pushes: backlogs of many small keys (one push per key), drained. */
   smallKeys: { shapes: KeyShape[]; concurrency: number; fillCallers: number; timeoutMs: number };
@@ -113,7 +121,13 @@ export const SLOW: readonly SystemId[] = ['bullmq-per-id', 'groupmq'];
 export const scaled = (config: Config, system: SystemId, n: number): number =>
   SLOW.includes(system) ? Math.max(1, Math.round(n * config.slowShare)) : n;
 
-const light = (keys: number, idsPerPush: number, windowMs: number, pushesPerKey: number): LightPlan => ({ keys, idsPerPush, pushesPerKey, windowMs, seed: 42 });
+const light = (keys: number, idsPerPush: number, windowMs: number, pushesPerKey: number): LightPlan => ({
+  keys,
+  idsPerPush,
+  pushesPerKey,
+  windowMs,
+  seed: 42,
+});
 
 /** Issue 6's oversubscribed run: 16 heavy keys, 5 ms of handler CPU per 100-id slice, 4 worker slots. */
 const CONTENDED_HEAVY_KEYS = 16;
@@ -183,7 +197,13 @@ function configFor(mode: Mode, s: Sizes): Config {
     slowShare: 0.05,
     drain: { ...backlog, repeats: s.repeats.drain },
     enqueue: { keys: 100, idsPerKey: s.idsPerKey, callSize: 1000, callers: [1, 8], repeats: s.repeats.enqueue, timeoutMs: s.timeoutMs },
-    noisy: { floodIds: s.floodIds, concurrency: 8, costPerIdUs: 10, light: light(50, 20, s.lightWindowMs, s.lightPushesPerKey), timeoutMs: s.timeoutMs * 1.5 },
+    noisy: {
+      floodIds: s.floodIds,
+      concurrency: 8,
+      costPerIdUs: 10,
+      light: light(50, 20, s.lightWindowMs, s.lightPushesPerKey),
+      timeoutMs: s.timeoutMs * 1.5,
+    },
     oversubscribed: contended(CONTENDED_HEAVY_KEYS, s.idsPerHeavyKey),
     splitFlood: contended(s.splitKeys, heavyIds / s.splitKeys),
     memory: backlog,
@@ -226,7 +246,13 @@ function flowPlan(s: Sizes['rateLimit']): FlowPlan {
       timeoutMs: s.timeoutMs,
     },
     // max is at most 2^31 - 1: two billion ids a second is a limit no drain reaches.
-    cost: { keys: 100, idsPerKey: s.costIdsPerKey, concurrency: 16, limit: { max: 2_000_000_000, durationMs: 1_000 }, timeoutMs: s.timeoutMs },
+    cost: {
+      keys: 100,
+      idsPerKey: s.costIdsPerKey,
+      concurrency: 16,
+      limit: { max: 2_000_000_000, durationMs: 1_000 },
+      timeoutMs: s.timeoutMs,
+    },
   };
 }
 

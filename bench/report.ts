@@ -17,7 +17,8 @@ function formatCell(value: Cell | undefined, column: Column): string {
   if (value === null || value === undefined) return '—';
   if (typeof value === 'string') return value;
   if (!Number.isFinite(value)) return '—';
-  if (column.digits !== undefined) return value.toLocaleString('en-US', { minimumFractionDigits: column.digits, maximumFractionDigits: column.digits });
+  if (column.digits !== undefined)
+    return value.toLocaleString('en-US', { minimumFractionDigits: column.digits, maximumFractionDigits: column.digits });
   return Math.round(value).toLocaleString('en-US');
 }
 
@@ -30,7 +31,8 @@ function table(result: ScenarioResult): string[] {
   ];
 }
 
-const formatRatio = (value: number | null) => (value === null ? 'n/a (a run is missing or timed out)' : value >= 10 ? value.toFixed(0) : value.toFixed(2));
+const formatRatio = (value: number | null) =>
+  value === null ? 'n/a (a run is missing or timed out)' : value >= 10 ? value.toFixed(0) : value.toFixed(2);
 
 export function markdown(results: Results): string {
   const m = results.machine;
@@ -42,7 +44,8 @@ export function markdown(results: Results): string {
         .map(([name, version]) => `${name} ${version}`)
         .join(', ') +
       '.',
-    `Run: \`${results.command}\`, ${results.durationSec.toFixed(0)} s. Figures come from one run; compare ratios, not absolute figures, across machines.`,
+    `Run: \`${results.command}\`, ${results.durationSec.toFixed(0)} s. Figures come from one run; compare ratios, not absolute figures,` +
+      ` across machines.`,
   ];
   for (const s of results.scenarios) {
     lines.push('', `### ${s.title}`, '', s.setup, '', ...table(s));

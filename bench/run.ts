@@ -96,7 +96,13 @@ async function main(): Promise<void> {
   console.log('\n' + markdown(results));
   writeResults(join(__dirname, `results${suffix}.json`), results);
   const noisy = scenarios.find((s) => s.id === 'noisy-neighbour');
-  if (noisy) writeLatencySvg(join(__dirname, `latency${suffix}.svg`), noisy, `${mode} run, ${machine.cores} cores (${machine.cpu}), ${results.startedAt.slice(0, 10)}`, TARGET_P99_MS);
+  if (noisy)
+    writeLatencySvg(
+      join(__dirname, `latency${suffix}.svg`),
+      noisy,
+      `${mode} run, ${machine.cores} cores (${machine.cpu}), ${results.startedAt.slice(0, 10)}`,
+      TARGET_P99_MS,
+    );
   console.log(`wrote bench/results${suffix}.json${noisy ? ` and bench/latency${suffix}.svg` : ''} in ${results.durationSec.toFixed(0)} s`);
 }
 

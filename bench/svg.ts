@@ -33,7 +33,8 @@ export function latencySvg(scenario: ScenarioResult, subtitle: string, targetP99
   const height = TOP + bars.length * ROW + 50;
   const width = LEFT + PLOT + 90;
   const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" ` +
+      `font-family="sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="10" y="20" font-size="15" font-weight="bold">Light-key latency under a noisy neighbour (push → processed)</text>`,
     `<text x="10" y="38" fill="#555">${escape(subtitle)}</text>`,
@@ -45,7 +46,9 @@ export function latencySvg(scenario: ScenarioResult, subtitle: string, targetP99
     parts.push(`<text x="${tx}" y="${TOP + bars.length * ROW + 16}" text-anchor="middle" fill="#555">${label}</text>`);
   }
   const targetX = x(targetP99Ms).toFixed(1);
-  parts.push(`<line x1="${targetX}" y1="${TOP - 6}" x2="${targetX}" y2="${TOP + bars.length * ROW}" stroke="#c00" stroke-dasharray="4 3"/>`);
+  parts.push(
+    `<line x1="${targetX}" y1="${TOP - 6}" x2="${targetX}" y2="${TOP + bars.length * ROW}" stroke="#c00" stroke-dasharray="4 3"/>`,
+  );
   parts.push(`<text x="${targetX}" y="${TOP - 9}" text-anchor="middle" fill="#c00" font-size="11">p99 target ${targetP99Ms} ms</text>`);
   bars.forEach((bar, i) => {
     const y = TOP + i * ROW;
@@ -58,12 +61,20 @@ export function latencySvg(scenario: ScenarioResult, subtitle: string, targetP99
         return;
       }
       parts.push(`<rect x="${LEFT}" y="${by}" width="${Math.max(1, x(value) - LEFT).toFixed(1)}" height="11" fill="${COLORS[key]}"/>`);
-      parts.push(`<text x="${(x(value) + 4).toFixed(1)}" y="${by + 10}" font-size="11">${value < 10 ? value.toFixed(1) : Math.round(value).toLocaleString('en-US')} ms</text>`);
+      parts.push(
+        `<text x="${(x(value) + 4).toFixed(1)}" y="${by + 10}" font-size="11">` +
+          `${value < 10 ? value.toFixed(1) : Math.round(value).toLocaleString('en-US')} ms</text>`,
+      );
     });
   });
   const legendY = height - 14;
-  parts.push(`<rect x="${LEFT}" y="${legendY - 10}" width="12" height="11" fill="${COLORS.p50}"/><text x="${LEFT + 16}" y="${legendY}">p50</text>`);
-  parts.push(`<rect x="${LEFT + 60}" y="${legendY - 10}" width="12" height="11" fill="${COLORS.p99}"/><text x="${LEFT + 76}" y="${legendY}">p99</text>`);
+  parts.push(
+    `<rect x="${LEFT}" y="${legendY - 10}" width="12" height="11" fill="${COLORS.p50}"/><text x="${LEFT + 16}" y="${legendY}">p50</text>`,
+  );
+  parts.push(
+    `<rect x="${LEFT + 60}" y="${legendY - 10}" width="12" height="11" fill="${COLORS.p99}"/><text x="${LEFT + 76}" y="${legendY}">` +
+      `p99</text>`,
+  );
   parts.push(`<text x="${LEFT + 120}" y="${legendY}" fill="#555">log scale</text>`, '</svg>');
   return parts.join('\n') + '\n';
 }

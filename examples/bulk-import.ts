@@ -33,7 +33,9 @@ export async function main(rowCount = 20_000): Promise<void> {
   const { ticket } = await Importer.performBatchLater(rows, { key: 'customer-7', track: true });
   const worker = Importer.createWorker();
   const progress = await Importer.waitFor(ticket!, { timeoutMs: 120_000 });
-  console.log(`imported ${progress.done} of ${progress.total} rows; ${progress.failed} rejected, e.g. ${JSON.stringify(progress.errors[0])}`);
+  console.log(
+    `imported ${progress.done} of ${progress.total} rows; ${progress.failed} rejected, e.g. ${JSON.stringify(progress.errors[0])}`,
+  );
   const { letters } = await Importer.deadLetters.list({ key: 'customer-7', limit: 3 });
   console.log('dead letters:', letters.map((l) => `${l.id}: ${l.error.message}`).join(', '));
   // After fixing the validation, `await Importer.deadLetters.requeue({ key: 'customer-7' })` runs them again.

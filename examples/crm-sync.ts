@@ -43,7 +43,11 @@ export const CrmSync = batchByKey({
   // Our side of the CRM's limit, across every worker process; 'enterprise' accounts have their own deal.
   rateLimit: (account) => (account.startsWith('enterprise-') ? { max: 200, durationMs: 1000 } : { max: 20, durationMs: 1000 }),
   async eachIteration(records, ctx) {
-    const res = await fetch(`${crmUrl}/accounts/${encodeURIComponent(ctx.key)}`, { method: 'POST', body: JSON.stringify(records), signal: ctx.signal });
+    const res = await fetch(`${crmUrl}/accounts/${encodeURIComponent(ctx.key)}`, {
+      method: 'POST',
+      body: JSON.stringify(records),
+      signal: ctx.signal,
+    });
     // The CRM knows better (another client shares the account's quota): wait as long as it says.
     if (res.status === 429) ctx.retryAfter(parseRetryAfter(res.headers.get('retry-after')) ?? 1000);
     if (!res.ok) throw new Error(`CRM answered ${res.status}`);
@@ -55,11 +59,19 @@ export async function main(perAccount = 60): Promise<Map<string, string[]>> {
   await new Promise<void>((resolve) => crm.server.listen(0, '127.0.0.1', resolve));
   crmUrl = `http://127.0.0.1:${(crm.server.address() as AddressInfo).port}`;
   const accounts = ['acct-1', 'acct-2', 'acct-3'];
-  for (const account of accounts) await CrmSync.performBatchLater(Array.from({ length: perAccount }, (_, i) => `${account}-r${i}`), { key: account });
+  for (const account of accounts)
+    await CrmSync.performBatchLater(
+      Array.from({ length: perAccount }, (_, i) => `${account}-r${i}`),
+      { key: account },
+    );
   const started = Date.now();
   const worker = CrmSync.createWorker({ concurrency: 2 });
-  while ([...crm.received.values()].reduce((n, r) => n + r.length, 0) < accounts.length * perAccount) await new Promise((r) => setTimeout(r, 50));
-  console.log(`synced ${accounts.length * perAccount} records in ${((Date.now() - started) / 1000).toFixed(1)} s at 20/s per account; the CRM throttled ${crm.throttled()} requests`);
+  while ([...crm.received.values()].reduce((n, r) => n + r.length, 0) < accounts.length * perAccount)
+    await new Promise((r) => setTimeout(r, 50));
+  console.log(
+    `synced ${accounts.length * perAccount} records in ${((Date.now() - started) / 1000).toFixed(1)} s at 20/s per account; the CRM ` +
+      `throttled ${crm.throttled()} requests`,
+  );
   await worker.close();
   await CrmSync.close();
   await new Promise((resolve) => crm.server.close(resolve));

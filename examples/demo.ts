@@ -67,13 +67,21 @@ async function main(): Promise<void> {
   t0 = Date.now();
   const stopProgress = showProgress();
   for (let i = 0; i < NOISY_IDS; i += PUSH_CALL) {
-    await X.performBatchLater(Array.from({ length: PUSH_CALL }, (_, j) => i + j), { key: NOISY });
+    await X.performBatchLater(
+      Array.from({ length: PUSH_CALL }, (_, j) => i + j),
+      { key: NOISY },
+    );
   }
   // The small accounts arrive after the noisy backlog is already queued and being worked on.
   await sleep(300);
   const smallPushedAt = elapsed();
   await Promise.all(
-    smallKeys.map((key) => X.performBatchLater(Array.from({ length: expected.get(key)! }, (_, j) => `${key}-${j}`), { key })),
+    smallKeys.map((key) =>
+      X.performBatchLater(
+        Array.from({ length: expected.get(key)! }, (_, j) => `${key}-${j}`),
+        { key },
+      ),
+    ),
   );
 
   while (finishedAt.size < expected.size) await sleep(50);
@@ -107,7 +115,8 @@ function showProgress(): () => void {
     const draw = () => {
       const lines = [
         `  ${secs(elapsed()).padStart(7)}  noisy ${noisyBar(30)}  ${fmt(processed.get(NOISY) ?? 0)}/${fmt(NOISY_IDS)}`,
-        `           small accounts done: ${smallDone()}/${SMALL_ACCOUNTS}${smallDone() === SMALL_ACCOUNTS ? ` (all by ${secs(lastSmallMs())})` : ''}`,
+        `           small accounts done: ` +
+          `${smallDone()}/${SMALL_ACCOUNTS}${smallDone() === SMALL_ACCOUNTS ? ` (all by ${secs(lastSmallMs())})` : ''}`,
       ];
       process.stdout.write((drawn ? `\x1b[${drawn}A` : '') + lines.map((l) => `\x1b[2K${l}\n`).join(''));
       drawn = lines.length;
@@ -132,7 +141,13 @@ function printSummary(smallPushedAt: number, noisyLeft: number): void {
   const extra = [...expected].reduce((sum, [k, n]) => sum + (processed.get(k)! - n), 0);
   console.log(`\nSmall accounts (pushed at ${fmt(smallPushedAt)} ms), finished at:`);
   for (let i = 0; i < smallKeys.length; i += 5) {
-    console.log('  ' + smallKeys.slice(i, i + 5).map((k) => `${k} ${fmt(finishedAt.get(k)!).padStart(6)} ms`).join('   '));
+    console.log(
+      '  ' +
+        smallKeys
+          .slice(i, i + 5)
+          .map((k) => `${k} ${fmt(finishedAt.get(k)!).padStart(6)} ms`)
+          .join('   '),
+    );
   }
   console.log(`Noisy account (${fmt(NOISY_IDS)} ids), finished at: ${fmt(noisyMs)} ms`);
   console.log(`Ids left in Redis: ${noisyLeft}; processed more than once: ${extra}`);

@@ -24,7 +24,9 @@ export const Import = batchByKey<Row>({
     // Idempotent by the ticket: a retried callback finds its summary already sent.
     if (summaries.has(ticket)) return;
     summaries.set(ticket, outcome);
-    console.log(`import ${outcome.success ? 'succeeded' : 'finished with errors'}: ${outcome.done} rows imported, ${outcome.failed} rejected`);
+    console.log(
+      `import ${outcome.success ? 'succeeded' : 'finished with errors'}: ${outcome.done} rows imported, ${outcome.failed} rejected`,
+    );
   },
 });
 

@@ -32,7 +32,8 @@ export class StoreAgreement {
     const recorded = replies?.[1]?.[1];
     if (typeof recorded === 'string' && recorded !== this.store) {
       throw new StoreMismatchError(
-        `this batcher ${side === 'push' ? 'pushes' : 'runs'} with store '${this.store}', but the batcher's producers and workers use '${recorded}' ` +
+        `this batcher ${side === 'push' ? 'pushes' : 'runs'} with store '${this.store}', but the batcher's producers and workers use ` +
+          `'${recorded}' ` +
           `(recorded in ${this.configKey}): give every process the same store (after draining, delete that key to change it)`,
       );
     }

@@ -22,7 +22,20 @@ import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts } from './scripts';
 import { backlog, storeFor } from './store';
 import type { KeyQueue } from './job';
-import type { Batcher, BatchByKeyOptions, Connection, CreateWorkerOptions, EachIteration, FallbackProcessor, KeyJobData, KeyProcessor, PerformOptions, PerformResult, PushItem, StatsOptions } from './types';
+import type {
+  Batcher,
+  BatchByKeyOptions,
+  Connection,
+  CreateWorkerOptions,
+  EachIteration,
+  FallbackProcessor,
+  KeyJobData,
+  KeyProcessor,
+  PerformOptions,
+  PerformResult,
+  PushItem,
+  StatsOptions,
+} from './types';
 
 /** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
 function bullConnection(connection: Connection): ConnectionOptions {
@@ -89,7 +102,13 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     tickets: ticketDeps(),
   });
   // Whoever sees a ticket settle adds its callback job (a worker, the recovery sweep, a sealer).
-  const ticketDeps = (): TicketDeps => ({ client: client(), keyspace, queue: getQueue, ticketTtlMs: opts.ticketTtlMs, attempts: opts.attempts });
+  const ticketDeps = (): TicketDeps => ({
+    client: client(),
+    keyspace,
+    queue: getQueue,
+    ticketTtlMs: opts.ticketTtlMs,
+    attempts: opts.attempts,
+  });
   const events = new BatcherEmitter(opts.logger);
   const push = async (ids: ReadonlyArray<PushItem>, performOptions?: PerformOptions): Promise<PerformResult> => {
     const result = await performBatchLater(enqueueDeps(), ids, performOptions);
@@ -114,7 +133,10 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
 
   const pauseDeps = (): PauseDeps => ({ client: client(), keyspace, queue: getQueue, store: opts.store });
   const readStats = async (statsOptions?: StatsOptions) =>
-    stats({ name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count(), pausedKeys: () => paused(pauseDeps()) }, statsOptions);
+    stats(
+      { name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count(), pausedKeys: () => paused(pauseDeps()) },
+      statsOptions,
+    );
   // Started by the first worker attached in this process (see history.ts).
   const sampler = opts.history
     ? new HistorySampler({
@@ -137,12 +159,29 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     processor(fallback?: FallbackProcessor): KeyProcessor {
       if (!handler) {
         throw new MissingHandlerError(
-          `batcher ${opts.name} has no eachIteration: it can push and read, but a worker needs the handler (define the batcher with eachIteration where workers run)`,
+          `batcher ${opts.name} has no eachIteration: it can push and read, but a worker needs the handler (define the batcher with ` +
+            `eachIteration where workers run)`,
         );
       }
-      const queueLists = () => ({ wait: getQueue().toKey('wait'), active: getQueue().toKey('active'), delayed: getQueue().toKey('delayed'), jobPrefix: getQueue().toKey('') });
+      const queueLists = () => ({
+        wait: getQueue().toKey('wait'),
+        active: getQueue().toKey('active'),
+        delayed: getQueue().toKey('delayed'),
+        jobPrefix: getQueue().toKey(''),
+      });
       return keyProcessor(
-        { client: client(), redlock: getRedlock(), keyspace, options: opts, handler, deadLetters, events, queueLists, agree: () => agreement.check('worker'), tickets: ticketDeps() },
+        {
+          client: client(),
+          redlock: getRedlock(),
+          keyspace,
+          options: opts,
+          handler,
+          deadLetters,
+          events,
+          queueLists,
+          agree: () => agreement.check('worker'),
+          tickets: ticketDeps(),
+        },
         fallback,
       );
     },
@@ -151,7 +190,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       if (closed) throw new ClosedError(`batcher ${opts.name} is closed; create a new one`);
       closeAfterReconnect(worker);
       worker.on('error', (err) => log(opts.logger, 'error', 'batch-by-key: worker error', { err }));
-      worker.on('failed', (job, err) => log(opts.logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }));
+      worker.on('failed', (job, err) =>
+        log(opts.logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }),
+      );
       // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
       // after the current slice, release the key and requeue it for another worker at once.
       worker.on('closing', () => worker.cancelAllJobs('worker closing'));
@@ -161,10 +202,14 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         for (const id of jobIds) worker.cancelJob(id, 'BullMQ lost the job lock');
       });
       const timer = setInterval(() => {
-        recoverStrandedKeys(recoveryDeps()).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
+        recoverStrandedKeys(recoveryDeps()).catch((err: unknown) =>
+          log(opts.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }),
+        );
         if (opts.scheduling === 'fair') {
           const budget = (key: string) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger);
-          age(getQueue(), opts.maxRuntimeMs, budget).catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
+          age(getQueue(), opts.maxRuntimeMs, budget).catch((err: unknown) =>
+            log(opts.logger, 'warn', 'batch-by-key: aging sweep failed', { err }),
+          );
         }
       }, opts.recoveryIntervalMs);
       timer.unref();
@@ -204,7 +249,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     waitFor: async (ticket, waitOptions) => waitFor(client(), keyspace, ticket, waitOptions),
     openTicket: async (key, ticketOptions) => {
       const callback = ticketOptions?.callback;
-      if (callback !== undefined && typeof callback !== 'boolean') throw new InvalidOptionError(`openTicket callback must be a boolean, got ${describe(callback)}`);
+      if (callback !== undefined && typeof callback !== 'boolean')
+        throw new InvalidOptionError(`openTicket callback must be a boolean, got ${describe(callback)}`);
       return openTicket(ticketDeps(), validateKey(key, 'key'), callback ?? opts.onTicketSettled !== undefined);
     },
     sealTicket: async (ticket) => sealTicket(ticketDeps(), ticket),

@@ -76,9 +76,11 @@ function runsOf(frame: Frame, values: readonly Value[], max: number, box: Box): 
 
 const through = (points: readonly Point[]): string => points.map(([x, y], i) => `${i === 0 ? 'M' : 'L'}${x} ${y}`).join('');
 /** Each run closed down to the baseline. */
-const under = (points: readonly Point[], height: number): string => `M${points[0]![0]} ${height}${through(points).replace(/^M/, 'L')}L${points.at(-1)![0]} ${height}Z`;
+const under = (points: readonly Point[], height: number): string =>
+  `M${points[0]![0]} ${height}${through(points).replace(/^M/, 'L')}L${points.at(-1)![0]} ${height}Z`;
 
-const maxOf = (lines: readonly Line[]): number => Math.max(1, ...lines.flatMap((l) => l.values.filter((v): v is number => v !== undefined)));
+const maxOf = (lines: readonly Line[]): number =>
+  Math.max(1, ...lines.flatMap((l) => l.values.filter((v): v is number => v !== undefined)));
 
 function svg(frame: Frame, lines: readonly Line[], box: Box, title: string): string {
   const max = maxOf(lines);
@@ -91,7 +93,11 @@ function svg(frame: Frame, lines: readonly Line[], box: Box, title: string): str
       return `${area}<path class="line k-${l.kind}" data-series="${esc(l.label)}" d="${runs.map(through).join('')}"/>`;
     })
     .join('');
-  return `<svg class="${box.cls}" viewBox="0 0 ${box.width} ${box.height}" preserveAspectRatio="none" role="img" aria-label="${esc(title)}"><title>${esc(title)}</title><line class="axis" x1="0" y1="${box.height - 0.5}" x2="${box.width}" y2="${box.height - 0.5}"/>${paths}</svg>`;
+  return (
+    `<svg class="${box.cls}" viewBox="0 0 ${box.width} ${box.height}" preserveAspectRatio="none" role="img" ` +
+    `aria-label="${esc(title)}"><title>${esc(title)}</title><line class="axis" x1="0" y1="${box.height - 0.5}" x2="${box.width}" ` +
+    `y2="${box.height - 0.5}"/>${paths}</svg>`
+  );
 }
 
 const count = (n: number): string => (n < 10 && !Number.isInteger(n) ? n.toFixed(1) : Math.round(n).toLocaleString('en-US'));
@@ -102,14 +108,19 @@ function trend(samples: readonly HistorySample[], values: readonly Value[]): str
   const now = values[last];
   if (last < 1 || now === undefined) return '';
   const lastAt = (samples[last] as HistorySample).at;
-  const from = Math.max(0, samples.findIndex((s) => s.at >= lastAt - TREND_MS));
+  const from = Math.max(
+    0,
+    samples.findIndex((s) => s.at >= lastAt - TREND_MS),
+  );
   const then = values[from];
   if (from === last || then === undefined) return '';
   const over = formatMs(lastAt - (samples[from] as HistorySample).at);
   // A wobble of a few percent is noise, not a trend.
   if (Math.abs(now - then) <= STEADY * Math.max(now, then)) return `<span class="trend steady">steady over ${esc(over)}</span>`;
   const change = then === 0 ? `from 0` : `${Math.round((Math.abs(now - then) / then) * 100)}%`;
-  return now < then ? `<span class="trend down">falling ${change} in ${esc(over)}</span>` : `<span class="trend up">rising ${change} in ${esc(over)}</span>`;
+  return now < then
+    ? `<span class="trend down">falling ${change} in ${esc(over)}</span>`
+    : `<span class="trend up">rising ${change} in ${esc(over)}</span>`;
 }
 
 function chart(h: History, frame: Frame, metric: string, lines: Line[], show: (n: number) => string, withTrend: boolean): string {
@@ -121,10 +132,18 @@ function chart(h: History, frame: Frame, metric: string, lines: Line[], show: (n
   // One line: its name and value; several: a key of colours, each with its value.
   const legend =
     lines.length > 1
-      ? lines.map((l) => `<span class="legend k-${l.kind}"><i class="swatch"></i><span class="metric">${esc(l.label)}</span> ${nowOf(l)}</span>`).join('')
+      ? lines
+          .map(
+            (l) => `<span class="legend k-${l.kind}"><i class="swatch"></i><span class="metric">${esc(l.label)}</span> ${nowOf(l)}</span>`,
+          )
+          .join('')
       : `<span class="metric">${esc(metric)}</span>${lines[0] ? nowOf(lines[0]) : ''}`;
   const change = withTrend ? trend(h.samples, lines[0]?.values ?? []) : '';
-  return `<figure class="chart" data-metric="${esc(metric)}"><figcaption>${legend}${change}<span class="max">max ${esc(show(maxOf(lines)))}</span></figcaption>${svg(frame, lines, CHART, title)}<div class="span"><span>${esc(span)} ago</span><span>now</span></div></figure>`;
+  return (
+    `<figure class="chart" data-metric="${esc(metric)}"><figcaption>${legend}${change}<span class="max">max ` +
+    `${esc(show(maxOf(lines)))}</span></figcaption>${svg(frame, lines, CHART, title)}<div class="span"><span>${esc(span)} ago</span>` +
+    `<span>now</span></div></figure>`
+  );
 }
 
 /** The keys to draw: the latest sample's (most waiting first), then earlier ones by their peak. */
@@ -147,19 +166,27 @@ function sparkTable(h: History, frame: Frame): string {
       const lag: Line = { label: 'lag', kind: 'lag', values: of.map((k) => k?.oldestPendingAgeMs) };
       const now = last?.topKeys.find((k) => k.key === key);
       return (
-        `<tr><td class="key">${esc(key)}</td><td>${now ? esc(count(now.backlog)) : '–'}</td><td>${svg(frame, [backlog], SPARK, `${key}: ids waiting, max ${count(maxOf([backlog]))}`)}</td>` +
-        `<td>${now ? esc(formatMs(now.oldestPendingAgeMs)) : '–'}</td><td>${svg(frame, [lag], SPARK, `${key}: lag, max ${formatMs(maxOf([lag]))}`)}</td></tr>`
+        `<tr><td class="key">${esc(key)}</td><td>${now ? esc(count(now.backlog)) : '–'}</td><td>` +
+        `${svg(frame, [backlog], SPARK, `${key}: ids waiting, max ${count(maxOf([backlog]))}`)}</td>` +
+        `<td>${now ? esc(formatMs(now.oldestPendingAgeMs)) : '–'}</td><td>` +
+        `${svg(frame, [lag], SPARK, `${key}: lag, max ${formatMs(maxOf([lag]))}`)}</td></tr>`
       );
     })
     .join('');
-  return `<table class="sparks"><caption>Top keys over the last ${esc(formatMs(frame.spanMs))} <span class="note">(a gap: not among the top keys then)</span></caption><tr><th>key</th><th>waiting</th><th></th><th>lag</th><th></th></tr>${rows}</table>`;
+  return (
+    `<table class="sparks"><caption>Top keys over the last ${esc(formatMs(frame.spanMs))} <span class="note">(a gap: not among ` +
+    `the top keys then)</span></caption><tr><th>key</th><th>waiting</th><th></th><th>lag</th><th></th></tr>${rows}</table>`
+  );
 }
 
 /** A batcher's history as charts: its totals over time, and its top keys' backlog and lag. */
 export function historyCharts(h: History): string {
   const { samples } = h;
   if (samples.length === 0) {
-    return '<div class="history"><p class="empty">History: no samples yet (workers take one every <code>history.intervalMs</code>, 10 s by default)</p></div>';
+    return (
+      '<div class="history"><p class="empty">History: no samples yet (workers take one every <code>history.intervalMs</code>, 10 ' +
+      's by default)</p></div>'
+    );
   }
   const frame = frameOf(h);
   const of = (pick: (s: HistorySample) => Value) => samples.map(pick);
@@ -180,19 +207,27 @@ export function historyCharts(h: History): string {
     chart(h, frame, 'lag', [{ label: 'lag', kind: 'lag', values: of((s) => s.oldestPendingAgeMs) }], formatMs, true),
     chart(h, frame, 'ids/s', [{ label: 'ids/s', kind: 'rate', values: of((s) => s.idsPerSec) }], count, false),
   ].join('');
-  const partial = samples.some((s) => s.truncated) ? '<p class="warn">Some samples read only the first 10,000 keys: their totals are partial.</p>' : '';
+  const partial = samples.some((s) => s.truncated)
+    ? '<p class="warn">Some samples read only the first 10,000 keys: their totals are partial.</p>'
+    : '';
   return `<div class="history"><div class="charts">${charts}</div>${partial}${sparkTable(h, frame)}</div>`;
 }
 
 export const CHART_STYLE =
   '.history{margin-top:12px}.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:12px}' +
   // A column whose chart sits at the bottom, so charts line up whatever their captions wrap to.
-  'figure.chart{margin:0;background:#f9fafc;border:1px solid #e3e6ec;border-radius:6px;padding:8px 10px;display:flex;flex-direction:column}figure.chart svg{margin-top:auto}' +
+  'figure.chart{margin:0;background:#f9fafc;border:1px solid #e3e6ec;border-radius:6px;padding:8px 10px;display:flex;' +
+  'flex-direction:column}figure.chart svg{margin-top:auto}' +
   'figure.chart figcaption{display:flex;gap:4px 10px;align-items:baseline;flex-wrap:wrap;margin-bottom:4px}.metric{font-weight:600}' +
-  'figcaption .now{font-weight:600}.max,.span{color:#5a6478;font-size:12px}.max{margin-left:auto}.span{display:flex;justify-content:space-between}' +
+  'figcaption .now{font-weight:600}.max,.span{color:#5a6478;font-size:12px}.max{margin-left:auto}.span{display:flex;' +
+  'justify-content:space-between}' +
   '.trend{font-size:12px}.trend.up{color:#a4262c}.trend.down{color:#2b7a4b}.trend.steady{color:#5a6478}' +
   'svg.chart{display:block;width:100%;height:64px}svg.spark{display:block;width:120px;height:24px}' +
-  'svg path.line{fill:none;stroke:currentColor;stroke-width:1.5;stroke-linejoin:round;vector-effect:non-scaling-stroke}svg path.area{fill:currentColor;stroke:none;opacity:.14}' +
-  'svg line.axis{stroke:#c9ced8;stroke-width:1;vector-effect:non-scaling-stroke}.swatch{display:inline-block;width:10px;height:3px;margin-right:4px;vertical-align:middle;background:currentColor}' +
-  '.legend .now{color:#1d2330}table.sparks{width:auto}table.sparks caption{white-space:nowrap}.note{font-weight:400;color:#5a6478}table.sparks td{vertical-align:middle;padding-right:16px}' +
-  '.k-pending{color:#3b6fd4}.k-inflight{color:#2b9a66}.k-retrying{color:#d08a1a}.k-dead{color:#a4262c}.k-lag{color:#7a4bc2}.k-rate{color:#1d7f8c}.k-backlog{color:#3b6fd4}';
+  'svg path.line{fill:none;stroke:currentColor;stroke-width:1.5;stroke-linejoin:round;vector-effect:non-scaling-stroke}svg ' +
+  'path.area{fill:currentColor;stroke:none;opacity:.14}' +
+  'svg line.axis{stroke:#c9ced8;stroke-width:1;vector-effect:non-scaling-stroke}.swatch{display:inline-block;width:10px;height:3px;' +
+  'margin-right:4px;vertical-align:middle;background:currentColor}' +
+  '.legend .now{color:#1d2330}table.sparks{width:auto}table.sparks caption{white-space:nowrap}.note{font-weight:400;color:#5a6478}' +
+  'table.sparks td{vertical-align:middle;padding-right:16px}' +
+  '.k-pending{color:#3b6fd4}.k-inflight{color:#2b9a66}.k-retrying{color:#d08a1a}.k-dead{color:#a4262c}.k-lag{color:#7a4bc2}' +
+  '.k-rate{color:#1d7f8c}.k-backlog{color:#3b6fd4}';

@@ -65,7 +65,8 @@ function pausedLine(p: PausedKey): string {
 
 function formatStats(s: Stats): string {
   const lines = [
-    `${s.name}: ${s.keys} keys, ${s.pending} pending, ${s.inFlight} in flight, ${s.retrying} retrying, ${s.dead} dead, lag ${formatMs(s.oldestPendingAgeMs)}`,
+    `${s.name}: ${s.keys} keys, ${s.pending} pending, ${s.inFlight} in flight, ${s.retrying} retrying, ${s.dead} dead, lag ` +
+      `${formatMs(s.oldestPendingAgeMs)}`,
   ];
   if (s.truncated) lines.push(`  (only the first ${s.scannedKeys} indexed keys were read: raise --max-keys)`);
   if (s.topKeys.length > 0) lines.push('top keys by backlog:', ...s.topKeys.map(keyLine));
@@ -83,7 +84,12 @@ async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>): 
   }
 }
 
-async function readLines(io: Io, file: string | undefined, onLine: (line: string) => Promise<void>, progress: (bytes: number, total: number) => void): Promise<void> {
+async function readLines(
+  io: Io,
+  file: string | undefined,
+  onLine: (line: string) => Promise<void>,
+  progress: (bytes: number, total: number) => void,
+): Promise<void> {
   const total = file ? statSync(file).size : 0;
   const input: NodeJS.ReadableStream = file ? createReadStream(file) : io.stdin;
   let bytes = 0;
@@ -103,7 +109,8 @@ function progressBar(io: Io): { update: (bytes: number, total: number, pushed: n
     if (!io.stderr.isTTY || Math.max(bytes, total) < PROGRESS_MIN_BYTES) return;
     drawn = true;
     const width = 30;
-    const bar = total > 0 ? `[${'#'.repeat(Math.round((width * bytes) / total)).padEnd(width)}] ${Math.floor((100 * bytes) / total)}% ` : '';
+    const bar =
+      total > 0 ? `[${'#'.repeat(Math.round((width * bytes) / total)).padEnd(width)}] ${Math.floor((100 * bytes) / total)}% ` : '';
     io.stderr.write(`\r${bar}${pushed} ids pushed`);
   };
   return { update: draw, done: () => drawn && io.stderr.write('\n') };
@@ -146,7 +153,10 @@ function program(io: Io): Command {
     });
 
   const dead = cli.command('dead').description('dead letters');
-  const query = (o: { key?: string; ids?: string[] }): DeadLetterQuery => ({ ...(o.key !== undefined && { key: o.key }), ...(o.ids && { ids: o.ids }) });
+  const query = (o: { key?: string; ids?: string[] }): DeadLetterQuery => ({
+    ...(o.key !== undefined && { key: o.key }),
+    ...(o.ids && { ids: o.ids }),
+  });
   dead
     .command('list')
     .description('list dead letters, most recent first')
@@ -158,7 +168,11 @@ function program(io: Io): Command {
       await withBatcher(global(), async (b) => {
         const { letters } = await b.deadLetters.list({ limit: o.limit, order: o.order, ...(o.key !== undefined && { key: o.key }) });
         for (const l of letters) {
-          out(o.json ? `${JSON.stringify(l)}\n` : `${l.key}\t${l.id}\t${l.attempts}\t${new Date(l.lastFailedAt).toISOString()}\t${l.error.name}: ${l.error.message}\n`);
+          out(
+            o.json
+              ? `${JSON.stringify(l)}\n`
+              : `${l.key}\t${l.id}\t${l.attempts}\t${new Date(l.lastFailedAt).toISOString()}\t${l.error.name}: ${l.error.message}\n`,
+          );
         }
       });
     });
@@ -178,14 +192,15 @@ function program(io: Io): Command {
     .option('--ids <ids>', 'only these ids, comma-separated', list)
     .option('--yes', 'needed to purge every letter of the batcher')
     .action(async (o: { key?: string; ids?: string[]; yes?: boolean }) => {
-      if (o.key === undefined && o.ids === undefined && !o.yes) throw new UsageError('dead purge without --key or --ids deletes every dead letter: add --yes');
+      if (o.key === undefined && o.ids === undefined && !o.yes)
+        throw new UsageError('dead purge without --key or --ids deletes every dead letter: add --yes');
       const n = await withBatcher(global(), (b) => b.deadLetters.purge(query(o)));
       out(`purged ${n}\n`);
     });
 
   cli
     .command('pause')
-    .description("pause a key: its ids are kept, nothing of it runs (a running slice finishes first)")
+    .description('pause a key: its ids are kept, nothing of it runs (a running slice finishes first)')
     .requiredOption('--key <key>', 'the key to pause')
     .option('--for <ms>', 'end the pause by itself after this many ms (default: until resume)', positive)
     .action(async (o: { key: string; for?: number }) => {
@@ -194,7 +209,7 @@ function program(io: Io): Command {
     });
   cli
     .command('resume')
-    .description('end a key\'s pause; its job starts at once if it has ids')
+    .description("end a key's pause; its job starts at once if it has ids")
     .requiredOption('--key <key>', 'the key to resume')
     .action(async (o: { key: string }) => {
       await withBatcher(global(), (b) => b.resume(o.key));
@@ -251,7 +266,10 @@ function program(io: Io): Command {
 function isUsage(err: unknown): boolean {
   if (err instanceof UsageError || err instanceof CommanderError) return true;
   // Bad input that reached the library: a key, id or option it refuses.
-  return err instanceof BatchByKeyError && ['ERR_INVALID_OPTION', 'ERR_INVALID_IDS', 'ERR_INVALID_KEY', 'ERR_NOT_PAUSED', 'ERR_STORE_MISMATCH'].includes(err.code);
+  return (
+    err instanceof BatchByKeyError &&
+    ['ERR_INVALID_OPTION', 'ERR_INVALID_IDS', 'ERR_INVALID_KEY', 'ERR_NOT_PAUSED', 'ERR_STORE_MISMATCH'].includes(err.code)
+  );
 }
 
 /** Runs the CLI; resolves with the exit code. */
@@ -277,7 +295,7 @@ export async function main(argv: readonly string[], io: Io = process): Promise<n
 if (require.main === module) {
   const stop = () => process.exit(EXIT.ok);
   process.on('SIGINT', stop);
-  main(process.argv).then((code) => {
+  void main(process.argv).then((code) => {
     process.exitCode = code;
   });
 }

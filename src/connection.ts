@@ -4,7 +4,6 @@ import { log } from './logger';
 import type { RedisClient } from './scripts';
 import type { Connection, Logger } from './types';
 
-
 /**
  * The URL with its password masked, whether it parses or not: error messages end up in logs. The
  * user info runs to the last `@` before the host's first `/`, so a password holding `@` is masked whole.

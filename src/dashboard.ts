@@ -39,13 +39,17 @@ class HttpError extends Error {
   }
 }
 
-function validate(options: DashboardOptions): Required<Omit<DashboardOptions, 'stats' | 'origins'>> & { stats: StatsOptions; hosts: ReadonlySet<string> } {
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError(`dashboard options must be an object, got ${describe(options)}`);
+function validate(
+  options: DashboardOptions,
+): Required<Omit<DashboardOptions, 'stats' | 'origins'>> & { stats: StatsOptions; hosts: ReadonlySet<string> } {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`dashboard options must be an object, got ${describe(options)}`);
   const { batchers, readOnly = true, deadLetters = 50, stats = {}, origins = [] } = options;
   if (!Array.isArray(batchers) || batchers.length === 0 || !batchers.every((b) => typeof b?.stats === 'function')) {
     throw new InvalidOptionError('dashboard batchers must be a non-empty array of batchers');
   }
-  if (new Set(batchers.map((b) => b.name)).size !== batchers.length) throw new InvalidOptionError('dashboard batchers must have different names');
+  if (new Set(batchers.map((b) => b.name)).size !== batchers.length)
+    throw new InvalidOptionError('dashboard batchers must have different names');
   if (typeof readOnly !== 'boolean') throw new InvalidOptionError(`dashboard readOnly must be a boolean, got ${describe(readOnly)}`);
   if (!Number.isInteger(deadLetters) || deadLetters < 0 || deadLetters > 1000) {
     throw new InvalidOptionError(`dashboard deadLetters must be an integer between 0 and 1000, got ${describe(deadLetters)}`);
@@ -55,10 +59,14 @@ function validate(options: DashboardOptions): Required<Omit<DashboardOptions, 's
 
 /** The host part of each allowed origin (what an Origin header is compared by). */
 function validateOrigins(origins: unknown): string[] {
-  if (!Array.isArray(origins)) throw new InvalidOptionError(`dashboard origins must be an array of origins like 'https://ops.example.com', got ${describe(origins)}`);
+  if (!Array.isArray(origins))
+    throw new InvalidOptionError(`dashboard origins must be an array of origins like 'https://ops.example.com', got ${describe(origins)}`);
   return origins.map((origin: unknown) => {
     const url = typeof origin === 'string' && URL.canParse(origin) ? new URL(origin) : undefined;
-    if (!url || url.origin !== origin) throw new InvalidOptionError(`dashboard origins must be origins like 'https://ops.example.com' (scheme, host, port; no path), got ${describe(origin)}`);
+    if (!url || url.origin !== origin)
+      throw new InvalidOptionError(
+        `dashboard origins must be origins like 'https://ops.example.com' (scheme, host, port; no path), got ${describe(origin)}`,
+      );
     return url.host;
   });
 }
@@ -96,7 +104,11 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
         })),
       );
       const nonce = randomBytes(16).toString('base64');
-      res.setHeader('Content-Security-Policy', `default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-${nonce}'; connect-src 'self'; form-action 'self'; frame-ancestors 'self'`);
+      res.setHeader(
+        'Content-Security-Policy',
+        `default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-${nonce}'; connect-src 'self'; form-action 'self'; ` +
+          `frame-ancestors 'self'`,
+      );
       return send(res, 200, 'text/html; charset=utf-8', page(views, { base, readOnly: opts.readOnly, token, nonce }));
     }
     const action = /^\/actions\/(requeue|purge|pause|resume)$/.exec(path)?.[1] as Action | undefined;
@@ -109,7 +121,8 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
       const batcher = byName.get(form.batcher ?? '');
       if (!batcher) throw new HttpError(400, 'unknown batcher');
       const reply = await act(batcher, action, form);
-      if (!(req.headers.accept ?? '').includes('text/html')) return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(reply));
+      if (!(req.headers.accept ?? '').includes('text/html'))
+        return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(reply));
       res.statusCode = 303;
       res.setHeader('Location', `${base}/`);
       res.end();
@@ -144,7 +157,9 @@ async function act(batcher: Batcher, action: Action, form: Record<string, string
 }
 
 function isBadInput(err: unknown): boolean {
-  return err instanceof InvalidOptionError || err instanceof InvalidKeyError || err instanceof InvalidIdsError || err instanceof NotPausedError;
+  return (
+    err instanceof InvalidOptionError || err instanceof InvalidKeyError || err instanceof InvalidIdsError || err instanceof NotPausedError
+  );
 }
 
 /** Where the handler is mounted: Express strips it from `req.url` and keeps it in `originalUrl`. */
@@ -224,22 +239,34 @@ function actionForm(ctx: PageContext, action: Action, fields: Record<string, str
     .map(([name, value]) => `<input type="hidden" name="${esc(name)}" value="${esc(value)}">`)
     .join('');
   const confirm = action === 'purge' ? ' data-confirm="Delete these dead letters for good?"' : '';
-  return `<form method="post" action="${esc(`${ctx.base}/actions/${action}`)}"${confirm}>${hidden}<button type="submit" class="${action}">${esc(label)}</button></form>`;
+  return (
+    `<form method="post" action="${esc(`${ctx.base}/actions/${action}`)}"${confirm}>${hidden}<button type="submit" ` +
+    `class="${action}">${esc(label)}</button></form>`
+  );
 }
 
 function keyTable(caption: string, keys: KeyStats[]): string {
   if (keys.length === 0) return `<p class="empty">${esc(caption)}: none</p>`;
   const rows = keys
-    .map((k) => `<tr><td class="key">${esc(k.key)}</td><td>${k.pending}</td><td>${k.inFlight}</td><td>${k.retrying}</td><td>${esc(formatMs(k.oldestPendingAgeMs))}</td></tr>`)
+    .map(
+      (k) =>
+        `<tr><td class="key">${esc(k.key)}</td><td>${k.pending}</td><td>${k.inFlight}</td><td>${k.retrying}</td><td>` +
+        `${esc(formatMs(k.oldestPendingAgeMs))}</td></tr>`,
+    )
     .join('');
-  return `<table><caption>${esc(caption)}</caption><tr><th>key</th><th>pending</th><th>in flight</th><th>retrying</th><th>lag</th></tr>${rows}</table>`;
+  return (
+    `<table><caption>${esc(caption)}</caption><tr><th>key</th><th>pending</th><th>in flight</th><th>retrying</th><th>lag</th></tr>` +
+    `${rows}</table>`
+  );
 }
 
 /** Paused keys, with a resume button each and a form to pause one (unless read-only). */
 function pausedTable(ctx: PageContext, name: string, paused: PausedKey[]): string {
   const pauseForm = ctx.readOnly
     ? ''
-    : `<form class="pause" method="post" action="${esc(`${ctx.base}/actions/pause`)}"><input type="hidden" name="batcher" value="${esc(name)}"><input type="hidden" name="token" value="${esc(ctx.token)}"><input name="key" placeholder="key" required aria-label="key to pause"><button type="submit">pause key</button></form>`;
+    : `<form class="pause" method="post" action="${esc(`${ctx.base}/actions/pause`)}"><input type="hidden" name="batcher" ` +
+      `value="${esc(name)}"><input type="hidden" name="token" value="${esc(ctx.token)}"><input name="key" placeholder="key" required ` +
+      `aria-label="key to pause"><button type="submit">pause key</button></form>`;
   if (paused.length === 0) return `<p class="empty">Paused keys: none</p>${pauseForm}`;
   const rows = paused
     .map((p) => {
@@ -248,7 +275,10 @@ function pausedTable(ctx: PageContext, name: string, paused: PausedKey[]): strin
       return `<tr><td class="key">${esc(p.key)}</td><td>${esc(until)}</td>${resume}</tr>`;
     })
     .join('');
-  return `<table class="paused"><caption>Paused keys (${paused.length})</caption><tr><th>key</th><th>until</th>${ctx.readOnly ? '' : '<th></th>'}</tr>${rows}</table>${pauseForm}`;
+  return (
+    `<table class="paused"><caption>Paused keys (${paused.length})</caption><tr><th>key</th><th>until</th>` +
+    `${ctx.readOnly ? '' : '<th></th>'}</tr>${rows}</table>${pauseForm}`
+  );
 }
 
 function deadTable(ctx: PageContext, name: string, letters: DeadLetter[], total: number): string {
@@ -257,14 +287,22 @@ function deadTable(ctx: PageContext, name: string, letters: DeadLetter[], total:
     .map((l) => {
       const actions = ctx.readOnly
         ? ''
-        : `<td class="actions">${actionForm(ctx, 'requeue', { batcher: name, key: l.key, id: l.id }, 'requeue')}${actionForm(ctx, 'purge', { batcher: name, key: l.key, id: l.id }, 'purge')}</td>`;
-      return `<tr><td class="key">${esc(l.key)}</td><td>${esc(l.id)}</td><td>${l.attempts}</td><td class="error">${esc(`${l.error.name}: ${l.error.message}`)}</td><td>${esc(new Date(l.lastFailedAt).toISOString())}</td>${actions}</tr>`;
+        : `<td class="actions">${actionForm(ctx, 'requeue', { batcher: name, key: l.key, id: l.id }, 'requeue')}` +
+          `${actionForm(ctx, 'purge', { batcher: name, key: l.key, id: l.id }, 'purge')}</td>`;
+      return (
+        `<tr><td class="key">${esc(l.key)}</td><td>${esc(l.id)}</td><td>${l.attempts}</td><td class="error">` +
+        `${esc(`${l.error.name}: ${l.error.message}`)}</td><td>${esc(new Date(l.lastFailedAt).toISOString())}</td>${actions}</tr>`
+      );
     })
     .join('');
   const all = ctx.readOnly
     ? ''
-    : `<div class="bulk">${actionForm(ctx, 'requeue', { batcher: name }, `requeue all ${total}`)}${actionForm(ctx, 'purge', { batcher: name }, `purge all ${total}`)}</div>`;
-  return `<table class="dead"><caption>Dead letters (${letters.length} of ${total}, most recent first)</caption><tr><th>key</th><th>id</th><th>attempts</th><th>error</th><th>last failed</th>${ctx.readOnly ? '' : '<th></th>'}</tr>${rows}</table>${all}`;
+    : `<div class="bulk">${actionForm(ctx, 'requeue', { batcher: name }, `requeue all ${total}`)}` +
+      `${actionForm(ctx, 'purge', { batcher: name }, `purge all ${total}`)}</div>`;
+  return (
+    `<table class="dead"><caption>Dead letters (${letters.length} of ${total}, most recent first)</caption><tr><th>key</th><th>` +
+    `id</th><th>attempts</th><th>error</th><th>last failed</th>${ctx.readOnly ? '' : '<th></th>'}</tr>${rows}</table>${all}`
+  );
 }
 
 interface View {
@@ -282,14 +320,41 @@ function section(ctx: PageContext, { stats: s, letters, history }: View): string
     ['dead', s.dead],
     ['lag', formatMs(s.oldestPendingAgeMs)],
   ];
-  const cards = totals.map(([label, value]) => `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`).join('');
-  const note = s.truncated ? `<p class="warn">Only the first ${s.scannedKeys} indexed keys were read (maxKeys): totals are partial.</p>` : '';
-  return `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>${note}${historyCharts(history)}<div class="grid">${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`;
+  const cards = totals
+    .map(([label, value]) => `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`)
+    .join('');
+  const note = s.truncated
+    ? `<p class="warn">Only the first ${s.scannedKeys} indexed keys were read (maxKeys): totals are partial.</p>`
+    : '';
+  return (
+    `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>` +
+    `${note}${historyCharts(history)}<div class="grid">` +
+    `${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>` +
+    `${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`
+  );
 }
 
-const STYLE = `body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}header{background:#1d2330;color:#fff;padding:12px 24px;display:flex;justify-content:space-between;align-items:center}header a{color:#9cc3ff}main{padding:16px 24px}section{background:#fff;border-radius:8px;padding:16px;margin-bottom:16px;box-shadow:0 1px 2px #0002}h2{margin:0 0 12px}.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#eef2f8;border-radius:6px;padding:8px 16px;min-width:90px}.value{font-size:22px;font-weight:600}.label{color:#5a6478}.grid{display:grid;grid-template-columns:1fr 1fr;gap:16px;margin-top:12px}table{border-collapse:collapse;width:100%;margin-top:12px}caption{text-align:left;font-weight:600;padding:4px 0}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ec;vertical-align:top}.key{font-family:ui-monospace,monospace;word-break:break-all}.error{color:#a4262c;font-family:ui-monospace,monospace}.actions form,.bulk form{display:inline}form.pause{margin-top:8px}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;padding:2px 8px;margin-right:4px}button.purge{color:#a4262c}.empty{color:#5a6478}.warn{color:#8a5a00}`;
+const STYLE =
+  `body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}header{background:#1d2330;color:#fff;` +
+  `padding:12px 24px;display:flex;justify-content:space-between;align-items:center}header a{color:#9cc3ff}main{padding:16px 24px}` +
+  `section{background:#fff;border-radius:8px;padding:16px;margin-bottom:16px;box-shadow:0 1px 2px #0002}h2{margin:0 0 12px}` +
+  `.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#eef2f8;border-radius:6px;padding:8px 16px;min-width:90px}` +
+  `.value{font-size:22px;font-weight:600}.label{color:#5a6478}.grid{display:grid;grid-template-columns:1fr 1fr;gap:16px;` +
+  `margin-top:12px}table{border-collapse:collapse;width:100%;margin-top:12px}caption{text-align:left;font-weight:600;padding:4px 0}th,` +
+  `td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ec;vertical-align:top}.key{font-family:ui-monospace,monospace;` +
+  `word-break:break-all}.error{color:#a4262c;font-family:ui-monospace,monospace}.actions form,.bulk form{display:inline}` +
+  `form.pause{margin-top:8px}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;` +
+  `padding:2px 8px;margin-right:4px}button.purge{color:#a4262c}.empty{color:#5a6478}.warn{color:#8a5a00}`;
 
 function page(views: View[], ctx: PageContext): string {
-  const script = `document.querySelectorAll('form[data-confirm]').forEach(function(f){f.addEventListener('submit',function(e){if(!confirm(f.dataset.confirm))e.preventDefault();});});`;
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>batch-by-key</title><style>${STYLE}${CHART_STYLE}</style></head><body><header><strong>batch-by-key</strong><span>${ctx.readOnly ? 'read-only · ' : ''}<a href="${esc(`${ctx.base}/api/v1/stats`)}">/api/v1/stats</a> · <a href="${esc(`${ctx.base}/api/v1/history`)}">/api/v1/history</a> · <a href="${esc(`${ctx.base}/`)}">refresh</a></span></header><main>${views.map((v) => section(ctx, v)).join('')}</main><script nonce="${esc(ctx.nonce)}">${script}</script></body></html>`;
+  const script =
+    `document.querySelectorAll('form[data-confirm]').forEach(function(f){f.addEventListener('submit',` +
+    `function(e){if(!confirm(f.dataset.confirm))e.preventDefault();});});`;
+  return (
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,` +
+    `initial-scale=1"><title>batch-by-key</title><style>${STYLE}${CHART_STYLE}</style></head><body><header><strong>` +
+    `batch-by-key</strong><span>${ctx.readOnly ? 'read-only · ' : ''}<a href="${esc(`${ctx.base}/api/v1/stats`)}">/api/v1/stats</a> · ` +
+    `<a href="${esc(`${ctx.base}/api/v1/history`)}">/api/v1/history</a> · <a href="${esc(`${ctx.base}/`)}">refresh</a></span></header>` +
+    `<main>${views.map((v) => section(ctx, v)).join('')}</main><script nonce="${esc(ctx.nonce)}">${script}</script></body></html>`
+  );
 }

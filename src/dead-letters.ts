@@ -45,7 +45,12 @@ export class DeadLetterBox implements DeadLetters {
    * Writes the dead ids of a failed slice, before the fenced fail-slice (see processor.ts): what it
    * wrote, and what it replaced, so `undo` can take it back if fail-slice refuses the failure.
    */
-  async add(key: Key, plan: FailurePlan, error: { name: string; message: string; stack?: string }, payloads: Payloads | undefined): Promise<WrittenLetters> {
+  async add(
+    key: Key,
+    plan: FailurePlan,
+    error: { name: string; message: string; stack?: string },
+    payloads: Payloads | undefined,
+  ): Promise<WrittenLetters> {
     const dataOf = (id: Id) => (payloads && Object.hasOwn(payloads, id) ? JSON.stringify(payloads[id]) : '');
     return (await runScript(this.deps.client(), 'dead-add', this.keys(), [
       encodeKey(key),
@@ -119,7 +124,10 @@ export class DeadLetterBox implements DeadLetters {
       for (const [key, ofKey] of byKey) {
         // Pushed before the letters go: a crash in between leaves a letter too many, never an id lost.
         await this.deps.push(key, ofKey.flatMap(itemsOf));
-        await this.remove(ofKey.flatMap((l) => [fieldOf(key, l.id), l.lastFailedAt]), true);
+        await this.remove(
+          ofKey.flatMap((l) => [fieldOf(key, l.id), l.lastFailedAt]),
+          true,
+        );
         requeued += ofKey.length;
       }
     }
@@ -130,7 +138,10 @@ export class DeadLetterBox implements DeadLetters {
     const fields = await this.select(query);
     let purged = 0;
     for (let i = 0; i < fields.length; i += BATCH) {
-      purged += await this.remove(fields.slice(i, i + BATCH).flatMap((field) => [field, 0]), false);
+      purged += await this.remove(
+        fields.slice(i, i + BATCH).flatMap((field) => [field, 0]),
+        false,
+      );
     }
     return purged;
   }
@@ -160,7 +171,14 @@ export class DeadLetterBox implements DeadLetters {
   private async remove(fieldsAndTimes: (string | number)[], onlyUnchanged: boolean): Promise<number> {
     if (fieldsAndTimes.length === 0) return 0;
     const n = this.names;
-    return Number(await runScript(this.deps.client(), 'dead-remove', [n.entries, n.byTime, n.byAttempts, n.ofKey], [onlyUnchanged ? '1' : '0', ...fieldsAndTimes]));
+    return Number(
+      await runScript(
+        this.deps.client(),
+        'dead-remove',
+        [n.entries, n.byTime, n.byAttempts, n.ofKey],
+        [onlyUnchanged ? '1' : '0', ...fieldsAndTimes],
+      ),
+    );
   }
 }
 

@@ -64,7 +64,12 @@ export async function performBatchLater(
     return { key, pushed: 0, ticket };
   }
   const ticket = track ? newTicket(key) : undefined;
-  const result: PerformResult = { key, pushed: ids.length, ...(ticket && { ticket: ticket.ticket }), ...(open && { ticket: options.ticket! }) };
+  const result: PerformResult = {
+    key,
+    pushed: ids.length,
+    ...(ticket && { ticket: ticket.ticket }),
+    ...(open && { ticket: options.ticket! }),
+  };
   if (ids.length === 0) return result;
   const tracked = ticket
     ? { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs, callback }
@@ -82,13 +87,22 @@ async function emptyTicket(deps: EnqueueDeps, key: Key, callback: boolean): Prom
 /** A push to an open ticket goes to the ticket's key; a `key` given too must be the same. */
 function keyOfTicket(ticketKey: Key, given: Key | undefined): Key {
   if (given !== undefined && validateKey(given, 'options.key') !== ticketKey) {
-    throw new InvalidOptionError(`options.key ${JSON.stringify(given)} is not the key of options.ticket (${JSON.stringify(ticketKey)}); a ticket belongs to one key`);
+    throw new InvalidOptionError(
+      `options.key ${JSON.stringify(given)} is not the key of options.ticket (${JSON.stringify(ticketKey)}); a ticket belongs to one key`,
+    );
   }
   return ticketKey;
 }
 
 /** Everything a push sends to Redis, once its input is valid. */
-async function store(deps: EnqueueDeps, key: Key, names: KeyNames, { ids, payloads }: NormalizedPush, delayMs: number, ticket: PushCall['ticket']): Promise<void> {
+async function store(
+  deps: EnqueueDeps,
+  key: Key,
+  names: KeyNames,
+  { ids, payloads }: NormalizedPush,
+  delayMs: number,
+  ticket: PushCall['ticket'],
+): Promise<void> {
   const { client } = deps;
   await deps.agree();
   const kind = deps.store.kind;
@@ -105,8 +119,12 @@ async function store(deps: EnqueueDeps, key: Key, names: KeyNames, { ids, payloa
     ...(ticket && { ticket }),
     ...(!cluster && { job: jobKeys(deps.queue(), deps.keyspace.index, key) }),
   });
-  if (pushed.refused === 'unknown_ticket') throw new UnknownTicketError(`the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`);
-  if (pushed.refused === 'sealed_ticket') throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
+  if (pushed.refused === 'unknown_ticket')
+    throw new UnknownTicketError(
+      `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
+    );
+  if (pushed.refused === 'sealed_ticket')
+    throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
   if (pushed.covered) return;
   const waitMs = Math.max(0, pushed.waitMs);
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
@@ -119,11 +137,20 @@ async function store(deps: EnqueueDeps, key: Key, names: KeyNames, { ids, payloa
  * without end: without a deadline a controller's request would hang as long as Redis is away.
  */
 function pushTimedOut(key: Key, timeoutMs: number): PushTimeoutError {
-  return new PushTimeoutError(`performBatchLater for key ${JSON.stringify(key)} got no answer from Redis within pushTimeoutMs (${timeoutMs} ms); its ids may still land (at least once)`);
+  return new PushTimeoutError(
+    `performBatchLater for key ${JSON.stringify(key)} got no answer from Redis within pushTimeoutMs (${timeoutMs} ms); its ids may ` +
+      `still land (at least once)`,
+  );
 }
 
 function jobKeys(queue: KeyQueue, index: string, key: Key): JobKeys {
-  return { index, deduplication: queue.toKey(`de:${encodeKey(key)}`), active: queue.toKey('active'), delayed: queue.toKey('delayed'), jobPrefix: queue.toKey('') };
+  return {
+    index,
+    deduplication: queue.toKey(`de:${encodeKey(key)}`),
+    active: queue.toKey('active'),
+    delayed: queue.toKey('delayed'),
+    jobPrefix: queue.toKey(''),
+  };
 }
 
 /** A zset key's job is correct to within this much; closer readings are clock noise. */

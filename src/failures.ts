@@ -42,18 +42,37 @@ export interface FailurePlan {
  * skips the retries: the ids it names die at once, or, naming none, the slice goes straight to
  * splitting.
  */
-export function planFailure(ids: readonly Id[], previous: RetrySlice | undefined, error: unknown, policy: FailurePolicy, now: number): FailurePlan {
+export function planFailure(
+  ids: readonly Id[],
+  previous: RetrySlice | undefined,
+  error: unknown,
+  policy: FailurePolicy,
+  now: number,
+): FailurePlan {
   const attempts = (previous?.attempts ?? 0) + 1;
   const firstFailedAt = previous?.firstFailedAt ?? now;
-  const plan = (outcome: FailureOutcome, retry: FailurePlan['retry'], dead: Id[]): FailurePlan => ({ outcome, retry, dead, attempts, firstFailedAt, failedAt: now });
-  const again = (partIds: Id[], delayMs: number, isolating: boolean) => ({ delayMs, slice: { ids: partIds, attempts, isolating, firstFailedAt } });
+  const plan = (outcome: FailureOutcome, retry: FailurePlan['retry'], dead: Id[]): FailurePlan => ({
+    outcome,
+    retry,
+    dead,
+    attempts,
+    firstFailedAt,
+    failedAt: now,
+  });
+  const again = (partIds: Id[], delayMs: number, isolating: boolean) => ({
+    delayMs,
+    slice: { ids: partIds, attempts, isolating, firstFailedAt },
+  });
 
   const named = error instanceof PermanentError && error.ids ? new Set(error.ids) : undefined;
   const bad = named ? ids.filter((id) => named.has(id)) : [];
   if (bad.length > 0) {
     const rest = ids.filter((id) => !named?.has(id));
     // The others did not fail on their own account: they go again at once, no attempt spent.
-    const retry = rest.length > 0 ? [{ delayMs: 0, slice: { ids: rest, attempts: previous?.attempts ?? 0, isolating: previous?.isolating ?? false, firstFailedAt } }] : [];
+    const retry =
+      rest.length > 0
+        ? [{ delayMs: 0, slice: { ids: rest, attempts: previous?.attempts ?? 0, isolating: previous?.isolating ?? false, firstFailedAt } }]
+        : [];
     return plan('dead', retry, bad);
   }
   const permanent = error instanceof PermanentError || error instanceof UnrecoverableError;

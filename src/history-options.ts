@@ -26,10 +26,13 @@ export function validateHistoryOption(option: unknown): ResolvedHistory | false 
     throw new InvalidOptionError(`options.history must be false or { intervalMs?, retentionMs?, topKeys? }, got ${describe(option)}`);
   }
   const unknown = Object.keys(option).filter((field) => !Object.hasOwn(HISTORY_DEFAULTS, field));
-  if (unknown.length > 0) throw new InvalidOptionError(`options.history takes intervalMs, retentionMs and topKeys, got ${unknown.join(', ')}`);
+  if (unknown.length > 0)
+    throw new InvalidOptionError(`options.history takes intervalMs, retentionMs and topKeys, got ${unknown.join(', ')}`);
   const { intervalMs = HISTORY_DEFAULTS.intervalMs } = option as HistoryOptions;
   if (typeof intervalMs !== 'number' || !Number.isInteger(intervalMs) || intervalMs < MIN_INTERVAL_MS || intervalMs > MAX_MS) {
-    throw new InvalidOptionError(`options.history.intervalMs must be an integer between ${MIN_INTERVAL_MS} and ${MAX_MS}, got ${describe(intervalMs)}`);
+    throw new InvalidOptionError(
+      `options.history.intervalMs must be an integer between ${MIN_INTERVAL_MS} and ${MAX_MS}, got ${describe(intervalMs)}`,
+    );
   }
   const most = intervalMs * MAX_HISTORY_SAMPLES;
   // An hour is fewer than one long interval, or more than the cap of short ones: the default moves
@@ -37,7 +40,8 @@ export function validateHistoryOption(option: unknown): ResolvedHistory | false 
   const { retentionMs = Math.max(intervalMs, Math.min(HISTORY_DEFAULTS.retentionMs, most)) } = option as HistoryOptions;
   if (typeof retentionMs !== 'number' || !Number.isInteger(retentionMs) || retentionMs < intervalMs || retentionMs > most) {
     throw new InvalidOptionError(
-      `options.history.retentionMs must be an integer between intervalMs and ${MAX_HISTORY_SAMPLES} × intervalMs (${intervalMs} to ${most}), got ${describe(retentionMs)}`,
+      `options.history.retentionMs must be an integer between intervalMs and ${MAX_HISTORY_SAMPLES} × intervalMs (${intervalMs} to ` +
+        `${most}), got ${describe(retentionMs)}`,
     );
   }
   const { topKeys = HISTORY_DEFAULTS.topKeys } = option as HistoryOptions;

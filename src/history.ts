@@ -55,7 +55,17 @@ function decodeSample(entry: string): Decoded | undefined {
   const tokens = entry.split(' ');
   const head = tokens.slice(0, HEAD).map(Number);
   if (head.length < HEAD || !head.every(Number.isFinite) || (tokens.length - HEAD) % 3 !== 0) return undefined;
-  const [at, processed, keys, pending, inFlight, retrying, dead, oldestPendingAgeMs, truncated] = head as [number, number, number, number, number, number, number, number, number];
+  const [at, processed, keys, pending, inFlight, retrying, dead, oldestPendingAgeMs, truncated] = head as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const topKeys: HistoryKey[] = [];
   for (let i = HEAD; i < tokens.length; i += 3) {
     let key: string;
@@ -159,12 +169,22 @@ export class HistorySampler {
     let added = false;
     try {
       const client = this.deps.client();
-      const [claimed, at, processed] = (await runScript(client, 'history-tick', [names.claim, names.processed], [count, options.intervalMs, options.retentionMs])) as [number, number, number];
+      const [claimed, at, processed] = (await runScript(
+        client,
+        'history-tick',
+        [names.claim, names.processed],
+        [count, options.intervalMs, options.retentionMs],
+      )) as [number, number, number];
       added = true;
       if (claimed !== 1) return false;
       const stats = await this.deps.stats({ top: Math.max(1, options.topKeys) });
       const sample = encodeSample(at, processed, stats, options.topKeys);
-      const appended = await runScript(client, 'history-append', [names.series], [sample, options.intervalMs, samplesKept(options), options.retentionMs]);
+      const appended = await runScript(
+        client,
+        'history-append',
+        [names.series],
+        [sample, options.intervalMs, samplesKept(options), options.retentionMs],
+      );
       return appended === 1;
     } catch (err) {
       // A tick call that failed most likely never ran: its count goes with the next one (if its

@@ -26,7 +26,10 @@ export function normalizeItems(items: unknown): NormalizedPush {
   let payloads: string[] | undefined;
   const ids = items.map((item: unknown, i) => {
     if (typeof item !== 'object' || item === null) return normalizeId(item, i);
-    if (!('id' in item) || !('data' in item)) throw new InvalidIdsError(`ids[${i}] must be a string, a finite number or { id, data }, got an object without ${'id' in item ? 'data' : 'id'}`);
+    if (!('id' in item) || !('data' in item))
+      throw new InvalidIdsError(
+        `ids[${i}] must be a string, a finite number or { id, data }, got an object without ${'id' in item ? 'data' : 'id'}`,
+      );
     payloads ??= new Array<string>(items.length).fill('');
     payloads[i] = payloadOf((item as { data: unknown }).data, i);
     return normalizeId((item as { id: unknown }).id, i);
@@ -41,9 +44,14 @@ function payloadOf(data: unknown, i: number): string {
   } catch (err) {
     throw new InvalidIdsError(`ids[${i}].data is not JSON-serialisable: ${(err as Error).message}`);
   }
-  if (json === undefined) throw new InvalidIdsError(`ids[${i}].data is not JSON-serialisable (got ${describe(data)}); use null for "no value"`);
+  if (json === undefined)
+    throw new InvalidIdsError(`ids[${i}].data is not JSON-serialisable (got ${describe(data)}); use null for "no value"`);
   const bytes = Buffer.byteLength(json);
-  if (bytes > MAX_DATA_BYTES) throw new InvalidIdsError(`ids[${i}].data is ${bytes} bytes as JSON; the limit is ${MAX_DATA_BYTES} (MAX_DATA_BYTES): keep large data elsewhere and push its reference`);
+  if (bytes > MAX_DATA_BYTES)
+    throw new InvalidIdsError(
+      `ids[${i}].data is ${bytes} bytes as JSON; the limit is ${MAX_DATA_BYTES} (MAX_DATA_BYTES): keep large data elsewhere and push ` +
+        `its reference`,
+    );
   return json;
 }
 

@@ -8,7 +8,18 @@ import { laneNames, type KeyNames } from './keys';
 import type { KeyLock } from './lock';
 import { claim, settle, type ClaimResult, type Payloads } from './protocol';
 import type { RedisClient } from './scripts';
-import type { EachIteration, Id, IterationContext, Key, KeyJob, RateLimit, SliceInfo, SliceMiddleware, StopReason, StoreKind } from './types';
+import type {
+  EachIteration,
+  Id,
+  IterationContext,
+  Key,
+  KeyJob,
+  RateLimit,
+  SliceInfo,
+  SliceMiddleware,
+  StopReason,
+  StoreKind,
+} from './types';
 
 /**
  * Wraps what the handler threw (or its timeout), so the run can tell a failed slice, which is
@@ -132,7 +143,14 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
     const claimed =
       n === 1 && first
         ? first
-        : await claim(p.client, p.store, names, { lock: p.lock, claimId: sliceId, settle: 'ack', count: p.sliceSize, releaseIfEmpty, ...(p.rate && { rate: p.rate }) });
+        : await claim(p.client, p.store, names, {
+            lock: p.lock,
+            claimId: sliceId,
+            settle: 'ack',
+            count: p.sliceSize,
+            releaseIfEmpty,
+            ...(p.rate && { rate: p.rate }),
+          });
     if (!claimed.held) return { kind: 'lock_lost' };
     if (claimed.settled) await p.settled(claimed.settled);
     if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
@@ -145,7 +163,15 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
       run.stopped ??= outcome;
       // Lane 0's last slice is settled by the release; the other lanes settle their own.
       if (lane > 0 && outcome.kind === 'stopped') {
-        const settled = await settle(p.client, p.store, names, p.lock, `${sliceId}:end`, outcome.restore ? 'restore' : 'ack', outcome.holdMs);
+        const settled = await settle(
+          p.client,
+          p.store,
+          names,
+          p.lock,
+          `${sliceId}:end`,
+          outcome.restore ? 'restore' : 'ack',
+          outcome.holdMs,
+        );
         if (settled && settled.length > 0) await p.settled(settled);
       }
       return outcome;
@@ -160,21 +186,40 @@ interface LaneContext {
 }
 
 /** Runs one claimed slice; an outcome when the slice ends the run. */
-async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads }, sliceId: string): Promise<RunOutcome | undefined> {
+async function runOne(
+  p: IterationParams,
+  lane: LaneContext,
+  claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads },
+  sliceId: string,
+): Promise<RunOutcome | undefined> {
   const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
   const crashed = claimed.retry?.crashed ? claimed.retry : undefined;
   if (crashed && !p.mayRunAgain(crashed)) {
     // Its death was its last allowed run (a poison id that kills the worker): settle it as that
     // failure, which splits or dead-letters it, rather than run it to die once more.
-    const error = new SliceCrashedError(`the run of this slice of key ${JSON.stringify(p.key)} died before it finished (a crash, an OOM kill, a lost lock)`);
-    const failed = { slice, previous: { ...crashed, attempts: crashed.attempts - 1 }, error, sliceId, names: lane.names, durationMs: 0, payloads: claimed.payloads };
+    const error = new SliceCrashedError(
+      `the run of this slice of key ${JSON.stringify(p.key)} died before it finished (a crash, an OOM kill, a lost lock)`,
+    );
+    const failed = {
+      slice,
+      previous: { ...crashed, attempts: crashed.attempts - 1 },
+      error,
+      sliceId,
+      names: lane.names,
+      durationMs: 0,
+      payloads: claimed.payloads,
+    };
     return (await p.settleFailure(failed)) ? undefined : { kind: 'lock_lost' };
   }
   const started = performance.now();
   try {
     await runSlice(p, { ...slice, signal: lane.signal.signal, retryAfter, ...dataAccess(claimed.payloads) }, lane.signal);
     if (p.events.wants('slice:done')) {
-      p.events.emit('slice:done', { ...slice, durationMs: performance.now() - started, ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }) });
+      p.events.emit('slice:done', {
+        ...slice,
+        durationMs: performance.now() - started,
+        ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }),
+      });
     }
     return undefined;
   } catch (thrown) {
@@ -186,8 +231,17 @@ async function runOne(p: IterationParams, lane: LaneContext, claimed: { ids: Id[
     if (stop === 'lock_lost') return { kind: 'lock_lost' };
     if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
     // The upstream said "not now": the slice goes back unchanged and the key waits, no attempt spent.
-    if (thrown.error instanceof RateLimitedError) return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: thrown.error.retryAfterMs };
-    const failed = { slice, previous: claimed.retry, error: thrown.error, sliceId, names: lane.names, durationMs: performance.now() - started, payloads: claimed.payloads };
+    if (thrown.error instanceof RateLimitedError)
+      return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: thrown.error.retryAfterMs };
+    const failed = {
+      slice,
+      previous: claimed.retry,
+      error: thrown.error,
+      sliceId,
+      names: lane.names,
+      durationMs: performance.now() - started,
+      payloads: claimed.payloads,
+    };
     if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
     // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run
     // gets a fresh signal.
@@ -228,7 +282,11 @@ export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
   // Lane 0 restores its own slice after a shutdown (through the release), so its stop is the one that says so.
   const stopped = outcomes[0]?.kind === 'stopped' ? outcomes[0] : first('stopped');
   // Lanes never release the lock in a claim: the run does once they have all ended.
-  return first('lock_lost') ?? stopped ?? (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits), released: false } : { kind: 'drained', released: false });
+  return (
+    first('lock_lost') ??
+    stopped ??
+    (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits), released: false } : { kind: 'drained', released: false })
+  );
 }
 
 type SliceContext = IterationContext & SliceInfo;
@@ -246,7 +304,9 @@ async function runSlice(p: IterationParams, ctx: SliceContext, timeout: AbortCon
     // Bluebird promise, or a lazy one (a query builder) that runs only once `then` is called.
     if (isThenable(result)) {
       await withDeadline(Promise.resolve(result), p.sliceTimeoutMs, () => {
-        const error = new SliceTimeoutError(`a slice of key ${JSON.stringify(p.key)} ran longer than sliceTimeoutMs (${p.sliceTimeoutMs} ms)`);
+        const error = new SliceTimeoutError(
+          `a slice of key ${JSON.stringify(p.key)} ran longer than sliceTimeoutMs (${p.sliceTimeoutMs} ms)`,
+        );
         timeout.abort(error);
         return error;
       });
@@ -257,7 +317,9 @@ async function runSlice(p: IterationParams, ctx: SliceContext, timeout: AbortCon
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
+  return (
+    (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
+  );
 }
 
 function wrap(around: readonly SliceMiddleware[], i: number, ctx: SliceContext, handler: EachIteration): Promise<void> {
@@ -265,4 +327,3 @@ function wrap(around: readonly SliceMiddleware[], i: number, ctx: SliceContext, 
   if (!middleware) return Promise.resolve(handler(ctx.ids as string[], ctx)).then(() => undefined);
   return middleware(ctx, () => wrap(around, i + 1, ctx, handler));
 }
-

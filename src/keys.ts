@@ -43,7 +43,10 @@ export interface KeyNames {
   payloads: string;
   /** The same for the ids of the slice in flight. */
   payloadsInFlight: string;
-  /** The rate limit's window: a list of `claimMs count`, one per claim (or claims within 1 % of a window), oldest first (see includes/flow.lua). */
+  /**
+   * The rate limit's window: a list of `claimMs count`, one per claim (or claims within 0.5 % of a
+   * window), oldest first (see includes/flow.lua).
+   */
   rateLog: string;
   /** The sum of the window's counts. */
   rateUsed: string;

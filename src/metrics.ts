@@ -42,10 +42,13 @@ const LATENCY_SECONDS = [0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 6 * 3600,
  * here, slices of workers here); gauges read Redis on scrape, so any process can export them.
  */
 export function prometheusMetrics(batchers: readonly Batcher[], options: PrometheusOptions = {}): PrometheusMetrics {
-  if (!Array.isArray(batchers) || batchers.length === 0) throw new InvalidOptionError('prometheusMetrics needs a non-empty array of batchers');
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError(`prometheusMetrics options must be an object, got ${describe(options)}`);
+  if (!Array.isArray(batchers) || batchers.length === 0)
+    throw new InvalidOptionError('prometheusMetrics needs a non-empty array of batchers');
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`prometheusMetrics options must be an object, got ${describe(options)}`);
   const prefix = options.prefix ?? 'batch_by_key_';
-  if (!/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix)) throw new InvalidOptionError(`prometheusMetrics prefix must be a valid metric name prefix, got ${describe(prefix)}`);
+  if (!/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix))
+    throw new InvalidOptionError(`prometheusMetrics prefix must be a valid metric name prefix, got ${describe(prefix)}`);
   const prom = requireOptional<PromClient>('prom-client', 'prometheusMetrics');
   const registry = (options.registry as Registry | undefined) ?? prom.register;
   const statsOptions: StatsOptions = { maxKeys: 10_000, top: 1, ...options.stats };
@@ -76,10 +79,17 @@ export function prometheusMetrics(batchers: readonly Batcher[], options: Prometh
 
   const pushed = counter('ids_pushed_total', 'Ids pushed by this process');
   const processed = counter('ids_processed_total', 'Ids of slices that succeeded in this process');
-  const failed = counter('ids_failed_total', 'Ids of slices that failed in this process, by what became of the slice', ['batcher', 'outcome']);
+  const failed = counter('ids_failed_total', 'Ids of slices that failed in this process, by what became of the slice', [
+    'batcher',
+    'outcome',
+  ]);
   const dead = counter('ids_dead_lettered_total', 'Ids dead-lettered by this process');
   const sliceSeconds = histogram('slice_duration_seconds', 'Duration of slices (successful or failed) run in this process', SECONDS);
-  const latency = histogram('push_to_processed_seconds', "Per slice, from its oldest id's push (list; see README for set and zset) to the slice's success", LATENCY_SECONDS);
+  const latency = histogram(
+    'push_to_processed_seconds',
+    "Per slice, from its oldest id's push (list; see README for set and zset) to the slice's success",
+    LATENCY_SECONDS,
+  );
   const gauges = [
     gauge('keys', 'Keys holding ids', (s) => s.keys),
     gauge('pending_ids', 'Ids waiting to be claimed', (s) => s.pending),
@@ -110,7 +120,8 @@ export function prometheusMetrics(batchers: readonly Batcher[], options: Prometh
     registry,
     close() {
       for (const off of unsubscribe) off();
-      for (const metric of [pushed, processed, failed, dead, sliceSeconds, latency, ...gauges]) registry.removeSingleMetric((metric as unknown as { name: string }).name);
+      for (const metric of [pushed, processed, failed, dead, sliceSeconds, latency, ...gauges])
+        registry.removeSingleMetric((metric as unknown as { name: string }).name);
     },
   };
 }

@@ -6,6 +6,8 @@ import { MissingDependencyError } from './errors';
  */
 export function loadOptional<T>(name: string): T | undefined {
   try {
+    // A CommonJS require on purpose: loaded lazily, and only when present.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
     return require(name) as T;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' && String((err as Error).message).includes(name)) return undefined;

@@ -97,7 +97,9 @@ function validatePrefix(prefix: unknown, name: string, cluster: boolean): string
   }
   if (cluster && !HASH_TAG.test(prefix)) {
     // Without one, BullMQ's scripts fail with CROSSSLOT at the first push.
-    throw new InvalidOptionError(`options.prefix must contain a {hash tag} on a Redis Cluster, such as '{${prefix}}', got ${describe(prefix)}`);
+    throw new InvalidOptionError(
+      `options.prefix must contain a {hash tag} on a Redis Cluster, such as '{${prefix}}', got ${describe(prefix)}`,
+    );
   }
   return prefix;
 }
@@ -121,7 +123,8 @@ function integer(field: string, value: unknown, fallback: number, min = 1, max =
   return value;
 }
 
-const isDelay = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_TIMER_MS;
+const isDelay = (value: unknown): value is number =>
+  typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_TIMER_MS;
 
 function validateBackoff(backoff: unknown): Backoff {
   if (backoff === undefined) return DEFAULTS.backoff;
@@ -133,7 +136,8 @@ function validateBackoff(backoff: unknown): Backoff {
     }
   }
   throw new InvalidOptionError(
-    `options.backoff must be { type: 'fixed' | 'exponential', delayMs, maxDelayMs? } with delays between 0 and ${MAX_TIMER_MS} ms, or (attempt, error) => ms; got ${describe(backoff)}`,
+    `options.backoff must be { type: 'fixed' | 'exponential', delayMs, maxDelayMs? } with delays between 0 and ${MAX_TIMER_MS} ms, or ` +
+      `(attempt, error) => ms; got ${describe(backoff)}`,
   );
 }
 
@@ -185,7 +189,10 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
       throw new InvalidOptionError(`options.merge must be 'replace', 'keep' or 'all', got ${describe(o.merge)}`);
     }
     if (store === 'list') {
-      throw new InvalidOptionError("options.merge means nothing with store 'list': each push of an id is its own entry with its own data (use store 'set' or 'zset' to merge)");
+      throw new InvalidOptionError(
+        "options.merge means nothing with store 'list': each push of an id is its own entry with its own data " +
+          "(use store 'set' or 'zset' to merge)",
+      );
     }
   }
   if (o.onTicketSettled !== undefined && typeof o.onTicketSettled !== 'function') {
@@ -212,7 +219,13 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     ticketTtlMs: integer('ticketTtlMs', o.ticketTtlMs, DEFAULTS.ticketTtlMs, MIN_TICKET_TTL_MS),
     around: validateAround(o.around),
     prefix: validatePrefix(o.prefix, o.name, o.connection instanceof Cluster),
-    recoveryIntervalMs: integer('recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS, MAX_TIMER_MS),
+    recoveryIntervalMs: integer(
+      'recoveryIntervalMs',
+      o.recoveryIntervalMs,
+      DEFAULTS.recoveryIntervalMs,
+      MIN_RECOVERY_INTERVAL_MS,
+      MAX_TIMER_MS,
+    ),
     pushTimeoutMs: integer('pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs, 1, MAX_TIMER_MS),
     rateLimit: validateRateLimitOption(o.rateLimit),
     merge: o.merge ?? 'replace',

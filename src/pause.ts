@@ -23,7 +23,8 @@ export interface PauseDeps {
 
 /** Ms the pause lasts (undefined: until resumed), from the options; throws before anything is written. */
 function pauseLength(options: PauseOptions, now: number): number | undefined {
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError(`pause options must be an object, got ${describe(options)}`);
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`pause options must be an object, got ${describe(options)}`);
   const { untilMs, forMs } = options;
   if (untilMs !== undefined && forMs !== undefined) throw new InvalidOptionError('pause takes untilMs or forMs, not both');
   if (forMs !== undefined) {

@@ -87,7 +87,8 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
     // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
     // so there is nothing to renew or iterate.
-    if (first.ids.length === 0 && options.concurrencyPerKey === 1) return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
+    if (first.ids.length === 0 && options.concurrencyPerKey === 1)
+      return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
     lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => run.abort(error));
     const outcome = await runSlices(deps, job, names, lock, first, run, rate);
     // No renewal may race the release below (it would fail and log a spurious warning).
@@ -127,36 +128,46 @@ async function runSlices(
   rate: RateLimit | undefined,
 ): Promise<RunOutcome> {
   const { options } = deps;
-  return iterate({
-    rate,
-    client: deps.client,
-    store: options.store,
-    names,
-    lock,
-    sliceSize: options.sliceSize,
-    concurrency: options.concurrencyPerKey,
-    sliceTimeoutMs: options.sliceTimeoutMs,
-    handler: deps.handler(),
-    around: options.around,
-    events: deps.events,
-    key: job.data.key,
-    job,
-    stop: run,
-    interrupts: [
-      stopped(run.signal),
-      maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
-      ...(options.scheduling === 'fair'
-        ? [preemption(deps.client, deps.queueLists(), options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
-        : []),
-    ],
-    settleFailure: (failed) => settleFailure(deps, lock, failed),
-    settled: (tickets) => addCallbacks(deps.tickets, job.data.key, tickets),
-    mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
-  }, first);
+  return iterate(
+    {
+      rate,
+      client: deps.client,
+      store: options.store,
+      names,
+      lock,
+      sliceSize: options.sliceSize,
+      concurrency: options.concurrencyPerKey,
+      sliceTimeoutMs: options.sliceTimeoutMs,
+      handler: deps.handler(),
+      around: options.around,
+      events: deps.events,
+      key: job.data.key,
+      job,
+      stop: run,
+      interrupts: [
+        stopped(run.signal),
+        maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
+        ...(options.scheduling === 'fair'
+          ? [preemption(deps.client, deps.queueLists(), options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
+          : []),
+      ],
+      settleFailure: (failed) => settleFailure(deps, lock, failed),
+      settled: (tickets) => addCallbacks(deps.tickets, job.data.key, tickets),
+      mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
+    },
+    first,
+  );
 }
 
 /** Commits what the run ended with, releases the key and moves the job on. */
-async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: KeyNames, lock: LockRef, outcome: RunOutcome): Promise<void> {
+async function conclude(
+  deps: ProcessorDeps,
+  job: KeyJob,
+  token: string,
+  names: KeyNames,
+  lock: LockRef,
+  outcome: RunOutcome,
+): Promise<void> {
   const { client, options } = deps;
   const key = job.data.key;
   switch (outcome.kind) {
@@ -172,7 +183,15 @@ async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, names: 
       deps.events.emit('interrupted', { key, job, reason: outcome.reason });
       // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
       if (outcome.restore || outcome.holdMs) {
-        const settled = await settle(client, options.store, names, lock, `${lock.value}:restore`, outcome.restore ? 'restore' : 'ack', outcome.holdMs);
+        const settled = await settle(
+          client,
+          options.store,
+          names,
+          lock,
+          `${lock.value}:restore`,
+          outcome.restore ? 'restore' : 'ack',
+          outcome.holdMs,
+        );
         if (settled && settled.length > 0) await addCallbacks(deps.tickets, key, settled);
       }
       await releaseKey(deps, key, names, lock.value, outcome.restore || outcome.holdMs ? 'keep' : 'ack');
@@ -203,7 +222,14 @@ async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedS
   const serialized = serializeError(error);
   const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
   const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
-  const settled = await failSlice(deps.client, names, lock.value, { retry, dead: { ids: plan.dead, message: serialized.message } }, MAX_TICKET_ERRORS, `${failed.sliceId}:failed`);
+  const settled = await failSlice(
+    deps.client,
+    names,
+    lock.value,
+    { retry, dead: { ids: plan.dead, message: serialized.message } },
+    MAX_TICKET_ERRORS,
+    `${failed.sliceId}:failed`,
+  );
   if (settled && settled.length > 0) await addCallbacks(deps.tickets, slice.key, settled);
   if (!settled) {
     // The next holder restores these ids and runs them again: their letters would be stale.
@@ -218,7 +244,13 @@ async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedS
     attempt: slice.attempt,
     outcome: plan.outcome,
   });
-  events.emit('slice:failed', { ...slice, durationMs: failed.durationMs, error, outcome: plan.outcome, ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }) });
+  events.emit('slice:failed', {
+    ...slice,
+    durationMs: failed.durationMs,
+    error,
+    outcome: plan.outcome,
+    ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
+  });
   if (plan.dead.length > 0) events.emit('dead', { key: slice.key, ids: plan.dead, error, attempts: plan.attempts });
   return true;
 }
@@ -234,7 +266,14 @@ async function requeue(job: KeyJob, token: string, delayMs: number): Promise<nev
  * our last claim found the job still active, so it could not bring the delayed job forward:
  * look again once it is delayed.
  */
-async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, names: KeyNames, waitMs: number, options: ResolvedOptions): Promise<never> {
+async function delayUntilReady(
+  client: RedisClient,
+  job: KeyJob,
+  token: string,
+  names: KeyNames,
+  waitMs: number,
+  options: ResolvedOptions,
+): Promise<never> {
   // A wait is no turn: when it ends (a rate limit's window, a retryAfter, a backoff, a zset
   // time) the key lines up with light keys, which running keys yield to, rather than behind
   // every heavy key (where it could wait a whole budget for a slot).
@@ -253,7 +292,9 @@ async function delayUntilReady(client: RedisClient, job: KeyJob, token: string, 
 async function releaseKey(deps: ProcessorDeps, key: string, names: KeyNames, lockValue: string, mode: 'ack' | 'keep'): Promise<Released> {
   const { released, settled } = await release(deps.client, names, lockValue, mode);
   if (released === 'lost') {
-    log(deps.options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', { lock: names.lock });
+    log(deps.options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', {
+      lock: names.lock,
+    });
   }
   if (settled.length > 0) await addCallbacks(deps.tickets, key, settled);
   return released;

@@ -26,7 +26,9 @@ export function parseTicket(ticket: unknown): { key: Key; id: string } {
       // Falls through to the error below.
     }
   }
-  throw new InvalidOptionError(`ticket must be a ticket returned by performBatchLater(ids, { track: true }) or openTicket(key), got ${describe(ticket)}`);
+  throw new InvalidOptionError(
+    `ticket must be a ticket returned by performBatchLater(ids, { track: true }) or openTicket(key), got ${describe(ticket)}`,
+  );
 }
 
 export async function progress(client: RedisClient, keyspace: Keyspace, ticket: Ticket): Promise<Progress> {
@@ -67,7 +69,9 @@ export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: T
 function positive(field: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
-    throw new InvalidOptionError(`waitFor options.${field} must be a number > 0 and <= ${MAX_TIMER_MS} (Node's longest timer), got ${describe(value)}`);
+    throw new InvalidOptionError(
+      `waitFor options.${field} must be a number > 0 and <= ${MAX_TIMER_MS} (Node's longest timer), got ${describe(value)}`,
+    );
   }
   return value;
 }

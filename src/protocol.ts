@@ -68,7 +68,17 @@ export type PayloadMode = 'list' | 'replace' | 'keep' | 'all';
 
 /** Stores one push, whole, in one call (see push.lua). */
 export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
-  const keys = [names.pending, names.pushMarks, names.lock, names.retry, names.tracked, p.ticket?.hash ?? names.ticketPrefix, names.paused, names.hold, names.payloads];
+  const keys = [
+    names.pending,
+    names.pushMarks,
+    names.lock,
+    names.retry,
+    names.tracked,
+    p.ticket?.hash ?? names.ticketPrefix,
+    names.paused,
+    names.hold,
+    names.payloads,
+  ];
   if (p.job) keys.push(p.job.index, p.job.deduplication, p.job.active, p.job.delayed, p.job.jobPrefix);
   const [covered, waitMs] = (await runScript(client, 'push', keys, [
     p.store,
@@ -204,7 +214,15 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
  * with `holdMs`, holds the key that long too. Undefined when the lock is lost; else the tickets
  * the ack settled that want a callback.
  */
-export async function settle(client: RedisClient, store: StoreKind, names: KeyNames, lock: LockRef, claimId: string, how: 'ack' | 'restore', holdMs?: number): Promise<string[] | undefined> {
+export async function settle(
+  client: RedisClient,
+  store: StoreKind,
+  names: KeyNames,
+  lock: LockRef,
+  claimId: string,
+  how: 'ack' | 'restore',
+  holdMs?: number,
+): Promise<string[] | undefined> {
   const result = await claim(client, store, names, { lock, claimId, settle: how, count: 0, ...(holdMs !== undefined && { holdMs }) });
   return result.held ? (result.settled ?? []) : undefined;
 }
@@ -219,7 +237,12 @@ export type Released = 'released' | 'pending' | 'lost';
  * Releases the key's lock at the end of a run that did not release it in its last claim: 'ack'
  * counts the slice in flight done, 'keep' leaves it for the next run to recover.
  */
-export async function release(client: RedisClient, names: KeyNames, lock: string, mode: 'ack' | 'keep'): Promise<{ released: Released; settled: string[] }> {
+export async function release(
+  client: RedisClient,
+  names: KeyNames,
+  lock: string,
+  mode: 'ack' | 'keep',
+): Promise<{ released: Released; settled: string[] }> {
   const [status, settled] = (await runScript(
     client,
     'release',
@@ -252,7 +275,14 @@ export interface FailPlan {
  * Settles a failed slice of a lane, fenced and idempotent per `settleId` (see fail-slice.lua).
  * Undefined when the lock is lost; else the tickets its dead ids settled that want a callback.
  */
-export async function failSlice(client: RedisClient, names: KeyNames, lock: string, plan: FailPlan, maxTicketErrors: number, settleId: string): Promise<string[] | undefined> {
+export async function failSlice(
+  client: RedisClient,
+  names: KeyNames,
+  lock: string,
+  plan: FailPlan,
+  maxTicketErrors: number,
+  settleId: string,
+): Promise<string[] | undefined> {
   const [status, settled] = (await runScript(
     client,
     'fail-slice',

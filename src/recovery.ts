@@ -52,7 +52,8 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
     if (flat.length === 0) break;
     for (let i = 0; i < flat.length; i += 2 * SWEEP_CONCURRENCY) {
       const entries = [];
-      for (let j = i; j < Math.min(flat.length, i + 2 * SWEEP_CONCURRENCY); j += 2) entries.push(sweepOne(deps, flat[j] as string, flat[j + 1] as string));
+      for (let j = i; j < Math.min(flat.length, i + 2 * SWEEP_CONCURRENCY); j += 2)
+        entries.push(sweepOne(deps, flat[j] as string, flat[j + 1] as string));
       recovered += (await Promise.all(entries)).filter(Boolean).length;
     }
   }

@@ -66,7 +66,11 @@ export function preemption(
     reading = true;
     lastRead = performance.now();
     // BullMQ's keys share one slot (its prefix's hash tag), so one script reads them all.
-    (runScript(client, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), DUE_LOOKED_AT]) as Promise<[number, number]>)
+    (
+      runScript(client, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), DUE_LOOKED_AT]) as Promise<
+        [number, number]
+      >
+    )
       .then(([w, a]) => {
         waitingBefore = waiting;
         waiting = w;

@@ -38,11 +38,17 @@ export async function redisNow(client: RedisClient): Promise<number> {
  * counts and oldest push mark, all O(1) reads but the retry slices (at most a few per key).
  */
 export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promise<Stats> {
-  if (typeof options !== 'object' || options === null) throw new InvalidOptionError(`stats options must be an object, got ${describe(options)}`);
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`stats options must be an object, got ${describe(options)}`);
   const maxKeys = bounded('maxKeys', options.maxKeys, STATS_DEFAULTS.maxKeys, MAX_KEYS);
   const top = bounded('top', options.top, STATS_DEFAULTS.top, 1000);
   const { client, keyspace, store } = deps;
-  const [now, dead, indexed, paused] = await Promise.all([redisNow(client), deps.deadCount(), client.zcard(keyspace.index), deps.pausedKeys()]);
+  const [now, dead, indexed, paused] = await Promise.all([
+    redisNow(client),
+    deps.deadCount(),
+    client.zcard(keyspace.index),
+    deps.pausedKeys(),
+  ]);
   const keys: KeyStats[] = [];
   let scanned = 0;
   while (scanned < Math.min(maxKeys, indexed)) {
@@ -68,7 +74,10 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
     dead,
     oldestPendingAgeMs: keys.reduce((max, k) => Math.max(max, k.oldestPendingAgeMs), 0),
     topKeys: first((a, b) => b.pending + b.retrying - (a.pending + a.retrying) || b.inFlight - a.inFlight),
-    laggingKeys: first((a, b) => b.oldestPendingAgeMs - a.oldestPendingAgeMs, keys.filter((k) => k.pending > 0)),
+    laggingKeys: first(
+      (a, b) => b.oldestPendingAgeMs - a.oldestPendingAgeMs,
+      keys.filter((k) => k.pending > 0),
+    ),
     scannedKeys: scanned,
     truncated: indexed > maxKeys,
     paused,

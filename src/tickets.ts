@@ -67,7 +67,11 @@ export async function drainOutbox(deps: TicketDeps, key: Key, names: KeyNames): 
 export async function openTicket(deps: TicketDeps, key: Key, callback: boolean): Promise<Ticket> {
   const id = randomUUID();
   const hash = `${deps.keyspace.forKey(key).ticketPrefix}${id}`;
-  await deps.client.multi().hset(hash, { total: 0, done: 0, failed: 0, sealed: '0', ttl: deps.ticketTtlMs, cb: callback ? '1' : '0' }).pexpire(hash, deps.ticketTtlMs).exec();
+  await deps.client
+    .multi()
+    .hset(hash, { total: 0, done: 0, failed: 0, sealed: '0', ttl: deps.ticketTtlMs, cb: callback ? '1' : '0' })
+    .pexpire(hash, deps.ticketTtlMs)
+    .exec();
   return ticketOf(key, id);
 }
 
@@ -75,7 +79,8 @@ export async function openTicket(deps: TicketDeps, key: Key, callback: boolean):
 export async function sealTicket(deps: TicketDeps, ticket: Ticket): Promise<void> {
   const { key, id } = parseTicket(ticket);
   const sealed = await sealScript(deps.client, deps.keyspace.forKey(key), id);
-  if (sealed === 'unknown') throw new UnknownTicketError(`ticket ${ticket} is unknown or expired (open tickets live ticketTtlMs after their last push)`);
+  if (sealed === 'unknown')
+    throw new UnknownTicketError(`ticket ${ticket} is unknown or expired (open tickets live ticketTtlMs after their last push)`);
   if (sealed === 'sealed_already') throw new TicketSealedError(`ticket ${ticket} is sealed already`);
   if (sealed === 'settled') await addCallbacks(deps, key, [id]);
 }

@@ -207,7 +207,10 @@ export interface BatchByKeyOptions<Data = unknown> {
   merge?: MergePolicy;
   /** Runs of a failing slice (the first included) before it is split or dead-lettered. @default 5 */
   attempts?: number;
-  /** Delay before a failed slice runs again; the key's other ids go on meanwhile. @default { type: 'exponential', delayMs: 1000, maxDelayMs: 60000 } */
+  /**
+   * Delay before a failed slice runs again; the key's other ids go on meanwhile.
+   * @default { type: 'exponential', delayMs: 1000, maxDelayMs: 60000 }
+   */
   backoff?: Backoff;
   /**
    * When a slice has used its attempts, split it in halves and run each once, down to single

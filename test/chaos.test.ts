@@ -8,8 +8,6 @@ import { startPushProcess, stopProcess } from './helpers/processes';
 import { waitFor } from './helpers/redis';
 import { sleep } from './helpers/time';
 
-
-
 // A Redis of its own, with AOF, that the test restarts on the same port.
 const dir = mkdtempSync(join(tmpdir(), 'bbk-chaos-'));
 const persistent = persistentRedis(dir);
@@ -78,7 +76,15 @@ describe('chaos: pushers and workers in their own processes through kills, dropp
       const processed = new Set(await redis.lrange(`${name}:processed`, 0, -1));
       for (const id of acked) expect(processed.has(id)).toBe(true);
       // Graceful stops: each worker's close resolves and the process exits 0 (no unhandled error).
-      const codes = await Promise.all(workers.map((w) => new Promise((resolve) => { w.once('exit', (code) => resolve(code)); w.kill('SIGTERM'); })));
+      const codes = await Promise.all(
+        workers.map(
+          (w) =>
+            new Promise((resolve) => {
+              w.once('exit', (code) => resolve(code));
+              w.kill('SIGTERM');
+            }),
+        ),
+      );
       expect(codes).toEqual([0, 0]);
     } finally {
       await redis.quit();

@@ -5,7 +5,12 @@ import { range, testConnection, track, uniqueName, waitFor } from './helpers/red
 describe('class form: BatchByKey', () => {
   it('a subclass defines eachIteration; static performBatchLater/createWorker/backlog/stats/history/batcher/close work', async () => {
     const seen: string[] = [];
-    class SegmentRefresher extends BatchByKey({ name: uniqueName('cls'), connection: testConnection(), sliceSize: 4, history: { intervalMs: 100 } }) {
+    class SegmentRefresher extends BatchByKey({
+      name: uniqueName('cls'),
+      connection: testConnection(),
+      sliceSize: 4,
+      history: { intervalMs: 100 },
+    }) {
       readonly prefix = 'seg:';
       async eachIteration(ids: string[], ctx: IterationContext): Promise<void> {
         seen.push(...ids.map((id) => `${this.prefix}${ctx.key}:${id}`));

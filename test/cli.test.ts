@@ -94,7 +94,13 @@ describe('the batch-by-key CLI', () => {
     expect(listed.stdout.trim().split('\n')).toHaveLength(2);
     expect(listed.stdout).toMatch(/^k\t\d\t1\t\S+Z\tPermanentError: broken$/m);
     const json = await cli([...on(b), 'dead', 'list', '--json', '--order', 'attempts']);
-    expect(json.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { id: string }).id).sort()).toEqual(['0', '1', '2', '3']);
+    expect(
+      json.stdout
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { id: string }).id)
+        .sort(),
+    ).toEqual(['0', '1', '2', '3']);
 
     expect(await cli([...on(b), 'dead', 'requeue', '--key', 'k', '--ids', '0,1'])).toMatchObject({ code: 0, stdout: 'requeued 2\n' });
     expect(await b.backlog('k')).toMatchObject({ pending: 2 });
@@ -110,10 +116,19 @@ describe('the batch-by-key CLI', () => {
   it('pause, paused, stats and resume a key', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     expect(await cli([...on(b), 'pause', '--key', 'acct-1'])).toEqual({ code: 0, stdout: 'paused acct-1\n', stderr: '' });
-    expect(await cli([...on(b), 'pause', '--key', 'acct-2', '--for', '60000'])).toMatchObject({ code: 0, stdout: 'paused acct-2 for 1.0 min\n' });
+    expect(await cli([...on(b), 'pause', '--key', 'acct-2', '--for', '60000'])).toMatchObject({
+      code: 0,
+      stdout: 'paused acct-2 for 1.0 min\n',
+    });
     const listed = await cli([...on(b), 'paused', '--json']);
-    expect(listed.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { key: string }).key).sort()).toEqual(['acct-1', 'acct-2']);
-    expect((await cli([...on(b), 'stats'])).stdout).toMatch(/paused keys:\n(  acct-\d\t.*\n){2}/);
+    expect(
+      listed.stdout
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { key: string }).key)
+        .sort(),
+    ).toEqual(['acct-1', 'acct-2']);
+    expect((await cli([...on(b), 'stats'])).stdout).toMatch(/paused keys:\n( {2}acct-\d\t.*\n){2}/);
     expect(await cli([...on(b), 'resume', '--key', 'acct-1'])).toEqual({ code: 0, stdout: 'resumed acct-1\n', stderr: '' });
     expect((await b.paused()).map((p) => p.key)).toEqual(['acct-2']);
     const again = await cli([...on(b), 'resume', '--key', 'acct-1']);

@@ -29,42 +29,45 @@ describe('push while the key job completes (no lost wakeup)', () => {
     expect(rec.all).toEqual(range(300));
   });
 
-  it.each([1, 3])('a stream of single-id pushes to many keys, completions racing them, strands nothing (concurrencyPerKey %i)', async (lanes) => {
-    const seen = new Map<string, string[]>();
-    const running = new Map<string, number>();
-    let overlaps = 0;
-    const b = testBatcher({
-      concurrencyPerKey: lanes,
-      async eachIteration(ids, ctx) {
-        running.set(ctx.key, (running.get(ctx.key) ?? 0) + 1);
-        if (running.get(ctx.key)! > 1) overlaps++;
-        await new Promise((r) => setImmediate(r));
-        seen.set(ctx.key, [...(seen.get(ctx.key) ?? []), ...ids]);
-        running.set(ctx.key, running.get(ctx.key)! - 1);
-      },
-    });
-    b.createWorker({ concurrency: 8 });
-    const keys = range(40, 'k-');
-    const pushed = new Map<string, string[]>(keys.map((k) => [k, []]));
-    // Pushes land in every phase of their key's run: waiting job, first claim, handler, the
-    // last (releasing) claim, completion. Many in flight at once, as from a busy controller.
-    const inFlight: Promise<unknown>[] = [];
-    for (let i = 0; i < 1500; i++) {
-      const key = keys[(i * 7919) % keys.length]!;
-      pushed.get(key)!.push(String(i));
-      inFlight.push(b.performBatchLater([String(i)], { key }));
-      if (i % 10 === 0) await new Promise((r) => setImmediate(r));
-    }
-    await Promise.all(inFlight);
-    const total = () => [...seen.values()].reduce((n, ids) => n + ids.length, 0);
-    await waitFor(() => total() >= 1500, { what: 'every pushed id', timeoutMs: 30_000 });
-    for (const key of keys) {
-      const ids = seen.get(key) ?? [];
-      // Each key's ids once each (nothing crashed, so nothing runs twice), in push order with one lane.
-      expect([...ids].sort()).toEqual([...pushed.get(key)!].sort());
-      if (lanes === 1) expect(ids).toEqual(pushed.get(key));
-      expect(await b.backlog(key)).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
-    }
-    if (lanes === 1) expect(overlaps).toBe(0);
-  });
+  it.each([1, 3])(
+    'a stream of single-id pushes to many keys, completions racing them, strands nothing (concurrencyPerKey %i)',
+    async (lanes) => {
+      const seen = new Map<string, string[]>();
+      const running = new Map<string, number>();
+      let overlaps = 0;
+      const b = testBatcher({
+        concurrencyPerKey: lanes,
+        async eachIteration(ids, ctx) {
+          running.set(ctx.key, (running.get(ctx.key) ?? 0) + 1);
+          if (running.get(ctx.key)! > 1) overlaps++;
+          await new Promise((r) => setImmediate(r));
+          seen.set(ctx.key, [...(seen.get(ctx.key) ?? []), ...ids]);
+          running.set(ctx.key, running.get(ctx.key)! - 1);
+        },
+      });
+      b.createWorker({ concurrency: 8 });
+      const keys = range(40, 'k-');
+      const pushed = new Map<string, string[]>(keys.map((k) => [k, []]));
+      // Pushes land in every phase of their key's run: waiting job, first claim, handler, the
+      // last (releasing) claim, completion. Many in flight at once, as from a busy controller.
+      const inFlight: Promise<unknown>[] = [];
+      for (let i = 0; i < 1500; i++) {
+        const key = keys[(i * 7919) % keys.length]!;
+        pushed.get(key)!.push(String(i));
+        inFlight.push(b.performBatchLater([String(i)], { key }));
+        if (i % 10 === 0) await new Promise((r) => setImmediate(r));
+      }
+      await Promise.all(inFlight);
+      const total = () => [...seen.values()].reduce((n, ids) => n + ids.length, 0);
+      await waitFor(() => total() >= 1500, { what: 'every pushed id', timeoutMs: 30_000 });
+      for (const key of keys) {
+        const ids = seen.get(key) ?? [];
+        // Each key's ids once each (nothing crashed, so nothing runs twice), in push order with one lane.
+        expect([...ids].sort()).toEqual([...pushed.get(key)!].sort());
+        if (lanes === 1) expect(ids).toEqual(pushed.get(key));
+        expect(await b.backlog(key)).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+      }
+      if (lanes === 1) expect(overlaps).toBe(0);
+    },
+  );
 });

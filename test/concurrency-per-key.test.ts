@@ -3,39 +3,42 @@ import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/
 import { sleep } from './helpers/time';
 
 describe('concurrencyPerKey', () => {
-  it.each(['list', 'set'] as const)('%s: runs 4 slices of one key at once, each id exactly once, never one id in two running slices', async (store) => {
-    const running = new Set<string>();
-    const counts = new Map<string, number>();
-    let overlaps = 0;
-    let most = 0;
-    let slices = 0;
-    const b = testBatcher({
-      store,
-      sliceSize: 5,
-      concurrencyPerKey: 4,
-      async eachIteration(ids) {
-        for (const id of ids) {
-          if (running.has(id)) overlaps++;
-          running.add(id);
-        }
-        slices++;
-        most = Math.max(most, slices);
-        await sleep(10);
-        slices--;
-        for (const id of ids) {
-          running.delete(id);
-          counts.set(id, (counts.get(id) ?? 0) + 1);
-        }
-      },
-    });
-    b.createWorker({ concurrency: 1 });
-    await b.performBatchLater(range(200), { key: 'k' });
-    await waitFor(() => counts.size === 200, { what: 'every id' });
-    expect(most).toBe(4);
-    expect(overlaps).toBe(0);
-    expect([...counts.values()].every((n) => n === 1)).toBe(true);
-    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
-  });
+  it.each(['list', 'set'] as const)(
+    '%s: runs 4 slices of one key at once, each id exactly once, never one id in two running slices',
+    async (store) => {
+      const running = new Set<string>();
+      const counts = new Map<string, number>();
+      let overlaps = 0;
+      let most = 0;
+      let slices = 0;
+      const b = testBatcher({
+        store,
+        sliceSize: 5,
+        concurrencyPerKey: 4,
+        async eachIteration(ids) {
+          for (const id of ids) {
+            if (running.has(id)) overlaps++;
+            running.add(id);
+          }
+          slices++;
+          most = Math.max(most, slices);
+          await sleep(10);
+          slices--;
+          for (const id of ids) {
+            running.delete(id);
+            counts.set(id, (counts.get(id) ?? 0) + 1);
+          }
+        },
+      });
+      b.createWorker({ concurrency: 1 });
+      await b.performBatchLater(range(200), { key: 'k' });
+      await waitFor(() => counts.size === 200, { what: 'every id' });
+      expect(most).toBe(4);
+      expect(overlaps).toBe(0);
+      expect([...counts.values()].every((n) => n === 1)).toBe(true);
+      expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+    },
+  );
 
   it('stops every lane when the budget is spent, and the next run goes on where they stopped', async () => {
     const seen: string[] = [];
@@ -114,7 +117,9 @@ describe('concurrencyPerKey: one lane in trouble', () => {
     });
     b.createWorker();
     await b.performBatchLater(['slow', ...range(10, 'good-')], { key: 'k' });
-    await waitFor(async () => (await b.deadLetters.count()) >= 1 && done.length + (await b.deadLetters.count()) === 11, { what: 'every id settled' });
+    await waitFor(async () => (await b.deadLetters.count()) >= 1 && done.length + (await b.deadLetters.count()) === 11, {
+      what: 'every id settled',
+    });
     expect([...done].sort()).toEqual(range(10, 'good-').sort());
     expect((await b.deadLetters.list()).letters.map((l) => [l.id, l.error.name])).toEqual([['slow', 'SliceTimeoutError']]);
   });

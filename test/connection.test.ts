@@ -56,14 +56,18 @@ describe('connection', () => {
 
   it('a push rejects with PushTimeoutError within pushTimeoutMs when Redis is gone, instead of hanging', async () => {
     const server = await startRedis();
-    const b = track(batchByKey({ name: uniqueName(), connection: `redis://127.0.0.1:${server.port}`, pushTimeoutMs: 300, eachIteration: () => {} }));
+    const b = track(
+      batchByKey({ name: uniqueName(), connection: `redis://127.0.0.1:${server.port}`, pushTimeoutMs: 300, eachIteration: () => {} }),
+    );
     await b.performBatchLater(['a'], { key: 'k' });
     await server.stop();
     const error = await b.performBatchLater(['b'], { key: 'k' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PushTimeoutError);
     expect(error).toMatchObject({ code: 'ERR_PUSH_TIMEOUT' });
     // Never reachable at all: the same, not a hang.
-    const nowhere = track(batchByKey({ name: uniqueName(), connection: 'redis://127.0.0.1:1', pushTimeoutMs: 300, eachIteration: () => {} }));
+    const nowhere = track(
+      batchByKey({ name: uniqueName(), connection: 'redis://127.0.0.1:1', pushTimeoutMs: 300, eachIteration: () => {} }),
+    );
     await expect(nowhere.performBatchLater(['c'], { key: 'k' })).rejects.toThrow(PushTimeoutError);
     await expect(nowhere.performBatchLater([], { key: 'k', track: true })).rejects.toThrow(PushTimeoutError);
   });
@@ -76,7 +80,9 @@ describe('connection', () => {
       const rules = '+@read +@write +@scripting +@connection +@transaction +@keyspace -@dangerous +time +info +client|setname'.split(' ');
       await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', '~bull:*', ...rules);
       const rec = new Recorder();
-      const b = track(batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: rec.handler }));
+      const b = track(
+        batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: rec.handler }),
+      );
       const { ticket } = await b.performBatchLater(['1', '2'], { key: 'k', track: true });
       b.createWorker();
       await waitFor(() => rec.all.length === 2, { what: 'both ids, as the restricted user' });
@@ -87,7 +93,9 @@ describe('connection', () => {
 
       // Without +time the push script stops at its first command, before any write.
       await admin.call('ACL', 'SETUSER', 'app', '-time');
-      const denied = track(batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: () => {} }));
+      const denied = track(
+        batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: () => {} }),
+      );
       await expect(denied.performBatchLater(['1'], { key: 'k' })).rejects.toThrow(/can't run this command/);
       // Only the batcher's config (its store, recorded before the first push) may be there.
       expect(await admin.keys(`bull:${denied.name}:*`)).toEqual([`bull:${denied.name}:bbk:config`]);
@@ -130,7 +138,9 @@ describe('connection', () => {
     await expect(b.performBatchLater(['b'], { key: 'k' })).rejects.toThrow(ClosedError);
     expect(() => b.createWorker()).toThrow(/is closed; create a new one/);
     // A Worker built by hand cannot be attached either: its recovery timer would throw from a timer.
-    const worker = track(new Worker(uniqueName(), async () => {}, { connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null }, autorun: false }));
+    const worker = track(
+      new Worker(uniqueName(), async () => {}, { connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null }, autorun: false }),
+    );
     expect(() => b.attach(worker)).toThrow(ClosedError);
   });
 

@@ -4,7 +4,16 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dashboard, InvalidOptionError, PermanentError, type Batcher, type DashboardHandler, type History, type KeyStats, type Stats } from '../src';
+import {
+  dashboard,
+  InvalidOptionError,
+  PermanentError,
+  type Batcher,
+  type DashboardHandler,
+  type History,
+  type KeyStats,
+  type Stats,
+} from '../src';
 import { encodeSample } from '../src/history';
 import { defineScripts, runScript } from '../src/scripts';
 import { redisNow } from '../src/stats';
@@ -50,7 +59,9 @@ async function workload(): Promise<{ b: Batcher; gate: Gate; poison: Set<string>
   await b.performBatchLater(['1', '2', '3', '4', '5'], { key: 'busy' });
   await b.performBatchLater(['a', 'b', 'c'], { key: 'backlog-key' });
   b.createWorker({ concurrency: 3 });
-  await waitFor(async () => (await b.deadLetters.count()) === 1 && (await b.stats()).inFlight === 4, { what: 'a dead letter and two busy keys' });
+  await waitFor(async () => (await b.deadLetters.count()) === 1 && (await b.stats()).inFlight === 4, {
+    what: 'a dead letter and two busy keys',
+  });
   return { b, gate, poison };
 }
 
@@ -116,14 +127,16 @@ describe('dashboard in a browser', () => {
     await page.goto(`${url}/`);
     expect(await page.locator('button').count()).toBe(0);
     expect(await page.locator('text=read-only').count()).toBe(1);
-    const status = await page.evaluate(async () => (await fetch('actions/requeue', { method: 'POST', body: new URLSearchParams({ batcher: 'x' }) })).status);
+    const status = await page.evaluate(
+      async () => (await fetch('actions/requeue', { method: 'POST', body: new URLSearchParams({ batcher: 'x' }) })).status,
+    );
     expect(status).toBe(403);
     expect(await b.deadLetters.count()).toBe(1);
   });
 });
 
 describe('dashboard over HTTP', () => {
-  it('GET /api/v1/stats returns every batcher\'s stats as JSON', async () => {
+  it("GET /api/v1/stats returns every batcher's stats as JSON", async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const c = testBatcher({ eachIteration: () => {} });
     await b.performBatchLater(['1', '2'], { key: 'k' });
@@ -145,7 +158,12 @@ describe('dashboard over HTTP', () => {
     const token = /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())?.[1];
     expect(token).toBeDefined();
     const post = (headers: Record<string, string>, fields: Record<string, string>) =>
-      fetch(`${url}/actions/purge`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(fields), redirect: 'manual' });
+      fetch(`${url}/actions/purge`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+        body: new URLSearchParams(fields),
+        redirect: 'manual',
+      });
     expect((await post({ origin: 'https://evil.example' }, { batcher: b.name, token: token! })).status).toBe(403);
     expect((await post({ 'sec-fetch-site': 'cross-site' }, { batcher: b.name, token: token! })).status).toBe(403);
     expect((await post({}, { batcher: b.name, token: 'f'.repeat(48) })).status).toBe(403);
@@ -163,7 +181,11 @@ describe('dashboard over HTTP', () => {
       fetch(`${url}/actions/purge`, {
         method: 'POST',
         // The browser is on the proxy's origin; the app sees the proxy's upstream Host.
-        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://ops.example.com', 'sec-fetch-site': 'same-origin' },
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          origin: 'https://ops.example.com',
+          'sec-fetch-site': 'same-origin',
+        },
         body: new URLSearchParams({ batcher: b.name, token, ...fields }),
       });
     const plain = await serve(dashboard({ batchers: [b], readOnly: false }));
@@ -180,7 +202,9 @@ describe('dashboard over HTTP', () => {
       body: JSON.stringify({ batcher: b.name, key: 'never-paused' }),
     });
     expect(resume.status).toBe(400);
-    expect(() => dashboard({ batchers: [b], origins: ['https://ops.example.com/admin'] })).toThrow(/dashboard origins must be origins like/);
+    expect(() => dashboard({ batchers: [b], origins: ['https://ops.example.com/admin'] })).toThrow(
+      /dashboard origins must be origins like/,
+    );
   });
 
   it('mounted under a sub-path in Express, links and forms point under it', async () => {
@@ -214,7 +238,8 @@ describe('dashboard over HTTP', () => {
 });
 
 /** The points of an SVG path of M and L commands. */
-const pointsOf = (d: string | null): [number, number][] => [...(d ?? '').matchAll(/[ML]([\d.]+) ([\d.]+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+const pointsOf = (d: string | null): [number, number][] =>
+  [...(d ?? '').matchAll(/[ML]([\d.]+) ([\d.]+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
 
 /**
  * An hour of samples as a flood arrives and drains: 200,000 ids for `acme` at minute 10 and
@@ -239,8 +264,20 @@ function floodHour(name: string, end: number, now: { initech: number; hooli: num
     for (const k of flooded) waiting[k] = Math.max(0, waiting[k] - Math.ceil(done / flooded.length));
     const keys: KeyStats[] = [
       ...flooded.map((k) => ({ key: k, pending: waiting[k], inFlight: 8, retrying: 0, oldestPendingAgeMs: at - since[k] })),
-      { key: 'initech', pending: Math.round(now.initech + 4 * Math.sin(i / 11)), inFlight: 0, retrying: i >= 150 && i < 175 ? 40 : 0, oldestPendingAgeMs: Math.round(30 + 20 * Math.sin(i / 13)) },
-      { key: 'hooli', pending: Math.round(now.hooli + Math.cos(i / 5)), inFlight: 0, retrying: 0, oldestPendingAgeMs: Math.round(20 + 10 * Math.cos(i / 17)) },
+      {
+        key: 'initech',
+        pending: Math.round(now.initech + 4 * Math.sin(i / 11)),
+        inFlight: 0,
+        retrying: i >= 150 && i < 175 ? 40 : 0,
+        oldestPendingAgeMs: Math.round(30 + 20 * Math.sin(i / 13)),
+      },
+      {
+        key: 'hooli',
+        pending: Math.round(now.hooli + Math.cos(i / 5)),
+        inFlight: 0,
+        retrying: 0,
+        oldestPendingAgeMs: Math.round(20 + 10 * Math.cos(i / 17)),
+      },
     ];
     const sum = (field: 'pending' | 'inFlight' | 'retrying') => keys.reduce((n, k) => n + k[field], 0);
     const by = (score: (k: KeyStats) => number) => [...keys].sort((a, b) => score(b) - score(a)).slice(0, 5);
@@ -268,7 +305,7 @@ function floodHour(name: string, end: number, now: { initech: number; hooli: num
 }
 
 describe('dashboard history', () => {
-  it('draws the sampled history as inline SVG charts, with sparklines of the top keys, within the page\'s CSP', async () => {
+  it("draws the sampled history as inline SVG charts, with sparklines of the top keys, within the page's CSP", async () => {
     const gate = new Gate();
     const b = testBatcher({
       sliceSize: 2,
@@ -280,7 +317,9 @@ describe('dashboard history', () => {
     await b.performBatchLater(range(6), { key: XSS_KEY });
     await b.performBatchLater(range(3), { key: 'light' });
     b.createWorker({ concurrency: 1 });
-    await waitFor(async () => (await b.history()).samples.filter((s) => s.topKeys.length === 2).length >= 2, { what: 'samples of both keys waiting' });
+    await waitFor(async () => (await b.history()).samples.filter((s) => s.topKeys.length === 2).length >= 2, {
+      what: 'samples of both keys waiting',
+    });
     gate.open();
     await waitFor(async () => (await b.history()).samples.at(-1)?.keys === 0, { what: 'a sample of the drained batcher' });
 
@@ -292,7 +331,13 @@ describe('dashboard history', () => {
     await page.goto(`${url}/`);
     const section = page.locator(`section[data-batcher="${b.name}"]`);
     const figures = section.locator('figure.chart');
-    expect(await figures.evaluateAll((all) => all.map((f) => f.getAttribute('data-metric')))).toEqual(['pending', 'in flight · retrying', 'dead', 'lag', 'ids/s']);
+    expect(await figures.evaluateAll((all) => all.map((f) => f.getAttribute('data-metric')))).toEqual([
+      'pending',
+      'in flight · retrying',
+      'dead',
+      'lag',
+      'ids/s',
+    ]);
     expect(await section.locator('figure.chart svg.chart').count()).toBe(5);
     expect((await section.locator('figure[data-metric="pending"] svg').boundingBox())!.width).toBeGreaterThan(150);
     // The pending line rises off the baseline while the keys wait, and ends on it: drained.
@@ -330,7 +375,12 @@ describe('dashboard history', () => {
     const hour = floodHour(b.name, await redisNow(redis), now);
     hour[359]!.stats = await b.stats({ top: 5 });
     for (const s of hour) {
-      await runScript(redis, 'history-append', [keyspaceOf(b).history.series], [encodeSample(s.at, s.processed, s.stats, 5), 10_000, 360, 3_600_000]);
+      await runScript(
+        redis,
+        'history-append',
+        [keyspaceOf(b).history.series],
+        [encodeSample(s.at, s.processed, s.stats, 5), 10_000, 360, 3_600_000],
+      );
     }
 
     const url = await serve(dashboard({ batchers: [b] }));
@@ -339,7 +389,9 @@ describe('dashboard history', () => {
     const section = page.locator(`section[data-batcher="${b.name}"]`);
     const pending = pointsOf(await section.locator('figure[data-metric="pending"] path.line').getAttribute('d'));
     expect(pending).toHaveLength(360);
-    expect(await section.locator('figure[data-metric="pending"] .trend').innerText()).toMatch(/^(falling|rising) \d+% in 5\.0 min$|^steady over 5\.0 min$/);
+    expect(await section.locator('figure[data-metric="pending"] .trend').innerText()).toMatch(
+      /^(falling|rising) \d+% in 5\.0 min$|^steady over 5\.0 min$/,
+    );
     expect(await section.locator('figure[data-metric="lag"] .max').innerText()).toMatch(/^max \d+\.\d min$/);
     // The keys on top now, then those that were on top earlier, by their peak.
     expect(await section.locator('table.sparks td.key').allInnerTexts()).toEqual(['initech', 'hooli', 'acme', 'globex']);
@@ -351,11 +403,18 @@ describe('dashboard history', () => {
     const body = (await res.json()) as { batchers: History[] };
     expect(body.batchers).toHaveLength(1);
     expect(body.batchers[0]!.samples).toEqual((await b.history()).samples);
-    expect(body.batchers[0]!.samples.at(-1)).toMatchObject({ pending: 155, dead: 3, topKeys: [{ key: 'initech', backlog: 120 }, { key: 'hooli', backlog: 35 }] });
+    expect(body.batchers[0]!.samples.at(-1)).toMatchObject({
+      pending: 155,
+      dead: 3,
+      topKeys: [
+        { key: 'initech', backlog: 120 },
+        { key: 'hooli', backlog: 35 },
+      ],
+    });
     expect((await fetch(`${url}/api/v1/history`, { method: 'POST' })).status).toBe(405);
   });
 
-  it('GET /api/v1/history returns every batcher\'s samples, none for a batcher that never sampled', async () => {
+  it("GET /api/v1/history returns every batcher's samples, none for a batcher that never sampled", async () => {
     const b = testBatcher({ history: { intervalMs: 100 }, eachIteration: () => {} });
     const c = testBatcher({ history: false, eachIteration: () => {} });
     const worker = b.createWorker();

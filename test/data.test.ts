@@ -18,7 +18,9 @@ describe('data per id', () => {
   it('list: each push of an id is its own entry with its own data; ids pushed without have none', async () => {
     const rec = recorder();
     const b = testBatcher({ sliceSize: 1, eachIteration: rec.handler });
-    await b.performBatchLater([{ id: 'a', data: { v: 1 } }, 'b', { id: 'a', data: { v: 2 } }, { id: 'c', data: [] as unknown as Doc }], { key: 'k' }); // [] stays [] (Lua's cjson would make it {})
+    await b.performBatchLater([{ id: 'a', data: { v: 1 } }, 'b', { id: 'a', data: { v: 2 } }, { id: 'c', data: [] as unknown as Doc }], {
+      key: 'k',
+    }); // [] stays [] (Lua's cjson would make it {})
     b.createWorker();
     await waitFor(() => rec.calls.length === 4, { what: 'four slices' });
     expect(rec.calls.map((c) => c.payloads)).toEqual([{ a: [{ v: 1 }] }, { b: [] }, { a: [{ v: 2 }] }, { c: [[]] }]);
@@ -68,7 +70,8 @@ describe('data per id', () => {
     await waitFor(() => rec.calls.length === 1, { what: 'the slice' });
     const values = rec.calls[0]!.payloads.x!.map((d) => d.v);
     expect([...values].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109]);
-    for (const n of [0, 1]) expect(values.filter((v) => Math.floor(v / 100) === n)).toEqual(Array.from({ length: 10 }, (_, i) => n * 100 + i));
+    for (const n of [0, 1])
+      expect(values.filter((v) => Math.floor(v / 100) === n)).toEqual(Array.from({ length: 10 }, (_, i) => n * 100 + i));
   });
 
   it('survives a retry, the split, the dead letter and its requeue', async () => {
@@ -100,7 +103,7 @@ describe('data per id', () => {
     expect(rec.calls.at(-1)!.payloads).toEqual({ bad: [{ v: 1 }] });
   });
 
-  it('a slice given back at shutdown keeps its data, and so does a PermanentError\'s retried rest', async () => {
+  it("a slice given back at shutdown keeps its data, and so does a PermanentError's retried rest", async () => {
     const rec = recorder();
     const gate = new Gate();
     const b = testBatcher({
@@ -114,7 +117,10 @@ describe('data per id', () => {
         if (rec.calls.length === 2) throw new PermanentError('y is unknown', { ids: ['y'] });
       },
     });
-    await b.performBatchLater(['x', 'y', 'z'].map((id, v) => ({ id, data: { v } })), { key: 'k' });
+    await b.performBatchLater(
+      ['x', 'y', 'z'].map((id, v) => ({ id, data: { v } })),
+      { key: 'k' },
+    );
     const first = b.createWorker();
     await waitFor(() => rec.calls.length === 1, { what: 'the first slice' });
     const closing = first.close();
@@ -130,10 +136,13 @@ describe('data per id', () => {
     expect((await b.deadLetters.list()).letters[0]).toMatchObject({ id: 'y', data: { v: 1 } });
   });
 
-  it('lanes carry each slice\'s data', async () => {
+  it("lanes carry each slice's data", async () => {
     const rec = recorder();
     const b = testBatcher({ sliceSize: 5, concurrencyPerKey: 4, eachIteration: rec.handler });
-    await b.performBatchLater(Array.from({ length: 100 }, (_, v) => ({ id: `i${v}`, data: { v } })), { key: 'k' });
+    await b.performBatchLater(
+      Array.from({ length: 100 }, (_, v) => ({ id: `i${v}`, data: { v } })),
+      { key: 'k' },
+    );
     b.createWorker();
     await waitFor(() => rec.seen().length === 100, { what: 'all ids' });
     for (const call of rec.calls) for (const id of call.ids) expect(call.payloads[id]).toEqual([{ v: Number(id.slice(1)) }]);
@@ -142,6 +151,8 @@ describe('data per id', () => {
 
   it('merge with the list store is an InvalidOptionError', () => {
     expect(() => testBatcher({ merge: 'all', eachIteration: () => {} })).toThrow(InvalidOptionError);
-    expect(() => testBatcher({ store: 'set', merge: 'union' as never, eachIteration: () => {} })).toThrow(/options.merge must be 'replace', 'keep' or 'all'/);
+    expect(() => testBatcher({ store: 'set', merge: 'union' as never, eachIteration: () => {} })).toThrow(
+      /options.merge must be 'replace', 'keep' or 'all'/,
+    );
   });
 });

@@ -52,7 +52,10 @@ describe('dead letters', () => {
     const byAttempts = await b.deadLetters.list({ order: 'attempts' });
     expect(byAttempts.letters.map((l) => [`${l.key}/${l.id}`, l.attempts])[0]).toEqual(['a/flaky1', 3]);
     const ofA = await b.deadLetters.list({ key: 'a', order: 'attempts' });
-    expect(ofA.letters.map((l) => [l.id, l.attempts])).toEqual([['flaky1', 3], ['2', 1]]);
+    expect(ofA.letters.map((l) => [l.id, l.attempts])).toEqual([
+      ['flaky1', 3],
+      ['2', 1],
+    ]);
     expect(ofA.letters[0]!.firstFailedAt).toBeLessThan(ofA.letters[0]!.lastFailedAt);
     expect(ofA.letters[1]!.firstFailedAt).toBe(ofA.letters[1]!.lastFailedAt);
   });
@@ -60,7 +63,14 @@ describe('dead letters', () => {
   it('requeue pushes the ids back and they are processed; it returns how many', async () => {
     const poison = new Set(['a/1', 'a/2', 'b/1']);
     const { b, rec } = poisoned(poison);
-    await deadAfter(b, [['a', ['1', '2', '3']], ['b', ['1', '2']]], 3);
+    await deadAfter(
+      b,
+      [
+        ['a', ['1', '2', '3']],
+        ['b', ['1', '2']],
+      ],
+      3,
+    );
     poison.clear(); // fixed
     expect(await b.deadLetters.requeue({ key: 'a' })).toBe(2);
     await waitFor(() => rec.idsOf('a').length === 3);
@@ -75,7 +85,14 @@ describe('dead letters', () => {
   it('purge removes letters by key and ids, or all; it returns how many', async () => {
     const poison = new Set(['a/1', 'a/2', 'b/1', 'b/2']);
     const { b } = poisoned(poison);
-    await deadAfter(b, [['a', ['1', '2']], ['b', ['1', '2']]], 4);
+    await deadAfter(
+      b,
+      [
+        ['a', ['1', '2']],
+        ['b', ['1', '2']],
+      ],
+      4,
+    );
     expect(await b.deadLetters.purge({ key: 'a', ids: ['2', 'missing'] })).toBe(1);
     expect(await b.deadLetters.purge({ ids: ['1'] })).toBe(2); // a/1 and b/1
     expect((await b.deadLetters.list()).letters.map((l) => `${l.key}/${l.id}`)).toEqual(['b/2']);
@@ -126,8 +143,12 @@ describe('dead letters of a holder that lost the lock', () => {
     });
     names = keyspaceOf(b).forKey('k');
     const dead = keyspaceOf(b).dead;
-    const real = (id: string, at: number) => JSON.stringify({ key: 'k', id, error: { name: 'Error', message: 'real' }, attempts: 5, firstFailedAt: at, lastFailedAt: at });
-    for (const [id, at] of [['x', 1000], ['y', 2000]] as const) {
+    const real = (id: string, at: number) =>
+      JSON.stringify({ key: 'k', id, error: { name: 'Error', message: 'real' }, attempts: 5, firstFailedAt: at, lastFailedAt: at });
+    for (const [id, at] of [
+      ['x', 1000],
+      ['y', 2000],
+    ] as const) {
       await redis.hset(dead.entries, `k:${id}`, real(id, at));
       await redis.zadd(dead.byTime, at, `k:${id}`);
       await redis.zadd(dead.byAttempts, 5, `k:${id}`);

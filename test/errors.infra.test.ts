@@ -71,13 +71,20 @@ describe('Redis errors outside the handler', () => {
     const rec = new Recorder();
     const redis = redisClient();
     const warnings: string[] = [];
-    const b = testBatcher({ lockTtlMs: 600_000, backoff: { type: 'fixed', delayMs: 10 }, logger: { warn: (m) => void warnings.push(m) }, eachIteration: rec.handler });
+    const b = testBatcher({
+      lockTtlMs: 600_000,
+      backoff: { type: 'fixed', delayMs: 10 },
+      logger: { warn: (m) => void warnings.push(m) },
+      eachIteration: rec.handler,
+    });
     const names = keyspaceOf(b).forKey('k');
     // Pending of the wrong type: the first claim takes the lock, then fails on it (no rollback in Redis).
     await redis.set(names.pending, 'not a list');
     await queueOf(b).add(JOB_NAME, { key: 'k' }, { deduplication: { id: 'k' } });
     b.createWorker();
-    await waitFor(() => warnings.includes('batch-by-key: run interrupted by an error; retrying the key'), { what: 'the failed first claim' });
+    await waitFor(() => warnings.includes('batch-by-key: run interrupted by an error; retrying the key'), {
+      what: 'the failed first claim',
+    });
     await waitFor(async () => (await redis.exists(names.lock)) === 0, { what: 'the lock given back' });
     await redis.del(names.pending);
     await b.performBatchLater(['1'], { key: 'k' });

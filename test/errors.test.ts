@@ -4,7 +4,7 @@ import { backoffDelay, MAX_TIMER_MS } from '../src/options';
 import { queueOf, range, Recorder, testBatcher, waitFor } from './helpers/redis';
 
 describe('a slice that throws', () => {
-  it('is retried after its backoff without another push, while the key\'s other ids go on', async () => {
+  it("is retried after its backoff without another push, while the key's other ids go on", async () => {
     const rec = new Recorder();
     let failuresLeft = 2;
     const b = testBatcher({
@@ -63,7 +63,7 @@ describe('a slice that throws', () => {
     await waitFor(() => rec.all.includes('good'), { timeoutMs: 5_000, what: 'the new id, before the backoff ends' });
   });
 
-  it('while 10 slices of a key back off, the key claims no more (an outage does not burn every id\'s attempts)', async () => {
+  it("while 10 slices of a key back off, the key claims no more (an outage does not burn every id's attempts)", async () => {
     let calls = 0;
     const b = testBatcher({
       sliceSize: 10,
@@ -141,7 +141,9 @@ describe('sliceTimeoutMs', () => {
 describe('backoff', () => {
   it('computes fixed, exponential (capped) and custom delays', () => {
     expect(backoffDelay({ type: 'fixed', delayMs: 50 }, 3, null)).toBe(50);
-    expect([1, 2, 3, 4].map((n) => backoffDelay({ type: 'exponential', delayMs: 100, maxDelayMs: 500 }, n, null))).toEqual([100, 200, 400, 500]);
+    expect([1, 2, 3, 4].map((n) => backoffDelay({ type: 'exponential', delayMs: 100, maxDelayMs: 500 }, n, null))).toEqual([
+      100, 200, 400, 500,
+    ]);
     expect(backoffDelay((n) => n * 7, 3, null)).toBe(21);
     expect(backoffDelay(() => -5, 1, null)).toBe(0);
     expect(backoffDelay(() => Number.NaN, 1, null)).toBe(DEFAULTS.backoff.delayMs);

@@ -49,7 +49,10 @@ describe('examples/worker.ts', () => {
     const { join } = await import('node:path');
     const { SegmentRefresher } = await import('../examples/segment-refresher');
     track(SegmentRefresher);
-    await SegmentRefresher.performBatchLater(Array.from({ length: 400 }, (_, i) => i), { key: 'sigterm' });
+    await SegmentRefresher.performBatchLater(
+      Array.from({ length: 400 }, (_, i) => i),
+      { key: 'sigterm' },
+    );
 
     const child = fork(join(__dirname, '..', 'examples', 'worker.ts'), [], {
       execArgv: ['--import', 'tsx'],

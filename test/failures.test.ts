@@ -125,7 +125,7 @@ describe('a handler that fails at random 20% of the time', () => {
     };
     await waitFor(settled, { timeoutMs: 60_000, what: 'every id processed or dead' });
     const letters: string[] = [];
-    for (let cursor: string | undefined = '0'; cursor !== undefined; ) {
+    for (let cursor: string | undefined = '0'; cursor !== undefined;) {
       const page = await b.deadLetters.list({ limit: 1000, cursor });
       letters.push(...page.letters.map((l) => `${l.key}/${l.id}`));
       cursor = page.cursor;
@@ -141,16 +141,18 @@ describe('a handler that fails at random 20% of the time', () => {
 describe('hooks', () => {
   it('around middlewares wrap every slice, outermost first, and see its failure', async () => {
     const trail: string[] = [];
-    const mw = (name: string): SliceMiddleware => async (slice, next) => {
-      trail.push(`${name}>${slice.ids.join(',')}#${slice.attempt}`);
-      try {
-        await next();
-        trail.push(`${name}<ok`);
-      } catch (err) {
-        trail.push(`${name}<${(err as Error).message}`);
-        throw err;
-      }
-    };
+    const mw =
+      (name: string): SliceMiddleware =>
+      async (slice, next) => {
+        trail.push(`${name}>${slice.ids.join(',')}#${slice.attempt}`);
+        try {
+          await next();
+          trail.push(`${name}<ok`);
+        } catch (err) {
+          trail.push(`${name}<${(err as Error).message}`);
+          throw err;
+        }
+      };
     let failOnce = true;
     const b = testBatcher({
       ...fast,
@@ -168,8 +170,16 @@ describe('hooks', () => {
     const { ticket } = await b.performBatchLater(['a', 'b'], { key: 'k', track: true });
     await b.waitFor(ticket!);
     expect(trail).toEqual([
-      'outer>a,b#1', 'inner>a,b#1', 'handler a,b', 'inner<boom', 'outer<boom',
-      'outer>a,b#2', 'inner>a,b#2', 'handler a,b', 'inner<ok', 'outer<ok',
+      'outer>a,b#1',
+      'inner>a,b#1',
+      'handler a,b',
+      'inner<boom',
+      'outer<boom',
+      'outer>a,b#2',
+      'inner>a,b#2',
+      'handler a,b',
+      'inner<ok',
+      'outer<ok',
     ]);
   });
 

@@ -15,7 +15,6 @@ afterAll(async () => {
   await server?.stop();
 });
 
-
 describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
   it('workers reconnect and carry on: nothing lost, no unhandled error, close() returns', async () => {
     const warnings: unknown[] = [];
@@ -57,7 +56,10 @@ describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
       kills++;
       // Pushes during the outage: every push that resolved must be processed.
       const ids = range(10, `late-${kills}-`);
-      await b.performBatchLater(ids, { key: 'late' }).then(() => acknowledged.push(...ids), () => {});
+      await b.performBatchLater(ids, { key: 'late' }).then(
+        () => acknowledged.push(...ids),
+        () => {},
+      );
     }
     const expected = 3000 + acknowledged.length;
     await waitFor(() => seen.size === expected, { what: `all ${expected} ids`, timeoutMs: 40_000 }).catch(async (e: Error) => {
@@ -68,7 +70,10 @@ describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
       const states = await Promise.all(jobs.map(async (j) => `${j.id}:${j.data.key}:${await j.getState()}:${j.failedReason ?? ''}`));
       const backlogs = await Promise.all([...keys, 'late'].map(async (k) => `${k}=${JSON.stringify(await b.backlog(k))}`));
       await q.close();
-      throw new Error(`${e.message}; counts ${JSON.stringify(counts)} jobs ${states.join(' ')} backlogs ${backlogs.join(' ')}; the logger saw: ${JSON.stringify(warnings).slice(0, 2000)}`);
+      throw new Error(
+        `${e.message}; counts ${JSON.stringify(counts)} jobs ${states.join(' ')} backlogs ${backlogs.join(' ')}; the logger saw: ` +
+          `${JSON.stringify(warnings).slice(0, 2000)}`,
+      );
     });
     expect(acknowledged.length).toBeGreaterThan(0);
     for (const id of acknowledged) expect(seen.has(id)).toBe(true);
@@ -76,9 +81,15 @@ describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
     for (const k of keys) expect(await b.backlog(k)).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
   });
 
-  it('worker.close() and close() called right after the connections drop resolve (BullMQ would wait for an end event that never comes)', async () => {
+  it('worker.close() and close() right after the connections drop resolve (BullMQ would wait for an end that never comes)', async () => {
     const seen: string[] = [];
-    const b = track(batchByKey({ name: 'close-after-kill', connection: { host: '127.0.0.1', port: server.port }, eachIteration: (ids) => void seen.push(...ids) }));
+    const b = track(
+      batchByKey({
+        name: 'close-after-kill',
+        connection: { host: '127.0.0.1', port: server.port },
+        eachIteration: (ids) => void seen.push(...ids),
+      }),
+    );
     const worker = b.createWorker({ concurrency: 4 });
     const admin = track(new Redis({ host: '127.0.0.1', port: server.port }));
     await b.performBatchLater(range(500), { key: 'k' });

@@ -2,7 +2,18 @@ import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, NotPausedError, parseRetryAfter, RateLimitedError, type Batcher, type RateLimit } from '../src';
 import { Gate } from './helpers/gate';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
-import { keysMatching, keyspaceOf, onCluster, queueOf, range, Recorder, redisClient, redisUrl, testBatcher, waitFor } from './helpers/redis';
+import {
+  keysMatching,
+  keyspaceOf,
+  onCluster,
+  queueOf,
+  range,
+  Recorder,
+  redisClient,
+  redisUrl,
+  testBatcher,
+  waitFor,
+} from './helpers/redis';
 import { sleep } from './helpers/time';
 
 /** Slices as `[startMs, count]`: the most ids whose slices began within any `windowMs`. */
@@ -17,7 +28,10 @@ function busiestWindow(slices: readonly (readonly [number, number])[], windowMs:
   return most;
 }
 
-/** A key with ids and nothing else in the way: pushes a sentinel to `other` and waits for it, so the worker has certainly looked at `key` meanwhile. */
+/**
+ * Pushes a sentinel to `other` and waits for it to be processed, so the worker has certainly
+ * looked at every key pushed to before.
+ */
 async function sentinel(b: Batcher, rec: Recorder, other: string): Promise<void> {
   const before = rec.idsOf(other).length;
   await b.performBatchLater(['s'], { key: other });
@@ -43,7 +57,9 @@ describe('rateLimit', () => {
     const b = testBatcher({ sliceSize: 10, eachIteration: () => {} });
     const redis = redisClient();
     const options = { sliceSize: 10, rateLimit: limit };
-    const workers = await Promise.all([0, 1].map(() => startWorkerProcess({ redisUrl: redisUrl(), name: b.name, options, worker: { concurrency: 4 } })));
+    const workers = await Promise.all(
+      [0, 1].map(() => startWorkerProcess({ redisUrl: redisUrl(), name: b.name, options, worker: { concurrency: 4 } })),
+    );
     try {
       await b.performBatchLater(range(150), { key: 'a' });
       await waitFor(async () => (await redis.llen(`${b.name}:processed`)) === 150, { what: 'all 150 ids', timeoutMs: 30_000 });
@@ -58,7 +74,11 @@ describe('rateLimit', () => {
 
   it('a limited key out of room holds no worker slot: another key runs meanwhile', async () => {
     const rec = new Recorder();
-    const b = testBatcher({ sliceSize: 10, rateLimit: (key) => (key === 'limited' ? { max: 10, durationMs: 60_000 } : undefined), eachIteration: rec.handler });
+    const b = testBatcher({
+      sliceSize: 10,
+      rateLimit: (key) => (key === 'limited' ? { max: 10, durationMs: 60_000 } : undefined),
+      eachIteration: rec.handler,
+    });
     b.createWorker({ concurrency: 1 });
     await b.performBatchLater(range(30), { key: 'limited' });
     await waitFor(() => rec.idsOf('limited').length === 10, { what: "the limited key's first slice" });
@@ -68,7 +88,7 @@ describe('rateLimit', () => {
     expect(await b.backlog('limited')).toEqual({ pending: 20, inFlight: 0, retrying: 0 });
   });
 
-  it('a limited key whose window has room again gets a slot between a heavy key\'s slices, not after its budget', async () => {
+  it("a limited key whose window has room again gets a slot between a heavy key's slices, not after its budget", async () => {
     const rec = new Recorder();
     const b = testBatcher({
       sliceSize: 10,
@@ -106,7 +126,14 @@ describe('rateLimit', () => {
   });
 
   it('rejects a bad limit before anything is written', () => {
-    for (const bad of [{ max: 0, durationMs: 1000 }, { max: -1, durationMs: 1000 }, { max: 5, durationMs: Infinity }, { max: 5, durationMs: 2 ** 31 }, { max: 1.5, durationMs: 10 }, 'fast']) {
+    for (const bad of [
+      { max: 0, durationMs: 1000 },
+      { max: -1, durationMs: 1000 },
+      { max: 5, durationMs: Infinity },
+      { max: 5, durationMs: 2 ** 31 },
+      { max: 1.5, durationMs: 10 },
+      'fast',
+    ]) {
       expect(() => testBatcher({ rateLimit: bad as RateLimit, eachIteration: () => {} })).toThrow(InvalidOptionError);
     }
   });
@@ -135,7 +162,12 @@ describe('retryAfter', () => {
     await b.performBatchLater(range(30), { key: 'a' });
     await waitFor(() => seen.length === 4, { what: 'every slice' });
     // The second slice ran again whole, as a first attempt, after the hold.
-    expect(seen.map((s) => s.ids)).toEqual([range(10), range(10).map((i) => String(Number(i) + 10)), range(10).map((i) => String(Number(i) + 10)), range(10).map((i) => String(Number(i) + 20))]);
+    expect(seen.map((s) => s.ids)).toEqual([
+      range(10),
+      range(10).map((i) => String(Number(i) + 10)),
+      range(10).map((i) => String(Number(i) + 10)),
+      range(10).map((i) => String(Number(i) + 20)),
+    ]);
     expect(seen.map((s) => s.attempt)).toEqual([1, 1, 1, 1]);
     const waited = seen[2]!.at - seen[1]!.at;
     expect(waited).toBeGreaterThanOrEqual(690);
@@ -185,7 +217,8 @@ describe('retryAfter', () => {
   });
 
   it('rejects a bad retryAfterMs', () => {
-    for (const bad of [-1, Number.NaN, Infinity, 2 ** 31]) expect(() => new RateLimitedError({ retryAfterMs: bad })).toThrow(InvalidOptionError);
+    for (const bad of [-1, Number.NaN, Infinity, 2 ** 31])
+      expect(() => new RateLimitedError({ retryAfterMs: bad })).toThrow(InvalidOptionError);
     expect(new RateLimitedError({ retryAfterMs: 1.2 }).retryAfterMs).toBe(2);
   });
 });
@@ -207,10 +240,10 @@ describe('pause and resume', () => {
     const b = testBatcher({ sliceSize: 10, eachIteration: rec.handler });
     await b.pause('a');
     await b.performBatchLater(range(25), { key: 'a' });
-    let worker = b.createWorker({ concurrency: 1 });
+    const first = b.createWorker({ concurrency: 1 });
     await sentinel(b, rec, 'other');
-    await worker.close();
-    worker = b.createWorker({ concurrency: 1 });
+    await first.close();
+    b.createWorker({ concurrency: 1 });
     await b.recover();
     await sentinel(b, rec, 'other');
     expect(rec.idsOf('a')).toEqual([]);

@@ -26,17 +26,26 @@ describe('history: sampling shared by every worker process', () => {
         await Promise.all([bothBusy.opened, gate.opened]);
         processed[process]! += ids.length;
       };
-    const [a, b] = [testBatcher({ name, sliceSize: 10, history: FAST, eachIteration: handler(0) }), testBatcher({ name, sliceSize: 10, history: FAST, eachIteration: handler(1) })];
+    const [a, b] = [
+      testBatcher({ name, sliceSize: 10, history: FAST, eachIteration: handler(0) }),
+      testBatcher({ name, sliceSize: 10, history: FAST, eachIteration: handler(1) }),
+    ];
     for (const key of ['k1', 'k2', 'k3', 'k4']) await a.performBatchLater(range(50), { key });
     a.createWorker({ concurrency: 2 });
     b.createWorker({ concurrency: 2 });
 
-    await waitFor(async () => (await a.history()).samples.some((s) => s.pending > 0 && s.topKeys.length === 4 && s.topKeys.every((k) => k.backlog === 40)), { what: 'a sample of the four keys waiting' });
+    await waitFor(
+      async () =>
+        (await a.history()).samples.some((s) => s.pending > 0 && s.topKeys.length === 4 && s.topKeys.every((k) => k.backlog === 40)),
+      { what: 'a sample of the four keys waiting' },
+    );
     gate.open();
     await waitFor(() => processed[0]! + processed[1]! === 200, { what: 'every id processed' });
     const redis = redisClient();
     // Each process adds its count at its next tick.
-    await waitFor(async () => Number(await redis.get(keyspaceOf(a).history.processed)) === 200, { what: 'both counts in the shared counter' });
+    await waitFor(async () => Number(await redis.get(keyspaceOf(a).history.processed)) === 200, {
+      what: 'both counts in the shared counter',
+    });
     await waitFor(async () => (await a.history()).samples.at(-1)?.pending === 0, { what: 'a sample of the drained batcher' });
 
     // Any process reads it, a producer too.
@@ -48,26 +57,44 @@ describe('history: sampling shared by every worker process', () => {
     expect(buckets).toEqual([...buckets].sort((x, y) => x - y));
     expect(at).toBeGreaterThanOrEqual(samples.at(-1)!.at);
     expect(samples.some((s) => (s.idsPerSec ?? 0) > 0)).toBe(true);
-    expect(samples.at(-1)).toMatchObject({ keys: 0, pending: 0, inFlight: 0, retrying: 0, dead: 0, oldestPendingAgeMs: 0, topKeys: [], truncated: false });
+    expect(samples.at(-1)).toMatchObject({
+      keys: 0,
+      pending: 0,
+      inFlight: 0,
+      retrying: 0,
+      dead: 0,
+      oldestPendingAgeMs: 0,
+      topKeys: [],
+      truncated: false,
+    });
   });
 
   it('keeps retentionMs / intervalMs samples: the oldest go', async () => {
     const b = testBatcher({ history: { intervalMs: 100, retentionMs: 500 }, eachIteration: () => {} });
     b.createWorker();
-    const full = (await waitFor(async () => {
-      const { samples } = await b.history();
-      return samples.length === 5 ? samples : undefined;
-    }, { what: 'five samples' }))!;
-    const rolled = await waitFor(async () => {
-      const { samples } = await b.history();
-      return samples[0]!.at > full[0]!.at ? samples : undefined;
-    }, { what: 'the oldest sample gone' });
+    const full = (await waitFor(
+      async () => {
+        const { samples } = await b.history();
+        return samples.length === 5 ? samples : undefined;
+      },
+      { what: 'five samples' },
+    ))!;
+    const rolled = await waitFor(
+      async () => {
+        const { samples } = await b.history();
+        return samples[0]!.at > full[0]!.at ? samples : undefined;
+      },
+      { what: 'the oldest sample gone' },
+    );
     expect(rolled).toHaveLength(5);
     expect(await redisClient().llen(keyspaceOf(b).history.series)).toBe(5);
   });
 
   it('records topKeys keys by ids waiting and as many by lag; topKeys: 0 the totals alone', async () => {
-    const [one, none] = [testBatcher({ history: { ...FAST, topKeys: 1 }, eachIteration: () => {} }), testBatcher({ history: { ...FAST, topKeys: 0 }, eachIteration: () => {} })];
+    const [one, none] = [
+      testBatcher({ history: { ...FAST, topKeys: 1 }, eachIteration: () => {} }),
+      testBatcher({ history: { ...FAST, topKeys: 0 }, eachIteration: () => {} }),
+    ];
     for (const b of [one, none]) {
       // Paused, the keys keep their ids while the worker samples.
       await b.pause('old');
@@ -78,7 +105,8 @@ describe('history: sampling shared by every worker process', () => {
       await b.pause('mid');
       b.createWorker();
     }
-    const sampled = async (b: typeof one) => (await waitFor(async () => (await b.history()).samples.find((s) => s.pending === 9), { what: 'a sample of the paused keys' }))!;
+    const sampled = async (b: typeof one) =>
+      (await waitFor(async () => (await b.history()).samples.find((s) => s.pending === 9), { what: 'a sample of the paused keys' }))!;
     expect((await sampled(one)).topKeys.map((k) => [k.key, k.backlog])).toEqual([
       ['big', 5],
       ['old', 1],
@@ -107,13 +135,14 @@ describe('history: sampling shared by every worker process', () => {
 });
 
 describe('history scripts', () => {
-  it('history-tick claims each interval once and sums the counts; history-append keeps one sample per interval, in order, capped', async () => {
+  it('history-tick claims each interval once and sums counts; history-append keeps one sample per interval, in order, capped', async () => {
     const b = testBatcher({ history: false, eachIteration: () => {} });
     const names = keyspaceOf(b).history;
     const redis = redisClient();
     defineScripts(redis);
     // An interval of ~25 days: both calls fall in one bucket.
-    const tick = async (count: number) => (await runScript(redis, 'history-tick', [names.claim, names.processed], [count, MAX_TIMER_MS, 60_000])) as [number, number, number];
+    const tick = async (count: number) =>
+      (await runScript(redis, 'history-tick', [names.claim, names.processed], [count, MAX_TIMER_MS, 60_000])) as [number, number, number];
     const [first, second, third] = [await tick(5), await tick(7), await tick(0)];
     expect([first[0], first[2]]).toEqual([1, 5]);
     expect([second[0], second[2]]).toEqual([0, 12]);
@@ -155,7 +184,11 @@ describe('history scripts', () => {
       dead: 0,
       oldestPendingAgeMs: stats.oldestPendingAgeMs,
       truncated: false,
-      topKeys: [...odd].reverse().map((key) => ({ key, backlog: odd.indexOf(key) + 1, oldestPendingAgeMs: stats.topKeys.find((k) => k.key === key)!.oldestPendingAgeMs })),
+      topKeys: [...odd].reverse().map((key) => ({
+        key,
+        backlog: odd.indexOf(key) + 1,
+        oldestPendingAgeMs: stats.topKeys.find((k) => k.key === key)!.oldestPendingAgeMs,
+      })),
     };
     expect(samples[1]).toEqual({ at: t0 + 10_000, idsPerSec: 50, ...expected });
     expect(samples[0]).toEqual({ at: t0, ...expected });
@@ -164,8 +197,20 @@ describe('history scripts', () => {
 
 describe('history option', () => {
   it('takes false, true or { intervalMs, retentionMs, topKeys } and refuses anything else with InvalidOptionError', () => {
-    const make = (history: unknown) => () => batchByKey({ name: 'history-options', connection: testConnection(), eachIteration: () => {}, history: history as never });
-    for (const ok of [undefined, true, false, {}, { intervalMs: 100 }, { intervalMs: 1000, retentionMs: 1000 }, { intervalMs: 100, retentionMs: 1_000_000 }, { intervalMs: MAX_TIMER_MS }, { topKeys: 0 }, { topKeys: 10 }]) {
+    const make = (history: unknown) => () =>
+      batchByKey({ name: 'history-options', connection: testConnection(), eachIteration: () => {}, history: history as never });
+    for (const ok of [
+      undefined,
+      true,
+      false,
+      {},
+      { intervalMs: 100 },
+      { intervalMs: 1000, retentionMs: 1000 },
+      { intervalMs: 100, retentionMs: 1_000_000 },
+      { intervalMs: MAX_TIMER_MS },
+      { topKeys: 0 },
+      { topKeys: 10 },
+    ]) {
       expect(make(ok)).not.toThrow();
     }
     const bad: [unknown, RegExp][] = [
@@ -181,7 +226,10 @@ describe('history option', () => {
       [{ intervalMs: 150.5 }, /intervalMs must be an integer/],
       [{ intervalMs: MAX_TIMER_MS + 1 }, /intervalMs must be an integer/],
       [{ intervalMs: '1000' }, /intervalMs must be an integer/],
-      [{ intervalMs: 1000, retentionMs: 999 }, /retentionMs must be an integer between intervalMs and 10000 × intervalMs \(1000 to 10000000\), got number 999/],
+      [
+        { intervalMs: 1000, retentionMs: 999 },
+        /retentionMs must be an integer between intervalMs and 10000 × intervalMs \(1000 to 10000000\), got number 999/,
+      ],
       [{ intervalMs: 100, retentionMs: 1_000_001 }, /retentionMs must be an integer between intervalMs/],
       [{ retentionMs: Number.NaN }, /retentionMs must be an integer/],
     ];
@@ -191,7 +239,7 @@ describe('history option', () => {
     }
   });
 
-  it('defaults to a sample every 10 s kept for an hour with 5 top keys; a short interval keeps 10,000 samples at most, a long one one', () => {
+  it('defaults to a sample every 10 s kept an hour with 5 top keys; a short interval keeps 10,000 samples at most, a long one one', () => {
     const defaults = { intervalMs: 10_000, retentionMs: 3_600_000, topKeys: 5 };
     expect(DEFAULTS.history).toEqual(defaults);
     expect(validateHistoryOption(undefined)).toEqual(defaults);

@@ -17,7 +17,9 @@ const unit = fc.oneof(
 );
 const anyString = (maxLength: number) => fc.string({ unit, minLength: 1, maxLength });
 const wellFormed = (maxLength: number) => anyString(maxLength).filter((s) => s.length <= maxLength && s.isWellFormed());
-const loneSurrogate = fc.tuple(wellFormed(8), fc.integer({ min: 0xd800, max: 0xdfff }), wellFormed(8)).map(([a, unit, b]) => `${a}${String.fromCharCode(unit)}${b}`);
+const loneSurrogate = fc
+  .tuple(wellFormed(8), fc.integer({ min: 0xd800, max: 0xdfff }), wellFormed(8))
+  .map(([a, unit, b]) => `${a}${String.fromCharCode(unit)}${b}`);
 const validId = fc.oneof(wellFormed(40), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer());
 const invalidId = fc.oneof(
   fc.constant(''),
@@ -25,13 +27,21 @@ const invalidId = fc.oneof(
   fc.constant('x'.repeat(MAX_ID_LENGTH + 1)),
   fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, null, undefined, true, {}, [], Symbol('id')),
 );
-const invalidKey = fc.oneof(fc.constant(''), loneSurrogate, fc.constant('k'.repeat(MAX_KEY_LENGTH + 1)), fc.constantFrom(null, 42, {}, ['k']));
+const invalidKey = fc.oneof(
+  fc.constant(''),
+  loneSurrogate,
+  fc.constant('k'.repeat(MAX_KEY_LENGTH + 1)),
+  fc.constantFrom(null, 42, {}, ['k']),
+);
 
 /** Nothing of the key in Redis: no pending structure, no lag mark, no index entry. */
 async function nothingWritten(b: ReturnType<typeof testBatcher>, key: string): Promise<boolean> {
   const redis = redisClient();
   const names = keyspaceOf(b).forKey(key);
-  const [exists, indexed] = await Promise.all([redis.exists(names.pending, names.pushMarks, names.tracked), redis.zscore(keyspaceOf(b).index, key)]);
+  const [exists, indexed] = await Promise.all([
+    redis.exists(names.pending, names.pushMarks, names.tracked),
+    redis.zscore(keyspaceOf(b).index, key),
+  ]);
   return exists === 0 && indexed === null;
 }
 
@@ -54,10 +64,16 @@ describe('the input surface, by property (fast-check)', () => {
   it('any list with an invalid id throws InvalidIdsError and writes nothing', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     await fc.assert(
-      fc.asyncProperty(fc.array(validId, { maxLength: 5 }), invalidId, fc.array(validId, { maxLength: 5 }), fc.uuid(), async (before, bad, after, key) => {
-        await expect(b.performBatchLater([...before, bad, ...after] as never, { key })).rejects.toThrow(InvalidIdsError);
-        expect(await nothingWritten(b, key)).toBe(true);
-      }),
+      fc.asyncProperty(
+        fc.array(validId, { maxLength: 5 }),
+        invalidId,
+        fc.array(validId, { maxLength: 5 }),
+        fc.uuid(),
+        async (before, bad, after, key) => {
+          await expect(b.performBatchLater([...before, bad, ...after] as never, { key })).rejects.toThrow(InvalidIdsError);
+          expect(await nothingWritten(b, key)).toBe(true);
+        },
+      ),
       { numRuns: 60 },
     );
   });
@@ -76,7 +92,8 @@ describe('the input surface, by property (fast-check)', () => {
 
   it('every timer option takes an integer in [its minimum, MAX_TIMER_MS] and refuses anything else with InvalidOptionError', () => {
     const minimum = { maxRuntimeMs: 1, sliceTimeoutMs: 1, lockTtlMs: 1000, recoveryIntervalMs: 100, pushTimeoutMs: 1 } as const;
-    const make = (option: string, value: unknown) => () => batchByKey({ name: 'props', connection: testConnection(), eachIteration: () => {}, [option]: value });
+    const make = (option: string, value: unknown) => () =>
+      batchByKey({ name: 'props', connection: testConnection(), eachIteration: () => {}, [option]: value });
     for (const [option, min] of Object.entries(minimum)) {
       fc.assert(fc.property(fc.integer({ min, max: MAX_TIMER_MS }), (value) => void make(option, value)()));
       const invalid = fc.oneof(

@@ -44,7 +44,8 @@ describe('per-key lock and fencing', () => {
     const redis = redisClient();
     defineScripts(redis);
     const names = new Keyspace('bull', 'fencing-unit').forKey('k');
-    const claimAs = (lock: string, claimId: string, settle: 'ack' | 'restore', count: number) => claim(redis, 'list', names, { lock: { value: lock, ttlMs: 5000 }, claimId, settle, count });
+    const claimAs = (lock: string, claimId: string, settle: 'ack' | 'restore', count: number) =>
+      claim(redis, 'list', names, { lock: { value: lock, ttlMs: 5000 }, claimId, settle, count });
     await redis.rpush(names.pending, 'a', 'b');
     await redis.set(names.lock, 'holder', 'PX', 5000);
     expect(await claimAs('not-holder', 'c1', 'ack', 10)).toMatchObject({ held: false });
@@ -75,7 +76,14 @@ describe("a run's first claim takes the lock", () => {
   it('takes a free lock with its value and TTL, is safe to resend, and refuses a lock held by another value with its PTTL', async () => {
     const { redis, names } = setup();
     await redis.rpush(names.pending, 'a', 'b');
-    const first = (lock: string) => claim(redis, 'list', names, { lock: { value: lock, ttlMs: 5000 }, claimId: `${lock}:0:1`, settle: 'recover', count: 1, takeLock: true });
+    const first = (lock: string) =>
+      claim(redis, 'list', names, {
+        lock: { value: lock, ttlMs: 5000 },
+        claimId: `${lock}:0:1`,
+        settle: 'recover',
+        count: 1,
+        takeLock: true,
+      });
     expect(await first('mine')).toMatchObject({ held: true, ids: ['a'] });
     expect(await redis.get(names.lock)).toBe('mine');
     expect(await redis.pttl(names.lock)).toBeGreaterThan(4000);
@@ -91,7 +99,15 @@ describe("a run's first claim takes the lock", () => {
   it('a claim that finds nothing releases the lock in the same call when asked, and not otherwise', async () => {
     const { redis, names } = setup();
     await redis.rpush(names.pending, 'a');
-    const c = (claimId: string, releaseIfEmpty: boolean) => claim(redis, 'list', names, { lock: { value: 'mine', ttlMs: 5000 }, claimId, settle: 'ack', count: 10, takeLock: true, releaseIfEmpty });
+    const c = (claimId: string, releaseIfEmpty: boolean) =>
+      claim(redis, 'list', names, {
+        lock: { value: 'mine', ttlMs: 5000 },
+        claimId,
+        settle: 'ack',
+        count: 10,
+        takeLock: true,
+        releaseIfEmpty,
+      });
     expect(await c('c1', true)).toMatchObject({ held: true, ids: ['a'] });
     expect(await redis.get(names.lock)).toBe('mine');
     expect(await c('c2', false)).toMatchObject({ held: true, ids: [] });
@@ -100,7 +116,7 @@ describe("a run's first claim takes the lock", () => {
     expect(await redis.exists(names.lock, names.lastClaim, names.inFlight)).toBe(0);
   });
 
-  it("release (a run with lanes) says when ids were pushed after the last claim, so the run requeues instead of completing", async () => {
+  it('release (a run with lanes) says when ids were pushed after the last claim, so the run requeues instead of completing', async () => {
     const { redis, names } = setup();
     await redis.set(names.lock, 'mine', 'PX', 5000);
     expect((await release(redis, names, 'theirs', 'ack')).released).toBe('lost');

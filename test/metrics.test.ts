@@ -17,7 +17,7 @@ function parse(text: string): Map<string, number> {
 }
 
 describe('prometheusMetrics', () => {
-  it('counts pushed, processed, failed and dead ids, times slices and push-to-processed latency, and reads the gauges from stats()', async () => {
+  it('counts pushed, processed, failed and dead ids, times slices and push-to-processed latency, reads gauges from stats()', async () => {
     const registry = new Registry();
     const b = testBatcher({
       sliceSize: 2,
@@ -52,9 +52,13 @@ describe('prometheusMetrics', () => {
     expect(samples.get(`bbk_ids_dead_lettered_total${label}`)).toBe(1);
     expect(samples.get(`bbk_slice_duration_seconds_count${label}`)).toBe(4);
     expect(samples.get(`bbk_push_to_processed_seconds_bucket{le="+Inf",batcher="${b.name}"}`)).toBe(3);
-    await waitFor(async () => parse(await registry.metrics()).get(`bbk_pending_ids${label}`) === 0 || undefined, { what: 'gauges to drop' });
+    await waitFor(async () => parse(await registry.metrics()).get(`bbk_pending_ids${label}`) === 0 || undefined, {
+      what: 'gauges to drop',
+    });
     const end = parse(await registry.metrics());
-    expect([end.get(`bbk_in_flight_ids${label}`), end.get(`bbk_lag_seconds${label}`), end.get(`bbk_dead_letters${label}`)]).toEqual([0, 0, 1]);
+    expect([end.get(`bbk_in_flight_ids${label}`), end.get(`bbk_lag_seconds${label}`), end.get(`bbk_dead_letters${label}`)]).toEqual([
+      0, 0, 1,
+    ]);
 
     metrics.close();
     expect(await registry.metrics()).not.toContain('bbk_');

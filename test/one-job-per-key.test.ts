@@ -3,7 +3,6 @@ import { JOB_NAME } from '../src';
 import { queueOf, range, testBatcher, waitFor } from './helpers/redis';
 import { sleep } from './helpers/time';
 
-
 describe('one job per key', () => {
   it('never has two jobs for a key, nor two slices of a key at once, under concurrent pushes', async () => {
     const active = new Map<string, number>();

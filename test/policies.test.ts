@@ -18,7 +18,10 @@ describe('planFailure', () => {
     expect(first.retry).toEqual([{ delayMs: 100, slice: { ids, attempts: 1, isolating: false, firstFailedAt: 1000 } }]);
     const third = planFailure(ids, { ids, attempts: 2, isolating: false, firstFailedAt: 1000 }, new Error('x'), policy, 3000);
     expect(third.outcome).toBe('split');
-    expect(third.retry.map((part) => part.slice.ids)).toEqual([['a', 'b', 'c'], ['d', 'e']]);
+    expect(third.retry.map((part) => part.slice.ids)).toEqual([
+      ['a', 'b', 'c'],
+      ['d', 'e'],
+    ]);
     expect(third.retry.every((part) => part.delayMs === 0 && part.slice.isolating)).toBe(true);
   });
 
@@ -28,7 +31,13 @@ describe('planFailure', () => {
   });
 
   it('PermanentError with ids kills those at once and retries the rest at once with no attempt spent', () => {
-    const plan = planFailure(ids, { ids, attempts: 1, isolating: false, firstFailedAt: 1000 }, new PermanentError('bad', { ids: ['b', 'z'] }), policy, 2000);
+    const plan = planFailure(
+      ids,
+      { ids, attempts: 1, isolating: false, firstFailedAt: 1000 },
+      new PermanentError('bad', { ids: ['b', 'z'] }),
+      policy,
+      2000,
+    );
     expect(plan.outcome).toBe('dead');
     expect(plan.dead).toEqual(['b']);
     expect(plan.retry).toEqual([{ delayMs: 0, slice: { ids: ['a', 'c', 'd', 'e'], attempts: 1, isolating: false, firstFailedAt: 1000 } }]);
@@ -37,7 +46,9 @@ describe('planFailure', () => {
   it("PermanentError without ids, or BullMQ's UnrecoverableError, skips the retries; isolateFailures false dead-letters the slice", () => {
     expect(planFailure(ids, undefined, new PermanentError('bad'), policy, 0).outcome).toBe('split');
     expect(planFailure(ids, undefined, new UnrecoverableError('bad'), policy, 0).outcome).toBe('split');
-    expect(planFailure(ids, { ids, attempts: 2, isolating: false, firstFailedAt: 0 }, new Error('x'), { ...policy, isolateFailures: false }, 0)).toMatchObject({ outcome: 'dead', dead: ids });
+    expect(
+      planFailure(ids, { ids, attempts: 2, isolating: false, firstFailedAt: 0 }, new Error('x'), { ...policy, isolateFailures: false }, 0),
+    ).toMatchObject({ outcome: 'dead', dead: ids });
   });
 });
 
@@ -65,10 +76,15 @@ describe('combine (a run with lanes)', () => {
 
 describe('preemption', () => {
   // One hash tag: BullMQ's keys share a slot, and queue-load.lua reads them in one call.
-  const lists = { wait: '{preemption-test}:wait', active: '{preemption-test}:active', delayed: '{preemption-test}:delayed', jobPrefix: '{preemption-test}:' };
+  const lists = {
+    wait: '{preemption-test}:wait',
+    active: '{preemption-test}:active',
+    delayed: '{preemption-test}:delayed',
+    jobPrefix: '{preemption-test}:',
+  };
   const logger = {};
 
-  it('a level-0 run never yields before its quantum, nor after a short slice; a level-2 run yields to jobs seen waiting twice', async () => {
+  it('a level-0 run never yields before its quantum nor after a short slice; a level-2 run yields to jobs seen waiting twice', async () => {
     const redis = redisClient();
     defineScripts(redis);
     await redis.del(lists.wait, lists.active);
@@ -86,7 +102,7 @@ describe('preemption', () => {
     await redis.del(lists.wait, lists.active);
   });
 
-  it('counts a due delayed job at priority 0 as waiting (BullMQ promotes it only when a worker fetches), not one at priority 2', async () => {
+  it('counts a due delayed job at priority 0 as waiting (BullMQ promotes it only at a fetch), not one at priority 2', async () => {
     const redis = redisClient();
     defineScripts(redis);
     await redis.del(lists.wait, lists.active, lists.delayed);
@@ -97,11 +113,21 @@ describe('preemption', () => {
     await redis.hset(`${lists.jobPrefix}back-from-a-wait`, 'priority', 0);
     await redis.hset(`${lists.jobPrefix}not-due`, 'priority', 0);
     const running = preemption(redis, lists, logger, { level: 2, startedAt: Date.now() }, () => 0);
-    await waitFor(() => running({ full: true }) === 'preempted', { intervalMs: 10, what: 'the run to yield to the key back from its wait' });
+    await waitFor(() => running({ full: true }) === 'preempted', {
+      intervalMs: 10,
+      what: 'the run to yield to the key back from its wait',
+    });
     const load = () => runScript(redis, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), 20]);
     expect(await load()).toEqual([1, 1]);
     await redis.zrem(lists.delayed, 'back-from-a-wait');
     expect(await load()).toEqual([0, 1]);
-    await redis.del(lists.wait, lists.active, lists.delayed, `${lists.jobPrefix}had-its-turn`, `${lists.jobPrefix}back-from-a-wait`, `${lists.jobPrefix}not-due`);
+    await redis.del(
+      lists.wait,
+      lists.active,
+      lists.delayed,
+      `${lists.jobPrefix}had-its-turn`,
+      `${lists.jobPrefix}back-from-a-wait`,
+      `${lists.jobPrefix}not-due`,
+    );
   });
 });

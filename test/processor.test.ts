@@ -11,7 +11,11 @@ describe('processor(): a BullMQ Worker you build yourself', () => {
     const b = testBatcher({ eachIteration: rec.handler });
     const others: string[] = [];
     const worker = track(
-      new Worker(b.name, b.processor(async (job) => void others.push(`${job.name}:${JSON.stringify(job.data)}`)), bullOptions(b.name)),
+      new Worker(
+        b.name,
+        b.processor(async (job) => void others.push(`${job.name}:${JSON.stringify(job.data)}`)),
+        bullOptions(b.name),
+      ),
     );
     b.attach(worker);
     const queue = track(new Queue(b.name, bullOptions(b.name)));

@@ -30,11 +30,13 @@ describe('producers and workers on different stores', () => {
     await worker.performBatchLater(['x'], { key: 'a' });
     const producer = track(batchByKey({ name, connection: testConnection(), store: 'list' }));
     await expect(producer.performBatchLater(['y'], { key: 'b' })).rejects.toThrow(StoreMismatchError);
-    await expect(producer.performBatchLater(['y'], { key: 'b' })).rejects.toThrow(/pushes with store 'list', but the batcher's producers and workers use 'set'/);
+    await expect(producer.performBatchLater(['y'], { key: 'b' })).rejects.toThrow(
+      /pushes with store 'list', but the batcher's producers and workers use 'set'/,
+    );
     expect(await keysMatching(`*${name}*{b}*`)).toEqual([]);
   });
 
-  it('a worker with another store than the pushers\' touches nothing: its job fails and the ids stay', async () => {
+  it("a worker with another store than the pushers' touches nothing: its job fails and the ids stay", async () => {
     const name = uniqueName('stores');
     const producer = track(batchByKey({ name, connection: testConnection(), store: 'list' }));
     await producer.performBatchLater(range(3), { key: 'a' });

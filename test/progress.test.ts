@@ -3,7 +3,7 @@ import { InvalidOptionError, PermanentError, UnknownTicketError, WaitTimeoutErro
 import { range, testBatcher, waitFor } from './helpers/redis';
 
 describe('bulk progress', () => {
-  it('counts are exact at every poll against the handler\'s own record', async () => {
+  it("counts are exact at every poll against the handler's own record", async () => {
     const done: string[] = [];
     const failed: string[] = [];
     const mismatches: string[] = [];
@@ -14,7 +14,14 @@ describe('bulk progress', () => {
       async eachIteration(ids) {
         // The claim of this slice acked the previous ones: the ticket must say exactly that.
         const seen = await b.progress(ticket);
-        const expected: Progress = { total: 95, done: done.length, failed: failed.length, pending: 95 - done.length - failed.length, errors: seen.errors, sealed: true };
+        const expected: Progress = {
+          total: 95,
+          done: done.length,
+          failed: failed.length,
+          pending: 95 - done.length - failed.length,
+          errors: seen.errors,
+          sealed: true,
+        };
         if (JSON.stringify(seen) !== JSON.stringify(expected)) mismatches.push(JSON.stringify({ seen, expected }));
         const bad = ids.filter((id) => id.endsWith('7'));
         if (bad.length > 0) {
@@ -75,7 +82,14 @@ describe('bulk progress', () => {
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(40), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!)).toEqual({ total: 40, done: 39, failed: 1, pending: 0, errors: [{ id: '13', message: '13 is unlucky' }], sealed: true });
+    expect(await b.waitFor(ticket!)).toEqual({
+      total: 40,
+      done: 39,
+      failed: 1,
+      pending: 0,
+      errors: [{ id: '13', message: '13 is unlucky' }],
+      sealed: true,
+    });
   });
 
   it('a push of no ids has a ticket with nothing pending; untracked pushes have none', async () => {
@@ -104,7 +118,14 @@ describe('bulk progress', () => {
     const b = testBatcher({ ticketTtlMs: 1000, eachIteration: () => {} });
     const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
     expect((await b.progress(ticket!)).total).toBe(1);
-    const expired = await waitFor(() => b.progress(ticket!).then(() => undefined, (e: unknown) => e), { timeoutMs: 5_000, intervalMs: 100 });
+    const expired = await waitFor(
+      () =>
+        b.progress(ticket!).then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      { timeoutMs: 5_000, intervalMs: 100 },
+    );
     expect(expired).toBeInstanceOf(UnknownTicketError);
     expect((expired as UnknownTicketError).code).toBe('ERR_UNKNOWN_TICKET');
     await expect(b.progress('not a ticket')).rejects.toThrow(InvalidOptionError);

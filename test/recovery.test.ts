@@ -39,7 +39,7 @@ describe('recovery of keys that have ids but no job', () => {
     expect(await redis.zrange(keyspace.index, 0, -1)).toEqual(['busy']);
   });
 
-  it("a key whose job is gone but whose deduplication key survives gets a job from its next push (not only from the sweep)", async () => {
+  it('a key whose job is gone but whose deduplication key survives gets a job from its next push (not only from the sweep)', async () => {
     const rec = new Recorder();
     // A sweep far away: only the push can bring the key back within the test.
     const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 600_000 });

@@ -56,36 +56,39 @@ describe("scheduling: 'fair'", () => {
   it.each([
     ['fair', (done: number) => expect(done).toBeLessThan(25)],
     ['fifo', (done: number) => expect(done).toBe(50)],
-  ] as const)("%s: light keys pushed after a flood split over 50 new keys finish before most of the flood (fair) / after all of it (fifo)", async (scheduling, check) => {
-    const finished: string[] = [];
-    let floodDoneWhenLightDone = -1;
-    const sizes = new Map<string, number>();
-    const seen = new Map<string, number>();
-    const b = testBatcher({
-      scheduling,
-      sliceSize: 10,
-      eachIteration(ids, ctx) {
-        busy(2);
-        seen.set(ctx.key, (seen.get(ctx.key) ?? 0) + ids.length);
-        if (seen.get(ctx.key) === sizes.get(ctx.key)) finished.push(ctx.key);
-        if (finished.filter((k) => k.startsWith('light-')).length === 3 && floodDoneWhenLightDone < 0) {
-          floodDoneWhenLightDone = finished.filter((k) => k.startsWith('flood-')).length;
-        }
-      },
-    });
-    for (const key of range(50, 'flood-')) {
-      sizes.set(key, 30);
-      await b.performBatchLater(range(30), { key });
-    }
-    b.createWorker({ concurrency: 1 });
-    await waitFor(() => finished.length > 0, { what: 'the flood to start' });
-    for (const key of range(3, 'light-')) {
-      sizes.set(key, 5);
-      await b.performBatchLater(range(5), { key });
-    }
-    await waitFor(() => finished.length === 53, { timeoutMs: 30_000, what: 'every key' });
-    check(floodDoneWhenLightDone);
-  });
+  ] as const)(
+    '%s: light keys pushed after a flood split over 50 new keys finish before most of the flood (fair) / after all of it (fifo)',
+    async (scheduling, check) => {
+      const finished: string[] = [];
+      let floodDoneWhenLightDone = -1;
+      const sizes = new Map<string, number>();
+      const seen = new Map<string, number>();
+      const b = testBatcher({
+        scheduling,
+        sliceSize: 10,
+        eachIteration(ids, ctx) {
+          busy(2);
+          seen.set(ctx.key, (seen.get(ctx.key) ?? 0) + ids.length);
+          if (seen.get(ctx.key) === sizes.get(ctx.key)) finished.push(ctx.key);
+          if (finished.filter((k) => k.startsWith('light-')).length === 3 && floodDoneWhenLightDone < 0) {
+            floodDoneWhenLightDone = finished.filter((k) => k.startsWith('flood-')).length;
+          }
+        },
+      });
+      for (const key of range(50, 'flood-')) {
+        sizes.set(key, 30);
+        await b.performBatchLater(range(30), { key });
+      }
+      b.createWorker({ concurrency: 1 });
+      await waitFor(() => finished.length > 0, { what: 'the flood to start' });
+      for (const key of range(3, 'light-')) {
+        sizes.set(key, 5);
+        await b.performBatchLater(range(5), { key });
+      }
+      await waitFor(() => finished.length === 53, { timeoutMs: 30_000, what: 'every key' });
+      check(floodDoneWhenLightDone);
+    },
+  );
 
   it('light keys start in push order (FIFO), and before a heavy newcomer pushed earlier, with one worker slot', async () => {
     const started: string[] = [];
@@ -174,7 +177,7 @@ describe('weight', () => {
 });
 
 describe('aging sweep', () => {
-  it('lifts only our prioritized jobs that waited a budget past their run (or since they were added), and leaves other job names alone', async () => {
+  it('lifts only our prioritized jobs that waited a budget past their run (or since added), and leaves other job names alone', async () => {
     const b = testBatcher({ maxRuntimeMs: 1000, eachIteration: () => {} });
     const queue = queueOf(b) as unknown as KeyQueue;
     const ours = await queue.add(JOB_NAME, { key: 'old' }, { priority: 2 });

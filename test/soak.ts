@@ -36,14 +36,16 @@ async function main(): Promise<void> {
   const admin = () => adminClient(port);
   const name = 'soak';
   const start = () => startChaosWorker(url, name);
-  let workers = [await start(), await start()];
+  const workers = [await start(), await start()];
   const rounds: Round[] = [];
   const endAt = Date.now() + minutes * 60_000;
   let next = 0;
   try {
     for (let round = 1; Date.now() < endAt; round++) {
       const acked = new Set<string>();
-      const pushers = ['a', 'b'].map((p) => startPushProcess({ redisUrl: url, name, prefix: `${round}${p}`, ids: 1000, keys: 50, pauseMs: 10 }, acked));
+      const pushers = ['a', 'b'].map((p) =>
+        startPushProcess({ redisUrl: url, name, prefix: `${round}${p}`, ids: 1000, keys: 50, pauseMs: 10 }, acked),
+      );
       const applied: string[] = [];
       while (pushers.some((p) => !p.finished())) {
         await sleep(500 + Math.random() * 1500);
@@ -88,11 +90,16 @@ async function main(): Promise<void> {
       await redis.quit().catch(() => undefined);
     }
   } finally {
-    const codes = await Promise.all(workers.map((w) => new Promise((resolve) => (w.once('exit', (code) => resolve(code)), w.kill('SIGTERM')))));
+    const codes = await Promise.all(
+      workers.map((w) => new Promise((resolve) => (w.once('exit', (code) => resolve(code)), w.kill('SIGTERM')))),
+    );
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
-    console.log('\n| round | ids acknowledged | processed | duplicates | lost | caught up in ms | faults |\n|---:|---:|---:|---:|---:|---:|---|');
-    for (const r of rounds) console.log(`| ${r.round} | ${r.acked} | ${r.processed} | ${r.duplicates} | ${r.lost} | ${r.catchUpMs} | ${r.faults} |`);
+    console.log(
+      '\n| round | ids acknowledged | processed | duplicates | lost | caught up in ms | faults |\n|---:|---:|---:|---:|---:|---:|---|',
+    );
+    for (const r of rounds)
+      console.log(`| ${r.round} | ${r.acked} | ${r.processed} | ${r.duplicates} | ${r.lost} | ${r.catchUpMs} | ${r.faults} |`);
     const lost = rounds.reduce((n, r) => n + r.lost, 0);
     console.log(`\n${rounds.length} rounds, ${lost} ids lost, worker exit codes on SIGTERM: ${codes.join(', ')}`);
     process.exitCode = lost > 0 || codes.some((c) => c !== 0) ? 1 : 0;

@@ -35,12 +35,26 @@ describe('stats()', () => {
     const busy = await timedPush(b, 'busy', ['1', '2', '3', '4', '5']);
     await b.performBatchLater(['x'], { key: 'bad' });
     const worker = b.createWorker({ concurrency: 4 });
-    await waitFor(async () => (await b.backlog('busy')).inFlight === 2 && (await b.deadLetters.count()) === 1, { what: 'busy in flight, bad dead' });
-    await waitFor(async () => (await b.backlog('quiet')).pending === 0 && (await b.backlog('big')).pending === 0, { what: 'quiet and big drained' });
+    await waitFor(async () => (await b.backlog('busy')).inFlight === 2 && (await b.deadLetters.count()) === 1, {
+      what: 'busy in flight, bad dead',
+    });
+    await waitFor(async () => (await b.backlog('quiet')).pending === 0 && (await b.backlog('big')).pending === 0, {
+      what: 'quiet and big drained',
+    });
     await b.performBatchLater(['6'], { key: 'busy' });
 
     const s = await b.stats();
-    expect(s).toMatchObject({ name: b.name, keys: 1, pending: 4, inFlight: 2, retrying: 0, dead: 1, scannedKeys: 4, truncated: false, paused: [] });
+    expect(s).toMatchObject({
+      name: b.name,
+      keys: 1,
+      pending: 4,
+      inFlight: 2,
+      retrying: 0,
+      dead: 1,
+      scannedKeys: 4,
+      truncated: false,
+      paused: [],
+    });
     expect(s.topKeys).toEqual([{ key: 'busy', pending: 4, inFlight: 2, retrying: 0, oldestPendingAgeMs: s.oldestPendingAgeMs }]);
     expect(s.laggingKeys.map((k) => k.key)).toEqual(['busy']);
     // The head of busy's list is id 3, from the first push: the claim consumed two ids of its mark.
@@ -59,10 +73,7 @@ describe('stats()', () => {
     await b.pause('forever');
     await b.pause('a while', { untilMs: before + 60_000 });
     const { paused } = await b.stats();
-    expect(paused).toEqual([
-      { key: 'a while', untilMs: before + 60_000 },
-      { key: 'forever' },
-    ]);
+    expect(paused).toEqual([{ key: 'a while', untilMs: before + 60_000 }, { key: 'forever' }]);
   });
 
   it('list: lag follows the FIFO head across pushes and claims, and survives a restore', async () => {
@@ -137,13 +148,19 @@ describe('stats()', () => {
       await waitFor(async () => (await b.stats()).keys === 0, { what: `${store} drained` });
       const names = keyspaceOf(b).forKey('k');
       const client = redisClient();
-      await waitFor(async () => (await client.exists(names.pushMarks, names.inFlightMark, names.inFlight)) === 0, { what: `${store} marks gone` });
+      await waitFor(async () => (await client.exists(names.pushMarks, names.inFlightMark, names.inFlight)) === 0, {
+        what: `${store} marks gone`,
+      });
     }
   });
 
   it('bounds the keys read by maxKeys and says so; top limits the lists', async () => {
     const b = testBatcher({ eachIteration: () => {} });
-    for (let i = 0; i < 5; i++) await b.performBatchLater(Array.from({ length: i + 1 }, (_, j) => String(j)), { key: `k${i}` });
+    for (let i = 0; i < 5; i++)
+      await b.performBatchLater(
+        Array.from({ length: i + 1 }, (_, j) => String(j)),
+        { key: `k${i}` },
+      );
     const all = await b.stats({ top: 2 });
     expect(all).toMatchObject({ keys: 5, pending: 15, truncated: false, scannedKeys: 5 });
     expect(all.topKeys.map((k) => [k.key, k.pending])).toEqual([

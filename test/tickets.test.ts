@@ -10,7 +10,8 @@ function callbacks() {
   return { ran, record: (outcome: TicketOutcome) => void ran.push(outcome) };
 }
 
-const ticketJob = async (b: Parameters<typeof queueOf>[0], ticket: string) => queueOf(b).getJob(`bbk-ticket-${ticket.slice(ticket.lastIndexOf('.') + 1)}`);
+const ticketJob = async (b: Parameters<typeof queueOf>[0], ticket: string) =>
+  queueOf(b).getJob(`bbk-ticket-${ticket.slice(ticket.lastIndexOf('.') + 1)}`);
 
 describe('onTicketSettled', () => {
   it('runs once per tracked push when its last id is done or dead, saying complete vs success', async () => {
@@ -28,13 +29,30 @@ describe('onTicketSettled', () => {
     await waitFor(() => cb.ran.length === 2, { what: 'both callbacks' });
     const byTicket = Object.fromEntries(cb.ran.map((o) => [o.ticket, o]));
     expect(byTicket[clean.ticket!]).toMatchObject({ total: 12, done: 12, failed: 0, pending: 0, success: true, sealed: true });
-    expect(byTicket[dirty.ticket!]).toMatchObject({ total: 3, done: 2, failed: 1, pending: 0, success: false, errors: [{ id: 'bad', message: 'bad id' }] });
+    expect(byTicket[dirty.ticket!]).toMatchObject({
+      total: 3,
+      done: 2,
+      failed: 1,
+      pending: 0,
+      success: false,
+      errors: [{ id: 'bad', message: 'bad id' }],
+    });
   });
 
   it('fires once per ticket when two workers and four lanes race on the last ids', async () => {
     const cb = callbacks();
     const name = uniqueName();
-    const make = () => track(batchByKey({ name, connection: testConnection(), sliceSize: 3, concurrencyPerKey: 4, onTicketSettled: cb.record, eachIteration: () => {} }));
+    const make = () =>
+      track(
+        batchByKey({
+          name,
+          connection: testConnection(),
+          sliceSize: 3,
+          concurrencyPerKey: 4,
+          onTicketSettled: cb.record,
+          eachIteration: () => {},
+        }),
+      );
     const [one, two] = [make(), make()];
     const tickets: string[] = [];
     for (let i = 0; i < 30; i++) tickets.push((await one.performBatchLater(range(7, `${i}-`), { key: `k${i % 3}`, track: true })).ticket!);
@@ -42,7 +60,9 @@ describe('onTicketSettled', () => {
     two.createWorker({ concurrency: 3 });
     await waitFor(() => cb.ran.length >= 30, { what: '30 callbacks' });
     // Settled ids are acked before their callback job is added: once all 30 ran, any double is already queued.
-    await waitFor(async () => (await queueOf(one).getJobCounts('wait', 'active', 'delayed', 'prioritized')).wait === 0, { what: 'an idle queue' });
+    await waitFor(async () => (await queueOf(one).getJobCounts('wait', 'active', 'delayed', 'prioritized')).wait === 0, {
+      what: 'an idle queue',
+    });
     expect(cb.ran.map((o) => o.ticket).sort()).toEqual([...tickets].sort());
   });
 
@@ -113,7 +133,9 @@ describe('open tickets', () => {
     await b.performBatchLater(range(10, 'p1-'), { ticket });
     await waitFor(async () => (await b.progress(ticket)).done === 10, { what: 'the first page' });
     await b.performBatchLater(range(6, 'p2-'), { ticket, key: 'import-7' });
-    await waitFor(async () => (await b.progress(ticket)).done === 16 && (await b.backlog('import-7')).pending === 0, { what: 'the second page' });
+    await waitFor(async () => (await b.progress(ticket)).done === 16 && (await b.backlog('import-7')).pending === 0, {
+      what: 'the second page',
+    });
     await waitFor(async () => (await queueOf(b).getJobCounts('active', 'wait')).active === 0, { what: 'the run to end' });
     expect(cb.ran).toEqual([]);
     expect(await ticketJob(b, ticket)).toBeUndefined();

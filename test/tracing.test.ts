@@ -23,11 +23,25 @@ describe('sliceTracing', () => {
     await b.performBatchLater(['1', '2', '3'], { key: 'good' });
     await b.performBatchLater(['x'], { key: 'bad' });
     b.createWorker();
-    await waitFor(() => exporter.getFinishedSpans().filter((s) => s.attributes['batch_by_key.key'] !== undefined).length === 3, { what: 'three spans' });
-    const spans = exporter.getFinishedSpans().map((s) => ({ name: s.name, attributes: s.attributes, status: s.status.code, events: s.events.map((e) => e.name) }));
+    await waitFor(() => exporter.getFinishedSpans().filter((s) => s.attributes['batch_by_key.key'] !== undefined).length === 3, {
+      what: 'three spans',
+    });
+    const spans = exporter
+      .getFinishedSpans()
+      .map((s) => ({ name: s.name, attributes: s.attributes, status: s.status.code, events: s.events.map((e) => e.name) }));
     expect(spans.filter((s) => s.attributes['batch_by_key.key'] === 'good')).toEqual([
-      { name: SLICE_SPAN, attributes: { 'batch_by_key.key': 'good', 'batch_by_key.ids': 2, 'batch_by_key.attempt': 1 }, status: SpanStatusCode.OK, events: [] },
-      { name: SLICE_SPAN, attributes: { 'batch_by_key.key': 'good', 'batch_by_key.ids': 1, 'batch_by_key.attempt': 1 }, status: SpanStatusCode.OK, events: [] },
+      {
+        name: SLICE_SPAN,
+        attributes: { 'batch_by_key.key': 'good', 'batch_by_key.ids': 2, 'batch_by_key.attempt': 1 },
+        status: SpanStatusCode.OK,
+        events: [],
+      },
+      {
+        name: SLICE_SPAN,
+        attributes: { 'batch_by_key.key': 'good', 'batch_by_key.ids': 1, 'batch_by_key.attempt': 1 },
+        status: SpanStatusCode.OK,
+        events: [],
+      },
     ]);
     const bad = exporter.getFinishedSpans().find((s) => s.attributes['batch_by_key.key'] === 'bad');
     expect(bad?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'broken id' });

@@ -24,10 +24,38 @@ describe('bad input is refused before anything reaches Redis', () => {
   const cases: [string, unknown, Record<string, unknown>, new (...a: never[]) => BatchByKeyError, string, RegExp][] = [
     ['a non-array', 'abc', { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /must be an array/],
     ['null', null, { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /must be an array/],
-    ['an object id without data', [{ id: 1 }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\] must be a string, a finite number or \{ id, data \}/],
-    ['data that is not JSON', [{ id: 1, data: () => 1 }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\]\.data is not JSON-serialisable/],
-    ['data with a BigInt', [{ id: 1, data: { n: 1n } }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\]\.data is not JSON-serialisable: .*BigInt/],
-    ['data over MAX_DATA_BYTES', [{ id: 1, data: 'x'.repeat(70_000) }], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[0\]\.data is 70002 bytes as JSON; the limit is 65536/],
+    [
+      'an object id without data',
+      [{ id: 1 }],
+      { key: 'k' },
+      InvalidIdsError,
+      'ERR_INVALID_IDS',
+      /ids\[0\] must be a string, a finite number or \{ id, data \}/,
+    ],
+    [
+      'data that is not JSON',
+      [{ id: 1, data: () => 1 }],
+      { key: 'k' },
+      InvalidIdsError,
+      'ERR_INVALID_IDS',
+      /ids\[0\]\.data is not JSON-serialisable/,
+    ],
+    [
+      'data with a BigInt',
+      [{ id: 1, data: { n: 1n } }],
+      { key: 'k' },
+      InvalidIdsError,
+      'ERR_INVALID_IDS',
+      /ids\[0\]\.data is not JSON-serialisable: .*BigInt/,
+    ],
+    [
+      'data over MAX_DATA_BYTES',
+      [{ id: 1, data: 'x'.repeat(70_000) }],
+      { key: 'k' },
+      InvalidIdsError,
+      'ERR_INVALID_IDS',
+      /ids\[0\]\.data is 70002 bytes as JSON; the limit is 65536/,
+    ],
     ['NaN', ['a', Number.NaN], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[1\]/],
     ['Infinity', [Infinity], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /finite/],
     ['an empty id', ['a', ''], { key: 'k' }, InvalidIdsError, 'ERR_INVALID_IDS', /ids\[1\] is an empty string/],
@@ -72,12 +100,28 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['maxRuntimeMs 0', { maxRuntimeMs: 0 }, /options.maxRuntimeMs must be an integer between 1 and 2147483647, got number 0/],
     // Node fires a timer longer than 2^31 - 1 ms after 1 ms: every slice would "time out" at once.
     ['maxRuntimeMs past the longest timer', { maxRuntimeMs: 3e9 }, /options.maxRuntimeMs must be an integer between 1 and 2147483647/],
-    ['sliceTimeoutMs past the longest timer', { sliceTimeoutMs: 2 ** 31 }, /options.sliceTimeoutMs must be an integer between 1 and 2147483647/],
+    [
+      'sliceTimeoutMs past the longest timer',
+      { sliceTimeoutMs: 2 ** 31 },
+      /options.sliceTimeoutMs must be an integer between 1 and 2147483647/,
+    ],
     ['lockTtlMs past the longest timer', { lockTtlMs: 7e9 }, /options.lockTtlMs must be an integer between 1000 and 2147483647/],
     ['pushTimeoutMs 0', { pushTimeoutMs: 0 }, /options.pushTimeoutMs must be an integer between 1 and 2147483647, got number 0/],
-    ['recoveryIntervalMs past the longest timer', { recoveryIntervalMs: 2 ** 31 }, /options.recoveryIntervalMs must be an integer between 100 and 2147483647/],
-    ['an infinite backoff delay', { backoff: { type: 'exponential', delayMs: Infinity } }, /options.backoff must be .* delays between 0 and 2147483647 ms/],
-    ['a backoff maxDelayMs past the longest timer', { backoff: { type: 'exponential', delayMs: 5, maxDelayMs: 2 ** 40 } }, /options.backoff must be/],
+    [
+      'recoveryIntervalMs past the longest timer',
+      { recoveryIntervalMs: 2 ** 31 },
+      /options.recoveryIntervalMs must be an integer between 100 and 2147483647/,
+    ],
+    [
+      'an infinite backoff delay',
+      { backoff: { type: 'exponential', delayMs: Infinity } },
+      /options.backoff must be .* delays between 0 and 2147483647 ms/,
+    ],
+    [
+      'a backoff maxDelayMs past the longest timer',
+      { backoff: { type: 'exponential', delayMs: 5, maxDelayMs: 2 ** 40 } },
+      /options.backoff must be/,
+    ],
     ['a NaN fixed backoff', { backoff: { type: 'fixed', delayMs: Number.NaN } }, /options.backoff must be/],
     ['maxRuntimeMs negative', { maxRuntimeMs: -5 }, /options.maxRuntimeMs/],
     ['lockTtlMs too short', { lockTtlMs: 10 }, /options.lockTtlMs must be an integer between 1000 and 2147483647/],
@@ -85,7 +129,11 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['an empty name', { name: '' }, /options.name must be 1-100 letters/],
     ['a name with a colon', { name: 'a:b' }, /options.name/],
     ['a non-function eachIteration', { eachIteration: 'nope' }, /options.eachIteration must be a function/],
-    ['a rateLimit of 0', { rateLimit: { max: 0, durationMs: 1000 } }, /options.rateLimit must be \{ max, durationMs \} with integers between 1 and 2147483647/],
+    [
+      'a rateLimit of 0',
+      { rateLimit: { max: 0, durationMs: 1000 } },
+      /options.rateLimit must be \{ max, durationMs \} with integers between 1 and 2147483647/,
+    ],
     ['a missing connection', { connection: undefined }, /options.connection is required/],
     ['a non-function key resolver', { key: 'acct' }, /options.key must be a function/],
     ['attempts 0', { attempts: 0 }, /options.attempts must be an integer >= 1/],
@@ -98,7 +146,11 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['maxDeadLetters 0', { maxDeadLetters: 0 }, /options.maxDeadLetters must be an integer >= 1/],
     ['ticketTtlMs too short', { ticketTtlMs: 5 }, /options.ticketTtlMs must be an integer >= 1000/],
     ['a non-function around', { around: [() => Promise.resolve(), 'log'] }, /options.around must be a middleware/],
-    ['a Cluster prefix without a hash tag', { connection: unconnectedCluster, prefix: 'bull' }, /must contain a \{hash tag\} on a Redis Cluster/],
+    [
+      'a Cluster prefix without a hash tag',
+      { connection: unconnectedCluster, prefix: 'bull' },
+      /must contain a \{hash tag\} on a Redis Cluster/,
+    ],
     ['a Cluster prefix whose first tag is empty', { connection: unconnectedCluster, prefix: '{}{app}' }, /must contain a \{hash tag\}/],
   ];
   it.each(cases)('%s', (_label, override, message) => {
@@ -115,9 +167,11 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     expect(resolveOptions({ name: 'orders', connection: connection(), eachIteration: () => {} }).prefix).toBe('bull');
   });
 
-  it('createWorker refuses a Cluster connection when the batcher\'s prefix has no hash tag', () => {
+  it("createWorker refuses a Cluster connection when the batcher's prefix has no hash tag", () => {
     const b = batchByKey({ name: 'plain', connection: connection(), eachIteration: () => {} });
-    expect(() => b.createWorker({ connection: unconnectedCluster })).toThrow(/createWorker got a Redis Cluster connection, but the batcher's prefix "bull" has no \{hash tag\}/);
+    expect(() => b.createWorker({ connection: unconnectedCluster })).toThrow(
+      /createWorker got a Redis Cluster connection, but the batcher's prefix "bull" has no \{hash tag\}/,
+    );
   });
 
   it('the class form validates when the class is defined', () => {

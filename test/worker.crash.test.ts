@@ -26,7 +26,13 @@ describe('a worker process killed with SIGKILL mid-slice', () => {
   it('loses nothing: the claimed ids go back to pending and are processed by another worker', async () => {
     const name = uniqueName('crash');
     const redis = redisClient();
-    const victim = await startWorkerProcess({ redisUrl: redisUrl(), name, mode: 'hang', options: { sliceSize: 10, ...FAST_RECOVERY }, worker: FAST_STALL });
+    const victim = await startWorkerProcess({
+      redisUrl: redisUrl(),
+      name,
+      mode: 'hang',
+      options: { sliceSize: 10, ...FAST_RECOVERY },
+      worker: FAST_STALL,
+    });
     const { survivor, processed } = survivorOf(name);
     await survivor.performBatchLater(range(50), { key: 'k' });
     await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the victim to claim a slice' });

@@ -3,7 +3,6 @@ import { ShutdownError } from '../src';
 import { range, testBatcher, waitFor } from './helpers/redis';
 import { sleep } from './helpers/time';
 
-
 describe('worker.close()', () => {
   it('lets the running slice finish, releases the key, and another worker resumes it at once', async () => {
     const byWorker: Record<string, string[]> = { first: [], second: [] };

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
 import { sleep } from './helpers/time';
 
-
 describe('time box: maxRuntimeMs', () => {
   it('with one worker slot, a key pushed later finishes before the first key is drained', async () => {
     const rec = new Recorder();
@@ -43,7 +42,10 @@ describe('time box: maxRuntimeMs', () => {
     await b.performBatchLater(range(300), { key: 'b' });
     await b.performBatchLater(range(300), { key: 'c' });
     b.createWorker({ concurrency: 1 });
-    await waitFor(async () => (await b.backlog('a')).pending + (await b.backlog('b')).pending + (await b.backlog('c')).pending === 0 && order.length > 0);
+    await waitFor(
+      async () =>
+        (await b.backlog('a')).pending + (await b.backlog('b')).pending + (await b.backlog('c')).pending === 0 && order.length > 0,
+    );
     // Round robin: a run of one key is always followed by another key while others wait.
     expect(order.slice(0, 6)).toEqual(['a', 'b', 'c', 'a', 'b', 'c']);
   });

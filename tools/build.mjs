@@ -34,7 +34,9 @@ for (const file of readdirSync(join(src, 'scripts'), { recursive: true })) {
 // ESM entry = the CJS module re-exported, not a second compile: one module instance means
 // one set of classes, so `instanceof InvalidIdsError` holds whether a caller imports or requires.
 // Names are listed explicitly (Node's CJS named-export detection is heuristic) and sorted for a stable file.
-const names = Object.keys(require(join(cjs, 'index.js'))).filter((n) => n !== '__esModule').sort();
+const names = Object.keys(require(join(cjs, 'index.js')))
+  .filter((n) => n !== '__esModule')
+  .sort();
 mkdirSync(esm, { recursive: true });
 writeFileSync(
   join(esm, 'index.mjs'),

@@ -77,7 +77,10 @@ async function notReady(port: number, expectedNodes: number, expectedReplicas: n
     if (Number(field('cluster_slots_ok')) !== SLOTS) return `cluster_slots_ok:${field('cluster_slots_ok')}`;
     if (Number(field('cluster_known_nodes')) !== expectedNodes) return `cluster_known_nodes:${field('cluster_known_nodes')}`;
     // Gossip spreads who replicates whom after the nodes meet; until then clients see no replicas.
-    const flags = String(await client.cluster('NODES')).trim().split('\n').map((line) => line.split(' ')[2] ?? '');
+    const flags = String(await client.cluster('NODES'))
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ')[2] ?? '');
     const replicasSeen = flags.filter((f) => f.includes('slave')).length;
     if (replicasSeen !== expectedReplicas) return `sees ${replicasSeen} of ${expectedReplicas} replicas`;
     const unhealthy = flags.find((f) => /fail|handshake|noaddr/.test(f));

@@ -61,7 +61,9 @@ async function cycles(
   timeoutMs: number,
 ): Promise<{ done: boolean; ms: number }> {
   const startAt = now();
-  const paced = await pace({ ratePerSec, count, maxInFlight: MAX_IN_FLIGHT, startAt }, (seq) => push(`${CYCLE_PREFIX}${first + seq}`, String(first + seq)));
+  const paced = await pace({ ratePerSec, count, maxInFlight: MAX_IN_FLIGHT, startAt }, (seq) =>
+    push(`${CYCLE_PREFIX}${first + seq}`, String(first + seq)),
+  );
   const done = (await paced.settled(timeoutMs)) && (await pool.waitLight(first + count, timeoutMs));
   return { done: done && paced.failed.size === 0, ms: now() - startAt };
 }

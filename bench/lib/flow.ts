@@ -75,7 +75,10 @@ export interface FlowResult {
   slices: TracedSlice[];
   /** Traced ids processed by the end of the run (a redelivered id counted again), and when the last one was, from the start. */
   tracedDone: { ids: number; lastMs: number };
-  /** With `claimLog`: every claim of the first traced key, oldest first; `maxPollGapMs` above the limit's window means some may be missing. */
+  /**
+   * With `claimLog`: every claim of the first traced key, oldest first; `maxPollGapMs` above the
+   * limit's window means some may be missing.
+   */
   claims?: { entries: Claim[]; maxPollGapMs: number };
   light?: LightResult;
   /** A wait after the window (light ids, traced ids) ran out of time. */

@@ -78,7 +78,9 @@ export async function readSlowlog(redis: BenchRedis): Promise<SlowlogProfile> {
  * queued in a MULTI are, each once. So these are the commands INFO commandstats would count if it
  * left out those that scripts run.
  */
-export async function readSentCalls(redis: BenchRedis): Promise<{ byCommand: Map<string, number>; byScript: Map<string, number>; truncated: boolean }> {
+export async function readSentCalls(
+  redis: BenchRedis,
+): Promise<{ byCommand: Map<string, number>; byScript: Map<string, number>; truncated: boolean }> {
   const { entries, truncated } = await clientEntries(redis);
   const byCommand = new Map<string, number>();
   const byScript = new Map<string, number>();

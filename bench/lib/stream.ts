@@ -18,8 +18,10 @@ const GROWTH_SLACK_MS = 50;
 
 /** The kept-up rule, for setup lines. */
 export const keptUpRule = (graceMs: number): string =>
-  `Kept up: every id processed within ${graceMs.toLocaleString('en-US')} ms (the grace period) after the stream's end, p99 over the whole stream within the grace period too, ` +
-  `and p99 not growing (the p99 of the ids pushed in the stream's last third at most ${GROWTH_FACTOR}× that of its first third + ${GROWTH_SLACK_MS} ms).`;
+  `Kept up: every id processed within ${graceMs.toLocaleString('en-US')} ms (the grace period) after the stream's end, p99 over the ` +
+  `whole stream within the grace period too, ` +
+  `and p99 not growing (the p99 of the ids pushed in the stream's last third at most ${GROWTH_FACTOR}× that of its first third + ` +
+  `${GROWTH_SLACK_MS} ms).`;
 
 export type KeptUp = 'yes' | 'ids left' | 'p99 over grace' | 'p99 growing';
 
@@ -75,10 +77,13 @@ export async function runStream(spec: SystemSpec, plan: StreamPlan, ratePerSec: 
 
       const cpuBefore = await redis.cpuMicros();
       const startAt = pool.start();
-      const paced = await pace({ ratePerSec, count: planned, untilMs: plan.durationMs, maxInFlight: plan.maxInFlight, startAt }, (seq, at) => {
-        pushedAt[seq] = at;
-        return producer.push(keys[Math.floor(random() * keys.length)]!, [String(seq)]);
-      });
+      const paced = await pace(
+        { ratePerSec, count: planned, untilMs: plan.durationMs, maxInFlight: plan.maxInFlight, startAt },
+        (seq, at) => {
+          pushedAt[seq] = at;
+          return producer.push(keys[Math.floor(random() * keys.length)]!, [String(seq)]);
+        },
+      );
       const { issued, endAt } = paced;
       const graceLeft = () => Math.max(0, endAt + plan.keptUpMs - now());
       const allProcessedInTime = (await paced.settled(graceLeft())) && (await pool.waitLight(issued - paced.failed.size, graceLeft()));
@@ -109,12 +114,22 @@ export async function runStream(spec: SystemSpec, plan: StreamPlan, ratePerSec: 
         latencies.push((Number.isNaN(done) ? stopAt : done) - pushed);
       }
       const third = Math.floor(latencies.length / 3);
-      const p99Of = (part: number[]) => percentile(part.sort((a, b) => a - b), 99);
+      const p99Of = (part: number[]) =>
+        percentile(
+          part.sort((a, b) => a - b),
+          99,
+        );
       const p99FirstThird = p99Of(latencies.slice(0, third));
       const p99LastThird = p99Of(latencies.slice(latencies.length - third));
       const latency = summarize(latencies);
       const growing = p99LastThird > GROWTH_FACTOR * p99FirstThird + GROWTH_SLACK_MS;
-      const keptUp: KeptUp = !allProcessedInTime ? 'ids left' : latency.p99 > plan.keptUpMs ? 'p99 over grace' : growing ? 'p99 growing' : 'yes';
+      const keptUp: KeptUp = !allProcessedInTime
+        ? 'ids left'
+        : latency.p99 > plan.keptUpMs
+          ? 'p99 over grace'
+          : growing
+            ? 'p99 growing'
+            : 'yes';
       const workerCpu = finals.reduce((n, f) => n + f.cpuMicros, 0);
       // Pushes start only within the stream's duration: late ticks (a busy event loop) lose pushes, not time.
       const achievedPerSec = (issued * 1000) / plan.durationMs;

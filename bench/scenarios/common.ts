@@ -21,7 +21,8 @@ export async function runSystems<P>(plans: readonly P[], build: (plan: P) => Wor
     const label = systemFor(workload.system).label;
     progress(`${label}: ${fmtInt(workload.backlog.keys * workload.backlog.idsPerKey)} ids, ${workload.processes} process(es)`);
     const result = await runWorkload(workload);
-    if (result.timedOut) progress(`${label}: TIMED OUT after ${workload.timeoutMs} ms with ${fmtInt(result.processed)}/${fmtInt(result.expected)} processed`);
+    if (result.timedOut)
+      progress(`${label}: TIMED OUT after ${workload.timeoutMs} ms with ${fmtInt(result.processed)}/${fmtInt(result.expected)} processed`);
     return result;
   });
   return (await inRounds(tasks, repeats)).map((runs) => ({
@@ -42,7 +43,14 @@ export function drainWorkload(
   c: { keys: number; idsPerKey: number; concurrency: number; timeoutMs: number },
   processes = 1,
 ): Workload {
-  return { system, processes, concurrency: c.concurrency, costPerIdUs: 0, backlog: backlogFor(config, system, c.keys, c.idsPerKey), timeoutMs: c.timeoutMs };
+  return {
+    system,
+    processes,
+    concurrency: c.concurrency,
+    costPerIdUs: 0,
+    backlog: backlogFor(config, system, c.keys, c.idsPerKey),
+    timeoutMs: c.timeoutMs,
+  };
 }
 
 /** Splits `total` ids over `keys` keys for one system, scaled down for the per-id systems. */
@@ -51,11 +59,15 @@ export function backlogFor(config: Config, spec: SystemSpec, keys: number, idsPe
 }
 
 export function slowNote(config: Config): string {
-  return `bullmq-per-id and groupmq ran ${Math.round(config.slowShare * 100)}% of the ids (one job per id is ~100x slower); rates are per second and ratios compare rates`;
+  return (
+    `bullmq-per-id and groupmq ran ${Math.round(config.slowShare * 100)}% of the ids (one job per id is ~100x slower); rates are ` +
+    `per second and ratios compare rates`
+  );
 }
 
 /** The per-run spread column means something only with repeats. */
-export const forRepeats = (columns: readonly Column[], repeats: number): Column[] => columns.filter((c) => c.key !== 'spread' || repeats > 1);
+export const forRepeats = (columns: readonly Column[], repeats: number): Column[] =>
+  columns.filter((c) => c.key !== 'spread' || repeats > 1);
 
 /** ", median of N runs" or nothing. */
 export const medianOf = (repeats: number): string => (repeats > 1 ? `; median of ${repeats} runs per system, run in rounds` : '');
@@ -114,7 +126,10 @@ export function latencyRow(r: WorkloadResult): Record<string, Cell> {
 export function p99Ratios(results: readonly WorkloadResult[], base: WorkloadResult | undefined): { name: string; value: number | null }[] {
   return results
     .filter((r) => r !== base)
-    .map((r) => ({ name: `light p99: ${r.system} (${fmtInt(r.backlogIds)} heavy ids) / ${base?.system ?? 'ours'}`, value: r.timedOut ? null : ratioOf(r.light?.p99, base?.light?.p99) }));
+    .map((r) => ({
+      name: `light p99: ${r.system} (${fmtInt(r.backlogIds)} heavy ids) / ${base?.system ?? 'ours'}`,
+      value: r.timedOut ? null : ratioOf(r.light?.p99, base?.light?.p99),
+    }));
 }
 
 function ratioOf(a: number | undefined, b: number | undefined): number | null {

@@ -26,9 +26,12 @@ export function runContended(config: Config, c: Contended, plan: readonly System
 export function contendedSetup(c: Contended): string {
   const l = c.light;
   return (
-    `${fmtInt(c.heavyKeys)} heavy keys × ${fmtInt(c.idsPerHeavyKey)} ids (backlog pushed first), handler ${c.costPerIdUs} µs of CPU per id ` +
-    `(${(c.costPerIdUs * 100) / 1000} ms per 100-id slice or chunk), concurrency ${c.concurrency}, 1 worker process, default maxRuntimeMs; ` +
-    `${l.keys} light keys each push ${l.idsPerPush} ids ${l.pushesPerKey}× at random moments (same seed for all) in the first ${fmtInt(l.windowMs)} ms. ` +
+    `${fmtInt(c.heavyKeys)} heavy keys × ${fmtInt(c.idsPerHeavyKey)} ids (backlog pushed first), handler ${c.costPerIdUs} µs of CPU ` +
+    `per id ` +
+    `(${(c.costPerIdUs * 100) / 1000} ms per 100-id slice or chunk), concurrency ${c.concurrency}, 1 worker process, default ` +
+    `maxRuntimeMs; ` +
+    `${l.keys} light keys each push ${l.idsPerPush} ids ${l.pushesPerKey}× at random moments (same seed for all) in the first ` +
+    `${fmtInt(l.windowMs)} ms. ` +
     `Heavy ids/s: heavy ids processed in the first ${fmtInt(c.windowMs)} ms after the workers start. ` +
     'Each run stops once that window is over and every light id is processed, so the heavy backlog is not drained.'
   );

@@ -37,10 +37,13 @@ export const cycleCost: Scenario = {
       id: 'cycle-cost',
       title: 'Redis cost per key cycle',
       setup:
-        `${fmtInt(c.keys)} distinct keys each get one push of 1 id (paced at ${fmtInt(c.ratePerSec)} pushes/s, so each key cycle runs on its own), 1 worker process, concurrency ${c.concurrency}, empty handler; ` +
+        `${fmtInt(c.keys)} distinct keys each get one push of 1 id (paced at ${fmtInt(c.ratePerSec)} pushes/s, so each key cycle runs ` +
+        `on its own), 1 worker process, concurrency ${c.concurrency}, empty handler; ` +
         `INFO commandstats is reset before the pushes and read once every id is processed; per key cycle (push + the run of its one id). ` +
-        'Commands: every command Redis executed, those run by scripts and in MULTI/EXEC included. Client commands: those clients sent (each command of a MULTI once), from a further pass of up to 500 cycles with SLOWLOG on. ' +
-        'Redis µs: INFO commandstats usec of the commands clients sent, each once (a script with the commands it runs; EXEC left out, its commands counted). Redis CPU: INFO cpu of redis-server over the pushes and runs.',
+        'Commands: every command Redis executed, those run by scripts and in MULTI/EXEC included. Client commands: those clients sent ' +
+        '(each command of a MULTI once), from a further pass of up to 500 cycles with SLOWLOG on. ' +
+        'Redis µs: INFO commandstats usec of the commands clients sent, each once (a script with the commands it runs; EXEC left out, ' +
+        'its commands counted). Redis CPU: INFO cpu of redis-server over the pushes and runs.',
       columns: [
         { key: 'system', label: 'system' },
         { key: 'cycles', label: 'key cycles' },
@@ -64,14 +67,40 @@ export const cycleCost: Scenario = {
         top: scriptsLine(r),
       })),
       ratios: [
-        { name: 'Redis µs per key cycle: ours / bullmq-per-id', value: ratio(per(ours, (r) => r.usec), per(bullmq, (r) => r.usec)), target: '<= 1.5' },
-        { name: 'Redis CPU µs per key cycle: ours / bullmq-per-id', value: ratio(per(ours, (r) => r.redisCpuUs), per(bullmq, (r) => r.redisCpuUs)) },
-        { name: 'commands per key cycle: ours / bullmq-per-id', value: ratio(per(ours, (r) => r.commands), per(bullmq, (r) => r.commands)) },
-        { name: 'client commands per key cycle: ours / bullmq-per-id', value: ratio(per(ours, (r) => r.sentCommands), per(bullmq, (r) => r.sentCommands)) },
+        {
+          name: 'Redis µs per key cycle: ours / bullmq-per-id',
+          value: ratio(
+            per(ours, (r) => r.usec),
+            per(bullmq, (r) => r.usec),
+          ),
+          target: '<= 1.5',
+        },
+        {
+          name: 'Redis CPU µs per key cycle: ours / bullmq-per-id',
+          value: ratio(
+            per(ours, (r) => r.redisCpuUs),
+            per(bullmq, (r) => r.redisCpuUs),
+          ),
+        },
+        {
+          name: 'commands per key cycle: ours / bullmq-per-id',
+          value: ratio(
+            per(ours, (r) => r.commands),
+            per(bullmq, (r) => r.commands),
+          ),
+        },
+        {
+          name: 'client commands per key cycle: ours / bullmq-per-id',
+          value: ratio(
+            per(ours, (r) => r.sentCommands),
+            per(bullmq, (r) => r.sentCommands),
+          ),
+        },
       ],
       notes: [
         `all figures per key cycle except idle commands/s (the worker idling ${fmtInt(c.idleMs)} ms before the pushes; not subtracted)`,
-        'summing every INFO commandstats usec would count the commands scripts and EXEC run twice (once in the script\'s or EXEC\'s usec, once on their own line), hence the client-commands pass',
+        'summing every INFO commandstats usec would count the commands scripts and EXEC run twice ' +
+          "(once in the script's or EXEC's usec, once on their own line), hence the client-commands pass",
       ],
       details: results,
     };

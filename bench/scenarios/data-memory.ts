@@ -15,7 +15,8 @@ const payloadOf = (id: string): { id: string; pad: string } => ({ id, pad: 'x'.r
 /** The floor: the same payloads HSET into one hash per key (id → JSON), nothing else. */
 function bareHset(redis: Redis): Producer {
   return {
-    push: async (key, ids) => void (await redis.hset(`bare:{${key}}:data`, Object.fromEntries(ids.map((id) => [id, JSON.stringify(payloadOf(id))])))),
+    push: async (key, ids) =>
+      void (await redis.hset(`bare:{${key}}:data`, Object.fromEntries(ids.map((id) => [id, JSON.stringify(payloadOf(id))])))),
     close: async () => void (await redis.quit()),
   };
 }
@@ -24,7 +25,11 @@ function bareHset(redis: Redis): Producer {
 function ours(redis: BenchRedis, store: 'list' | 'set'): Producer {
   const batcher = batchByKey({ name: `data-${store}`, connection: redisOptions(redis.url), store });
   return {
-    push: async (key, ids) => void (await batcher.performBatchLater(ids.map((id) => ({ id, data: payloadOf(id) })), { key })),
+    push: async (key, ids) =>
+      void (await batcher.performBatchLater(
+        ids.map((id) => ({ id, data: payloadOf(id) })),
+        { key },
+      )),
     close: () => batcher.close(),
   };
 }
@@ -48,7 +53,9 @@ export const dataMemory: Scenario = {
     return {
       id: 'data-memory',
       title: 'Memory of data per id',
-      setup: `${fmtInt(c.keys * c.idsPerKey)} pending ids over ${c.keys} keys, each with a 100-byte JSON payload; Redis used_memory added by the push, per id, beside the same payloads HSET (id → JSON) into ${c.keys} bare hashes.`,
+      setup:
+        `${fmtInt(c.keys * c.idsPerKey)} pending ids over ${c.keys} keys, each with a 100-byte JSON payload; Redis used_memory ` +
+        `added by the push, per id, beside the same payloads HSET (id → JSON) into ${c.keys} bare hashes.`,
       columns: [
         { key: 'store', label: 'store' },
         { key: 'ours', label: 'ours bytes/id', digits: 1 },
@@ -56,7 +63,11 @@ export const dataMemory: Scenario = {
         { key: 'ratio', label: 'ours / bare', digits: 2 },
       ],
       rows,
-      ratios: rows.map((r) => ({ name: `${r.store}: ours / bare HSET bytes per pending id with a 100-byte payload`, value: r.ratio, target: '<= 1.3' })),
+      ratios: rows.map((r) => ({
+        name: `${r.store}: ours / bare HSET bytes per pending id with a 100-byte payload`,
+        value: r.ratio,
+        target: '<= 1.3',
+      })),
       notes: [],
       details: { rows },
     };

@@ -13,12 +13,17 @@ export const drain: Scenario = {
     return {
       id: 'drain',
       title: 'Drain throughput',
-      setup: `${c.keys} keys × ${c.idsPerKey.toLocaleString('en-US')} ids pushed first, then 1 worker process, concurrency ${c.concurrency}, empty handler${medianOf(c.repeats)}.`,
-      columns: forRepeats([
-        ...THROUGHPUT_COLUMNS,
-        { key: 'bytesPerId', label: 'Redis bytes/pending id', digits: 0 },
-        { key: 'rss', label: 'worker RSS MB (start → end)' },
-      ], c.repeats),
+      setup:
+        `${c.keys} keys × ${c.idsPerKey.toLocaleString('en-US')} ids pushed first, then 1 worker process, concurrency ` +
+        `${c.concurrency}, empty handler${medianOf(c.repeats)}.`,
+      columns: forRepeats(
+        [
+          ...THROUGHPUT_COLUMNS,
+          { key: 'bytesPerId', label: 'Redis bytes/pending id', digits: 0 },
+          { key: 'rss', label: 'worker RSS MB (start → end)' },
+        ],
+        c.repeats,
+      ),
       rows: results.map((r) => ({
         ...throughputRow(r),
         bytesPerId: r.bytesPerPendingId,

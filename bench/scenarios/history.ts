@@ -64,7 +64,13 @@ async function fill(b: Batcher, keys: number): Promise<void> {
  * The real sampler, `processes` of them as if in as many worker processes (each its own
  * connection), on their own timers for `intervals` intervals; SLOWLOG counts what they send.
  */
-async function cost(redis: BenchRedis, b: Batcher, name: string, c: Config['history'], options: ResolvedHistory): Promise<Omit<Measured, 'memory' | 'keys'>> {
+async function cost(
+  redis: BenchRedis,
+  b: Batcher,
+  name: string,
+  c: Config['history'],
+  options: ResolvedHistory,
+): Promise<Omit<Measured, 'memory' | 'keys'>> {
   const names = new Keyspace(PREFIX, name).history;
   const clients = Array.from({ length: c.processes }, () => new Redis(redisOptions(redis.url)));
   const counters: ((ids: number) => void)[] = [];
@@ -201,8 +207,10 @@ export const history: Scenario = {
       id: 'history',
       title: 'History sampling',
       setup:
-        `${fmtInt(c.keys)} keys with ids; ${c.processes} samplers (the library's, each on its own connection, as in ${c.processes} worker processes) on their own timers for ${c.intervals} intervals of ${c.intervalMs} ms, SLOWLOG on. ` +
-        `Then ${samplesKept(HOUR)} samples (an hour at the default 10 s) of the same stats() appended by the sampler's encoding and script, with topKeys ${TOP_KEYS.join(' and ')}; MEMORY USAGE of the series and the tick's two keys.`,
+        `${fmtInt(c.keys)} keys with ids; ${c.processes} samplers (the library's, each on its own connection, as in ${c.processes} ` +
+        `worker processes) on their own timers for ${c.intervals} intervals of ${c.intervalMs} ms, SLOWLOG on. ` +
+        `Then ${samplesKept(HOUR)} samples (an hour at the default 10 s) of the same stats() appended by the sampler's encoding and ` +
+        `script, with topKeys ${TOP_KEYS.join(' and ')}; MEMORY USAGE of the series and the tick's two keys.`,
       columns: [
         { key: 'topKeys', label: 'topKeys' },
         { key: 'keys', label: 'keys' },
@@ -218,12 +226,18 @@ export const history: Scenario = {
       ],
       rows,
       ratios: [
-        { name: 'samples taken / intervals', value: ratio(m.samples, m.intervals), target: '~1 (one per interval, whatever the processes)' },
+        {
+          name: 'samples taken / intervals',
+          value: ratio(m.samples, m.intervals),
+          target: '~1 (one per interval, whatever the processes)',
+        },
         { name: 'history-tick calls per process per interval', value: ratio(m.tickCalls, m.processes * m.intervals), target: '~1' },
       ],
       notes: [
-        "a sample's top keys are the topKeys with the most ids waiting and as many laggiest, merged (here up to 10 keys named like account-100042); longer key names make a sample longer",
-        'commands per sample count each command a stats() read pipelines (per key: sizes, retry slices, oldest mark, lanes); a process that does not sample sends only its tick',
+        "a sample's top keys are the topKeys with the most ids waiting and as many laggiest, merged (here up to 10 keys named like " +
+          'account-100042); longer key names make a sample longer',
+        'commands per sample count each command a stats() read pipelines (per key: sizes, retry slices, oldest mark, lanes); a process ' +
+          'that does not sample sends only its tick',
       ],
       details: m,
     };

@@ -56,7 +56,10 @@ export const memory: Scenario = {
     return {
       id: 'memory',
       title: 'Memory',
-      setup: `${fmtInt(c.keys * c.idsPerKey)} pending ids over ${c.keys} keys; Redis used_memory added by the push, per id, beside the same ids RPUSH/SADD/ZADDed into ${c.keys} bare keys. Then 1 worker process (concurrency ${c.concurrency}, empty handler) drains them.`,
+      setup:
+        `${fmtInt(c.keys * c.idsPerKey)} pending ids over ${c.keys} keys; Redis used_memory added by the push, per id, beside the ` +
+        `same ids RPUSH/SADD/ZADDed into ${c.keys} bare keys. Then 1 worker process (concurrency ${c.concurrency}, empty handler) ` +
+        `drains them.`,
       columns: [
         { key: 'store', label: 'store' },
         { key: 'ours', label: 'ours bytes/id', digits: 1 },

@@ -18,7 +18,8 @@ export const noisyNeighbour: Scenario = {
     const c = config.noisy;
     const oursSmall: SystemSpec = { id: 'ours' };
     const plan = [...ALL, oursSmall];
-    const floodOf = (spec: SystemSpec) => (spec === oursSmall ? scaled(config, 'groupmq', c.floodIds) : scaled(config, spec.id, c.floodIds));
+    const floodOf = (spec: SystemSpec) =>
+      spec === oursSmall ? scaled(config, 'groupmq', c.floodIds) : scaled(config, spec.id, c.floodIds);
     const results = await runSystems(plan, (system) => ({
       system,
       processes: 1,
@@ -35,8 +36,10 @@ export const noisyNeighbour: Scenario = {
       id: 'noisy-neighbour',
       title: 'Noisy neighbour',
       setup:
-        `1 heavy key (backlog pushed first), handler ${c.costPerIdUs} µs of CPU per id (1 ms per 100), concurrency ${c.concurrency}, 1 worker process; ` +
-        `${l.keys} light keys each push ${l.idsPerPush} ids ${l.pushesPerKey}× at random moments (same seed for all) in the first ${fmtInt(l.windowMs)} ms of the drain. ` +
+        `1 heavy key (backlog pushed first), handler ${c.costPerIdUs} µs of CPU per id (1 ms per 100), concurrency ${c.concurrency}, 1 ` +
+        `worker process; ` +
+        `${l.keys} light keys each push ${l.idsPerPush} ids ${l.pushesPerKey}× at random moments (same seed for all) in the first ` +
+        `${fmtInt(l.windowMs)} ms of the drain. ` +
         'Latency: from the push call to the end of the handler call that processed the id.',
       columns: LATENCY_COLUMNS,
       rows: results.map(latencyRow),

@@ -7,7 +7,10 @@ const SYSTEMS: readonly SystemSpec[] = [{ id: 'ours' }, { id: 'bullmq-per-id' }]
 
 /** Where a run timed out: the drain time its rate so far projects, for a note (never a ratio). */
 function projected(r: Measured): string {
-  return `${r.system} timed out with ${fmtInt(r.processed)}/${fmtInt(r.expected)} ids processed; at its rate the drain would take ~${((r.expected / r.idsPerSec) || Number.NaN).toFixed(0)} s`;
+  return (
+    `${r.system} timed out with ${fmtInt(r.processed)}/${fmtInt(r.expected)} ids processed; at its rate the drain would take ` +
+    `~${(r.expected / r.idsPerSec || Number.NaN).toFixed(0)} s`
+  );
 }
 
 /**
@@ -34,7 +37,8 @@ export const oneIdKeys: Scenario = {
       id: 'one-id-keys',
       title: 'One id per key',
       setup:
-        `${fmtInt(c.keys)} keys × 1 id, pushed first (one push per key, ${c.fillCallers} concurrent callers), then 1 worker process, concurrency ${c.concurrency}, empty handler. ` +
+        `${fmtInt(c.keys)} keys × 1 id, pushed first (one push per key, ${c.fillCallers} concurrent callers), then 1 worker process, ` +
+        `concurrency ${c.concurrency}, empty handler. ` +
         `Every system gets all ${fmtInt(c.keys)} ids; bullmq-per-id adds each with Queue.add.`,
       columns: forRepeats(THROUGHPUT_COLUMNS, 1),
       rows: results.map(throughputRow),

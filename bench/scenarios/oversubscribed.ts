@@ -29,7 +29,8 @@ export const oversubscribed: Scenario = {
       notes: [
         slowNote(config),
         DRAINED_NOTE,
-        'under fifo a light key\'s job joins the back of the wait list behind every heavy job, and no heavy run spends the default 300 s budget, ' +
+        "under fifo a light key's job joins the back of the wait list behind every heavy job, and no heavy run spends the default 300 " +
+          's budget, ' +
           'so light keys wait for the whole heavy backlog: a fifo run lasts a full drain',
       ],
       details: results,

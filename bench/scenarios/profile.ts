@@ -26,7 +26,9 @@ export const profile: Scenario = {
     return {
       id: 'profile',
       title: 'Redis round trips and time per 100 ids (SLOWLOG of a small drain)',
-      setup: `${c.keys} keys × ${fmtInt(c.idsPerKey)} ids, 1 worker process, concurrency ${c.concurrency}, empty handler, every command logged. Per 100 ids processed.`,
+      setup:
+        `${c.keys} keys × ${fmtInt(c.idsPerKey)} ids, 1 worker process, concurrency ${c.concurrency}, empty handler, every ` +
+        `command logged. Per 100 ids processed.`,
       columns: [
         { key: 'system', label: 'system' },
         { key: 'ids', label: 'ids' },

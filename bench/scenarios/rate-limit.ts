@@ -12,7 +12,9 @@ const RETRYING = 'retrying-';
 const OTHERS = 'other-';
 
 const fixed = (value: number | null | undefined, digits: number): Cell =>
-  value === null || value === undefined || !Number.isFinite(value) ? null : value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  value === null || value === undefined || !Number.isFinite(value)
+    ? null
+    : value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const int = (value: number | null | undefined): Cell => fixed(value, 0);
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
@@ -26,7 +28,10 @@ interface Accuracy {
   rate: number;
   /** Limited ids of the slices that started in the window, per second: the same, counted as points. */
   pointRate: number;
-  /** The most limited ids in any limit window: of the claims (Redis clock), null if the log was read too seldom; of the handler calls' starts. */
+  /**
+   * The most limited ids in any limit window: of the claims (Redis clock), null if the log was read
+   * too seldom; of the handler calls' starts.
+   */
   busiestClaims: number | null;
   busiestStarts: number;
   /** The longest gap between two limited slices' starts: more than a limit window is time spent waiting for a worker slot. */
@@ -72,7 +77,10 @@ async function accuracy(c: FlowPlan['accuracy']): Promise<Accuracy> {
 /** 2: keys with backlogs and one calling retryAfter, then the same with no retryAfter. */
 async function retry(c: FlowPlan['retry']): Promise<{ retrying: FlowResult; control: FlowResult }> {
   const run = (system: SystemSpec) => {
-    progress(`${systemFor(system).label}: ${c.keys} keys × ${fmtInt(c.idsPerKey)} ids + 1 × ${fmtInt(c.retryingIds)}, ${c.sliceWaitMs} ms per slice, 1 process × ${c.concurrency} slots`);
+    progress(
+      `${systemFor(system).label}: ${c.keys} keys × ${fmtInt(c.idsPerKey)} ids + 1 × ${fmtInt(c.retryingIds)}, ${c.sliceWaitMs} ms per ` +
+        `slice, 1 process × ${c.concurrency} slots`,
+    );
     return runFlow({
       system,
       processes: 1,
@@ -110,7 +118,8 @@ async function cost(config: Config, c: FlowPlan['cost']): Promise<{ on: Measured
   return { on, off };
 }
 
-const done = (r: FlowResult) => `${fmtInt(r.tracedDone.ids)}/${fmtInt(r.tracedIds)}${r.timedOut ? ' (timed out)' : ''}, last at ${seconds(r.tracedDone.lastMs)}`;
+const done = (r: FlowResult) =>
+  `${fmtInt(r.tracedDone.ids)}/${fmtInt(r.tracedIds)}${r.timedOut ? ' (timed out)' : ''}, last at ${seconds(r.tracedDone.lastMs)}`;
 
 /**
  * Flow control (the `rateLimit` option and `ctx.retryAfter`), each beside a control run of the
@@ -137,14 +146,26 @@ export const rateLimit: Scenario = {
 
     const ratios: Ratio[] = [
       { name: `limited key ids/s / limit (${fmtInt(limitPerSec)}/s)`, value: ratio(acc.rate, limitPerSec), target: '0.95–1.05' },
-      { name: `most limited ids claimed in any ${windowLabel} (Redis log) / max`, value: ratio(acc.busiestClaims, a.limit.max), target: '<= 1' },
+      {
+        name: `most limited ids claimed in any ${windowLabel} (Redis log) / max`,
+        value: ratio(acc.busiestClaims, a.limit.max),
+        target: '<= 1',
+      },
       { name: `most limited ids whose handler call started in any ${windowLabel} / max`, value: ratio(acc.busiestStarts, a.limit.max) },
-      { name: 'other keys ids/s: with the limited key / without', value: ratio(othersRate(acc.limited), othersRate(acc.control)), target: '~1' },
+      {
+        name: 'other keys ids/s: with the limited key / without',
+        value: ratio(othersRate(acc.limited), othersRate(acc.control)),
+        target: '~1',
+      },
       {
         name: 'light p99: with the limited key / without',
         value: acc.limited.timedOut || acc.control.timedOut ? null : ratio(acc.limited.light?.p99, acc.control.light?.p99),
       },
-      { name: 'worker-slot utilisation: retryAfter / control', value: ratio(ret.retrying.window.utilisation, ret.control.window.utilisation), target: '~1' },
+      {
+        name: 'worker-slot utilisation: retryAfter / control',
+        value: ratio(ret.retrying.window.utilisation, ret.control.window.utilisation),
+        target: '~1',
+      },
       { name: 'other keys ids/s: retryAfter / control', value: ratio(othersRate(ret.retrying), othersRate(ret.control)) },
       { name: 'Redis µs (scripts) per 100 ids: limit on / off', value: ratio(on?.scriptUsec, off?.scriptUsec) },
       { name: 'Redis CPU µs per 100 ids: limit on / off', value: ratio(on?.redisCpu, off?.redisCpu) },
@@ -156,16 +177,23 @@ export const rateLimit: Scenario = {
       id: 'rate-limit',
       title: 'Flow control: rateLimit and retryAfter',
       setup:
-        `1: one key limited to ${fmtInt(a.limit.max)} ids per ${windowLabel} with ${fmtInt(a.limitedIds)} ids, beside ${a.keys} unlimited keys × ${fmtInt(a.idsPerKey)} ids ` +
+        `1: one key limited to ${fmtInt(a.limit.max)} ids per ${windowLabel} with ${fmtInt(a.limitedIds)} ids, beside ${a.keys} ` +
+        `unlimited keys × ${fmtInt(a.idsPerKey)} ids ` +
         `(all pushed first, the limited key's first), empty handler, ${a.processes} worker processes of concurrency ${a.concurrency}; ` +
         `${a.light.keys} light keys each push ${a.light.idsPerPush} ids ${a.light.pushesPerKey}× at random moments in the window. ` +
-        `Figures over a ${fmtInt(a.windowMs)} ms window after ${fmtInt(a.warmupMs)} ms of warm-up; control: the same without the limited key. ` +
-        `2: ${r.keys} keys × ${fmtInt(r.idsPerKey)} ids and 1 key × ${fmtInt(r.retryingIds)} ids (pushed first) whose handler calls ctx.retryAfter(${fmtInt(r.retryAfterMs)}) ` +
-        `instead of every ${r.every}th slice; the handler waits ${r.sliceWaitMs} ms per slice (a call to another service); 1 worker process of concurrency ${r.concurrency}; ` +
-        `figures over a ${fmtInt(r.windowMs)} ms window after ${fmtInt(r.warmupMs)} ms, then the run goes on until every id of the retrying key is processed; control: no retryAfter. ` +
+        `Figures over a ${fmtInt(a.windowMs)} ms window after ${fmtInt(a.warmupMs)} ms of warm-up; control: the same without the ` +
+        `limited key. ` +
+        `2: ${r.keys} keys × ${fmtInt(r.idsPerKey)} ids and 1 key × ${fmtInt(r.retryingIds)} ids (pushed first) whose handler calls ` +
+        `ctx.retryAfter(${fmtInt(r.retryAfterMs)}) ` +
+        `instead of every ${r.every}th slice; the handler waits ${r.sliceWaitMs} ms per slice (a call to another service); 1 worker ` +
+        `process of concurrency ${r.concurrency}; ` +
+        `figures over a ${fmtInt(r.windowMs)} ms window after ${fmtInt(r.warmupMs)} ms, then the run goes on until every id of the ` +
+        `retrying key is processed; control: no retryAfter. ` +
         `Worker-slot utilisation: time in handler calls / (slots × window). ` +
-        `3: ${k.keys} keys × ${fmtInt(k.idsPerKey)} ids drained by 1 worker process of concurrency ${k.concurrency}, empty handler, with rateLimit ` +
-        `{ max: ${fmtInt(k.limit.max)}, durationMs: ${fmtInt(k.limit.durationMs)} } on every key (never binds) and without; INFO commandstats reset after the push, read once every id is processed.`,
+        `3: ${k.keys} keys × ${fmtInt(k.idsPerKey)} ids drained by 1 worker process of concurrency ${k.concurrency}, empty handler, ` +
+        `with rateLimit ` +
+        `{ max: ${fmtInt(k.limit.max)}, durationMs: ${fmtInt(k.limit.durationMs)} } on every key (never binds) and without; INFO ` +
+        `commandstats reset after the push, read once every id is processed.`,
       columns: [
         { key: 'part', label: 'part' },
         { key: 'figure', label: 'figure' },
@@ -178,24 +206,42 @@ export const rateLimit: Scenario = {
         row(part1, `most limited ids claimed in any ${windowLabel} (Redis log)`, int(acc.busiestClaims), null),
         row(part1, `most limited ids whose handler call started in any ${windowLabel}`, int(acc.busiestStarts), null),
         row(part1, 'longest pause between limited slices, ms', int(acc.longestPauseMs), null),
-        row(part1, 'light p50 / p99 ms', `${fixed(acc.limited.light?.p50, 1)} / ${lightP99(acc.limited)}`, `${fixed(acc.control.light?.p50, 1)} / ${lightP99(acc.control)}`),
+        row(
+          part1,
+          'light p50 / p99 ms',
+          `${fixed(acc.limited.light?.p50, 1)} / ${lightP99(acc.limited)}`,
+          `${fixed(acc.control.light?.p50, 1)} / ${lightP99(acc.control)}`,
+        ),
         row(part2, 'other keys ids/s in the window', int(othersRate(ret.retrying)), int(othersRate(ret.control))),
-        row(part2, 'worker-slot utilisation in the window', fixed(ret.retrying.window.utilisation, 3), fixed(ret.control.window.utilisation, 3)),
+        row(
+          part2,
+          'worker-slot utilisation in the window',
+          fixed(ret.retrying.window.utilisation, 3),
+          fixed(ret.control.window.utilisation, 3),
+        ),
         row(part2, 'retrying key: ids processed, last one at', done(ret.retrying), done(ret.control)),
         row(part3, 'drain ids/s', int(on?.idsPerSec), int(off?.idsPerSec)),
         row(part3, 'Redis µs (scripts) per 100 ids', fixed(on?.scriptUsec, 1), fixed(off?.scriptUsec, 1)),
         row(part3, 'Redis CPU µs per 100 ids', fixed(on?.redisCpu, 1), fixed(off?.redisCpu, 1)),
-        row(part3, 'commands per 100 ids (scripts\' included)', fixed(on?.commands, 1), fixed(off?.commands, 1)),
+        row(part3, "commands per 100 ids (scripts' included)", fixed(on?.commands, 1), fixed(off?.commands, 1)),
       ],
       ratios,
       notes: [
-        `limited key ids/s: each handler call's ids spread over the ${windowLabel} after it started, averaged over the window, so whether the window's edges fall just before or after one of the key's bursts does not count; counted as points it is ${fmtInt(acc.pointRate)}`,
-        'the limit holds on claims, by the Redis clock (the key\'s rate-limit log, read every 100 ms); a handler call starts a little after its claim, by an amount that varies, so its starts can crowd one more slice into a window',
-        `a limited or retrying key waits without a worker slot, then its job queues for one like any other: a pause between limited slices longer than ${windowLabel} is time spent in that queue`,
-        'Redis µs (scripts): INFO commandstats usec of EVALSHA and EVAL, the commands the scripts run included (every claim is a script); commands per 100 ids counts those inner commands too',
-        'a limited claim reads the key\'s whole rate-limit log, one entry per claim of the last durationMs, so what a limit adds grows with the slices a key claims per window: ' +
+        `limited key ids/s: each handler call's ids spread over the ${windowLabel} after it started, averaged over the window, so ` +
+          `whether the window's edges fall just before or after one of the key's bursts does not count; counted as points it is ` +
+          `${fmtInt(acc.pointRate)}`,
+        "the limit holds on claims, by the Redis clock (the key's rate-limit log, read every 100 ms); a handler call starts a little " +
+          'after its claim, by an amount that varies, so its starts can crowd one more slice into a window',
+        `a limited or retrying key waits without a worker slot, then its job queues for one like any other: a pause between limited ` +
+          `slices longer than ${windowLabel} is time spent in that queue`,
+        'Redis µs (scripts): INFO commandstats usec of EVALSHA and EVAL, the commands the scripts run included (every claim is a ' +
+          'script); commands per 100 ids counts those inner commands too',
+        "a limited claim reads the key's whole rate-limit log, one entry per claim of the last durationMs, so what a limit adds grows " +
+          'with the slices a key claims per window: ' +
           'a key drained alone claims more of them than these keys, which share the slots',
-        ...(acc.busiestClaims === null ? [`the rate-limit log was read less often than every ${windowLabel}: its busiest window is unknown`] : []),
+        ...(acc.busiestClaims === null
+          ? [`the rate-limit log was read less often than every ${windowLabel}: its busiest window is unknown`]
+          : []),
         ...(drained.length ? ['other keys ids/s is — where they ran out of ids inside the window'] : []),
       ],
       details: {

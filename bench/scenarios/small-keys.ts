@@ -41,19 +41,33 @@ export const smallKeys: Scenario = {
       id: 'small-keys',
       title: 'Small keys',
       setup:
-        `${c.shapes.map((s) => `${shapeName(s)} ids`).join(' and ')} (keys × ids per key), pushed first, one push per key carrying all its ids ` +
+        `${c.shapes.map((s) => `${shapeName(s)} ids`).join(' and ')} (keys × ids per key), pushed first, one push per key carrying all ` +
+        `its ids ` +
         `(${c.fillCallers} concurrent callers), then 1 worker process, concurrency ${c.concurrency}, empty handler. ` +
         'bullmq-per-key: one plain BullMQ job per push (per key) with all its ids, no per-key exclusivity.',
       columns: forRepeats([{ key: 'shape', label: 'keys × ids' }, ...THROUGHPUT_COLUMNS, { key: 'keysPerSec', label: 'keys/s' }], 1),
       rows: runs.flatMap(({ shape, results }) =>
-        results.map((r) => ({ shape: shapeName(shape), ...throughputRow(r), keysPerSec: (r.processed / shape.idsPerKey / r.drainMs) * 1000 })),
+        results.map((r) => ({
+          shape: shapeName(shape),
+          ...throughputRow(r),
+          keysPerSec: (r.processed / shape.idsPerKey / r.drainMs) * 1000,
+        })),
       ),
       ratios: runs.flatMap(({ shape, results }) => [
-        { name: `${shapeName(shape)}: ours / bullmq-per-id ids/s`, value: ratio(rate(results, 'ours'), rate(results, 'bullmq-per-id')), target: '>= 10' },
-        { name: `${shapeName(shape)}: ours / bullmq-per-key ids/s`, value: ratio(rate(results, 'ours'), rate(results, 'bullmq-per-key')), target: '>= 0.5' },
+        {
+          name: `${shapeName(shape)}: ours / bullmq-per-id ids/s`,
+          value: ratio(rate(results, 'ours'), rate(results, 'bullmq-per-id')),
+          target: '>= 10',
+        },
+        {
+          name: `${shapeName(shape)}: ours / bullmq-per-key ids/s`,
+          value: ratio(rate(results, 'ours'), rate(results, 'bullmq-per-key')),
+          target: '>= 0.5',
+        },
       ]),
       notes: [
-        `bullmq-per-id ran ${Math.round(config.slowShare * 100)}% of the keys, with the same ids per key (one job per id is ~100x slower); rates are per second and ratios compare rates`,
+        `bullmq-per-id ran ${Math.round(config.slowShare * 100)}% of the keys, with the same ids per key (one job per id is ~100x ` +
+          `slower); rates are per second and ratios compare rates`,
       ],
       details: runs,
     };

@@ -20,7 +20,10 @@ export const splitFlood: Scenario = {
       setup: contendedSetup(c),
       columns: CONTENDED_COLUMNS,
       rows: results.map(contendedRow),
-      ratios: [{ name: `ours light p99 / ${TARGET_P99_MS} ms`, value: ratio(fair?.light?.p99, TARGET_P99_MS), target: '< 1' }, ...fairVsFifo(fair, fifo)],
+      ratios: [
+        { name: `ours light p99 / ${TARGET_P99_MS} ms`, value: ratio(fair?.light?.p99, TARGET_P99_MS), target: '< 1' },
+        ...fairVsFifo(fair, fifo),
+      ],
       notes: ['the same heavy ids as the oversubscribed run, over many more keys: one tenant splitting its flood'],
       details: results,
     };

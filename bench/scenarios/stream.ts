@@ -21,7 +21,9 @@ function bounded(r: StreamRun, value: number, isMax = false): Cell {
 function p99Ratio(rate: number, a: StreamRun | undefined, b: StreamRun | undefined): Ratio {
   const lower = a !== undefined && a.latency.p99 > a.minCensoredMs;
   const unknown = b === undefined || b.latency.p99 > b.minCensoredMs;
-  const name = `${fmtInt(rate)}/s: ${a?.system ?? 'ours'} p99 / ${b?.system ?? 'bullmq-per-id'} p99${lower ? ' (at least: ours had ids left unprocessed)' : ''}`;
+  const name =
+    `${fmtInt(rate)}/s: ${a?.system ?? 'ours'} p99 / ${b?.system ?? 'bullmq-per-id'} ` +
+    `p99${lower ? ' (at least: ours had ids left unprocessed)' : ''}`;
   const value = unknown ? null : ratio(a?.latency.p99, b?.latency.p99);
   if (b?.keptUp === 'yes' && a?.system === 'ours') return { name, value, target: '<= 2' };
   return { name: a?.system === 'ours' ? `${name} (no target: bullmq-per-id did not keep up)` : name, value };
@@ -41,7 +43,8 @@ export const stream: Scenario = {
       for (const spec of systems) {
         progress(`${systemFor(spec).label}: ${fmtInt(rate)} pushes/s for ${(c.durationMs / 1000).toFixed(1)} s`);
         const run = await runStream(spec, c, rate);
-        if (!run.pusherReached) progress(`${run.system}: the pusher reached only ${fmtInt(run.achievedPerSec)} pushes/s of ${fmtInt(rate)}`);
+        if (!run.pusherReached)
+          progress(`${run.system}: the pusher reached only ${fmtInt(run.achievedPerSec)} pushes/s of ${fmtInt(rate)}`);
         runs.push(run);
       }
     }
@@ -50,10 +53,14 @@ export const stream: Scenario = {
       id: 'stream',
       title: 'Stream of single-id pushes',
       setup:
-        `Single-id pushes to random keys out of ${fmtInt(c.keys)} (same seeded sequence for every system) at ${c.ratesPerSec.map(fmtInt).join(', ')} pushes/s for ${(c.durationMs / 1000).toFixed(1)} s; ` +
-        `each push its own performBatchLater / Queue.add call, sent every ${TICK_MS} ms as they come due, at most ${fmtInt(c.maxInFlight)} in flight, from the bench process; ` +
-        `1 worker process, concurrency ${c.concurrency}, empty handler. Latency: from the start of the push call to the handler call that processed the id. ` +
-        `The run stops ${fmtInt(c.keptUpMs)} ms after the stream's end; an id still unprocessed counts with its wait so far, so a figure marked ≥ is a lower bound. ` +
+        `Single-id pushes to random keys out of ${fmtInt(c.keys)} (same seeded sequence for every system) at ` +
+        `${c.ratesPerSec.map(fmtInt).join(', ')} pushes/s for ${(c.durationMs / 1000).toFixed(1)} s; ` +
+        `each push its own performBatchLater / Queue.add call, sent every ${TICK_MS} ms as they come due, at most ` +
+        `${fmtInt(c.maxInFlight)} in flight, from the bench process; ` +
+        `1 worker process, concurrency ${c.concurrency}, empty handler. Latency: from the start of the push call to the handler call ` +
+        `that processed the id. ` +
+        `The run stops ${fmtInt(c.keptUpMs)} ms after the stream's end; an id still unprocessed counts with its wait so far, so a ` +
+        `figure marked ≥ is a lower bound. ` +
         keptUpRule(c.keptUpMs),
       columns: [
         { key: 'rate', label: 'pushes/s' },
@@ -88,9 +95,11 @@ export const stream: Scenario = {
         ...(c.fifoRow ? [p99Ratio(rate, find(rate, 'ours (fifo)'), find(rate, 'bullmq-per-id'))] : []),
       ]),
       notes: [
-        'sent/s is what the pusher sent; "(pusher short)" marks a rate the bench process could not reach (under 98% of the planned pushes), so that row measured the lower rate: ' +
-          `either its CPU was spent, or ${fmtInt(c.maxInFlight)} pushes were in flight (a system whose push calls slow down holds its own pusher back)`,
-        'the pusher, the worker process and redis-server share the machine\'s cores',
+        'sent/s is what the pusher sent; "(pusher short)" marks a rate the bench process could not reach (under 98% of the planned ' +
+          'pushes), so that row measured the lower rate: ' +
+          `either its CPU was spent, or ${fmtInt(c.maxInFlight)} pushes were in flight (a system whose push calls slow down holds its ` +
+          `own pusher back)`,
+        "the pusher, the worker process and redis-server share the machine's cores",
       ],
       details: runs,
     };

@@ -33,7 +33,10 @@ export function oursSystem(variant: OursVariant = {}): System {
     variant.store && variant.store !== 'list' ? `store ${variant.store}` : '',
     variant.scheduling && variant.scheduling !== 'fair' ? variant.scheduling : '',
     variant.maxRuntimeMs !== undefined ? `maxRuntimeMs ${variant.maxRuntimeMs}` : '',
-    rateLimit ? `rateLimit ${n(rateLimit.max)}/${n(rateLimit.durationMs)} ms${rateLimit.keyPrefix !== undefined ? ` on ${rateLimit.keyPrefix}*` : ''}` : '',
+    rateLimit
+      ? `rateLimit ${n(rateLimit.max)}/${n(rateLimit.durationMs)} ` +
+        `ms${rateLimit.keyPrefix !== undefined ? ` on ${rateLimit.keyPrefix}*` : ''}`
+      : '',
     retryAfter ? `retryAfter ${n(retryAfter.ms)} ms every ${retryAfter.every}th slice of ${retryAfter.keyPrefix}*` : '',
   ].filter(Boolean);
   const batcher = (target: Target, handler: ConsumerOptions['handler'] = () => undefined): Batcher =>

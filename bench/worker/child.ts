@@ -17,7 +17,7 @@ const send = (message: FromWorker) => process.send?.(message);
 let processed = 0;
 let lastAt = 0;
 let busyMs = 0;
-let light: LightSample[] = [];
+const light: LightSample[] = [];
 const traced: TracedSlice[] = [];
 const takeLight = () => light.splice(0);
 const takeTraced = () => traced.splice(0);
@@ -55,23 +55,41 @@ async function main(spec: WorkerSpec): Promise<void> {
   let cpuAtStart = process.cpuUsage();
   let progress: NodeJS.Timeout | undefined;
 
-  process.on('message', async (message: ToWorker) => {
+  // The handler's promise is its own: a listener's return value is ignored by the emitter.
+  process.on('message', (message: ToWorker) => void onMessage(message));
+  async function onMessage(message: ToWorker): Promise<void> {
     if (message.type === 'start') {
-      setTimeout(() => {
-        cpuAtStart = process.cpuUsage();
-        consumer.start();
-        progress = setInterval(() => send({ type: 'progress', processed, lastAt, busyMs, light: takeLight(), traced: takeTraced() }), PROGRESS_MS);
-      }, Math.max(0, message.at - now()));
+      setTimeout(
+        () => {
+          cpuAtStart = process.cpuUsage();
+          consumer.start();
+          progress = setInterval(
+            () => send({ type: 'progress', processed, lastAt, busyMs, light: takeLight(), traced: takeTraced() }),
+            PROGRESS_MS,
+          );
+        },
+        Math.max(0, message.at - now()),
+      );
     } else {
       clearInterval(progress);
       const cpu = process.cpuUsage(cpuAtStart);
       const rssEnd = process.memoryUsage.rss();
-      send({ type: 'final', processed, lastAt, busyMs, light: takeLight(), traced: takeTraced(), rssReady, rssEnd, cpuMicros: cpu.user + cpu.system });
+      send({
+        type: 'final',
+        processed,
+        lastAt,
+        busyMs,
+        light: takeLight(),
+        traced: takeTraced(),
+        rssReady,
+        rssEnd,
+        cpuMicros: cpu.user + cpu.system,
+      });
       // The figures are sent; a consumer that cannot close is killed by the host after a grace period.
       await consumer.close().catch((err: unknown) => console.error('worker close failed:', err));
       process.exit(0);
     }
-  });
+  }
   send({ type: 'ready', rss: rssReady });
 }
 

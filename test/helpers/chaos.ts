@@ -10,7 +10,9 @@ const WORKER = { concurrency: 4, lockDuration: 1000, stalledInterval: 500 };
 export const persistentRedis = (dir: string): string[] => ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir];
 
 /** A worker process of the chaos test and the soak (test/fixtures/worker-process.ts, recording what it processes). */
-export const startChaosWorker = (redisUrl: string, name: string): Promise<ChildProcess> => startWorkerProcess({ redisUrl, name, options: OPTIONS, worker: WORKER, sliceDelayMs: 2 });
+export const startChaosWorker = (redisUrl: string, name: string): Promise<ChildProcess> =>
+  startWorkerProcess({ redisUrl, name, options: OPTIONS, worker: WORKER, sliceDelayMs: 2 });
 
 /** A client for the faults themselves: it retries quickly and never reports the outages it sees. */
-export const adminClient = (port: number): Redis => new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 3, retryStrategy: () => 50 }).on('error', () => {});
+export const adminClient = (port: number): Redis =>
+  new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 3, retryStrategy: () => 50 }).on('error', () => {});

@@ -56,10 +56,21 @@ export interface PushProcess {
  * `${prefix}-n`, `pauseMs` between two pushes of one of its callers. Every id whose push resolved
  * is added to `acked`.
  */
-export function startPushProcess(o: { redisUrl: string; name: string; prefix: string; ids: number; keys: number; pauseMs: number }, acked: Set<string>): PushProcess {
+export function startPushProcess(
+  o: { redisUrl: string; name: string; prefix: string; ids: number; keys: number; pauseMs: number },
+  acked: Set<string>,
+): PushProcess {
   const child = fork(PUSHER, [], {
     execArgv: ['--import', 'tsx'],
-    env: { ...process.env, REDIS_URL: o.redisUrl, BBK_NAME: o.name, BBK_IDS: String(o.ids), BBK_KEYS: String(o.keys), BBK_PREFIX: o.prefix, BBK_PAUSE_MS: String(o.pauseMs) },
+    env: {
+      ...process.env,
+      REDIS_URL: o.redisUrl,
+      BBK_NAME: o.name,
+      BBK_IDS: String(o.ids),
+      BBK_KEYS: String(o.keys),
+      BBK_PREFIX: o.prefix,
+      BBK_PAUSE_MS: String(o.pauseMs),
+    },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   child.on('message', (m: { acked?: string[] }) => m.acked?.forEach((id) => acked.add(id)));

@@ -103,7 +103,10 @@ export function parseUrl(url: string): { host: string; port: number } {
 }
 
 /** Polls until `check` returns a truthy value (which it returns), or throws after `timeoutMs`. */
-export async function waitFor<T>(check: () => T | Promise<T>, { timeoutMs = 20_000, intervalMs = 20, what = 'condition' } = {}): Promise<T> {
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  { timeoutMs = 20_000, intervalMs = 20, what = 'condition' } = {},
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
