@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError, NotPausedError } from './errors';
 import { CHART_STYLE, historyCharts } from './charts';
 import { esc, formatMs } from './html';
+import { boolean, integer } from './validate';
 import type { Batcher, DeadLetter, History, KeyStats, PausedKey, Stats, StatsOptions } from './types';
 
 /** The CLI formats lag as the page does. */
@@ -50,11 +51,13 @@ function validate(
   }
   if (new Set(batchers.map((b) => b.name)).size !== batchers.length)
     throw new InvalidOptionError('dashboard batchers must have different names');
-  if (typeof readOnly !== 'boolean') throw new InvalidOptionError(`dashboard readOnly must be a boolean, got ${describe(readOnly)}`);
-  if (!Number.isInteger(deadLetters) || deadLetters < 0 || deadLetters > 1000) {
-    throw new InvalidOptionError(`dashboard deadLetters must be an integer between 0 and 1000, got ${describe(deadLetters)}`);
-  }
-  return { batchers, readOnly, deadLetters, stats, hosts: new Set(validateOrigins(origins)) };
+  return {
+    batchers,
+    readOnly: boolean('dashboard readOnly', readOnly, true),
+    deadLetters: integer('dashboard deadLetters', deadLetters, 50, 0, 1000),
+    stats,
+    hosts: new Set(validateOrigins(origins)),
+  };
 }
 
 /** The host part of each allowed origin (what an Origin header is compared by). */

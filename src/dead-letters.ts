@@ -1,4 +1,5 @@
 import { describe, InvalidOptionError } from './errors';
+import { integer, oneOf } from './validate';
 import type { FailurePlan } from './failures';
 import { normalizeIds, validateKey } from './input';
 import { encodeKey, type DeadNames, type Keyspace } from './keys';
@@ -80,12 +81,9 @@ export class DeadLetterBox implements DeadLetters {
 
   async list(options: DeadLetterListOptions = {}): Promise<{ letters: DeadLetter[]; cursor?: string }> {
     const key = options.key === undefined ? undefined : validateKey(options.key, 'deadLetters.list key');
-    const limit = pageSize(options.limit);
+    const limit = integer('deadLetters.list limit', options.limit, 100, 1, MAX_PAGE);
     const offset = cursorOffset(options.cursor);
-    const order = options.order ?? 'time';
-    if (order !== 'time' && order !== 'attempts') {
-      throw new InvalidOptionError(`deadLetters.list order must be 'time' or 'attempts', got ${describe(order)}`);
-    }
+    const order = oneOf('deadLetters.list order', options.order, ['time', 'attempts'], 'time');
     const client = this.deps.client();
     // One more than the page tells whether another page follows.
     let fields: string[];
@@ -191,14 +189,6 @@ function parseLetter(json: string): DeadLetter {
 /** What a requeue pushes for a letter: its id with each payload it carried, or the bare id. */
 function itemsOf(letter: DeadLetter): PushItem[] {
   return letter.payloads && letter.payloads.length > 0 ? letter.payloads.map((data) => ({ id: letter.id, data })) : [letter.id];
-}
-
-function pageSize(limit: unknown): number {
-  if (limit === undefined) return 100;
-  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
-    throw new InvalidOptionError(`deadLetters.list limit must be an integer between 1 and ${MAX_PAGE}, got ${describe(limit)}`);
-  }
-  return limit;
 }
 
 function cursorOffset(cursor: unknown): number {

@@ -2,6 +2,7 @@ import { Cluster } from 'ioredis';
 import { currentKey } from './context';
 import { withDeadline } from './deadline';
 import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError, TicketSealedError, UnknownTicketError } from './errors';
+import { boolean } from './validate';
 import { normalizeItems, validateKey, type NormalizedPush } from './input';
 import { ensureJob, LEVEL, type KeyQueue } from './job';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
@@ -51,8 +52,8 @@ export async function performBatchLater(
 ): Promise<PerformResult> {
   const { ids, payloads } = normalizeItems(items);
   const delayMs = validateDelay(deps.store, options.delayMs);
-  const track = validateFlag('track', options.track);
-  const callback = options.callback === undefined ? deps.callbacks : validateFlag('callback', options.callback);
+  const track = boolean('options.track', options.track, false);
+  const callback = options.callback === undefined ? deps.callbacks : boolean('options.callback', options.callback, false);
   const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
   if (open && track) throw new InvalidOptionError('pass either track: true (a ticket of its own) or ticket (an open ticket), not both');
   const key = open ? keyOfTicket(open.key, options.key) : await resolveKey(deps.resolver, options.key);
@@ -169,11 +170,6 @@ async function bringForward(deps: EnqueueDeps, key: Key, names: KeyNames, waitMs
     dueAt = Date.now() + readyIn;
     await ensureJob(deps.queue(), key, readyIn);
   }
-}
-
-function validateFlag(name: string, value: unknown): boolean {
-  if (value === undefined || typeof value === 'boolean') return value === true;
-  throw new InvalidOptionError(`${name} must be a boolean, got ${describe(value)}`);
 }
 
 function validateDelay(store: Store, delayMs: unknown): number {

@@ -1,3 +1,4 @@
+import { MAX_TIMER_MS } from './limits';
 import type { Id, Progress } from './types';
 
 /**
@@ -180,9 +181,6 @@ export class TicketSealedError extends BatchByKeyError {
   }
 }
 
-/** The longest hold or pause (2^31 - 1 ms, about 24.8 days): the longest delay Node's timers and our options take. */
-const MAX_HOLD_MS = 2 ** 31 - 1;
-
 /**
  * Thrown by a handler (or by `ctx.retryAfter(ms)`) when the upstream said "not now" (an HTTP 429
  * or 503 with `Retry-After`): the slice goes back to the front of the key's ids unchanged (no
@@ -193,8 +191,8 @@ export class RateLimitedError extends BatchByKeyError {
   readonly retryAfterMs: number;
   constructor(options: { retryAfterMs: number; message?: string; cause?: unknown }) {
     const ms = options?.retryAfterMs;
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_HOLD_MS) {
-      throw new InvalidOptionError(`retryAfterMs must be a number of ms between 0 and ${MAX_HOLD_MS}, got ${describe(ms)}`);
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_TIMER_MS) {
+      throw new InvalidOptionError(`retryAfterMs must be a number of ms between 0 and ${MAX_TIMER_MS}, got ${describe(ms)}`);
     }
     super('ERR_RATE_LIMITED', options.message ?? `rate limited: retry after ${Math.ceil(ms)} ms`);
     this.retryAfterMs = Math.ceil(ms);

@@ -1,4 +1,5 @@
 import { describe, InvalidOptionError, RateLimitedError } from './errors';
+import { MAX_TIMER_MS } from './limits';
 import type { Key, RateLimit } from './types';
 
 /**
@@ -7,16 +8,13 @@ import type { Key, RateLimit } from './types';
  * every worker process.
  */
 
-/** The longest window, hold or pause: 2^31 - 1 ms (Node's longest timer). */
-const MAX_MS = 2 ** 31 - 1;
-
 /** Checks a rate limit; `where` names it in the error. */
 export function validateRateLimit(limit: unknown, where: string): RateLimit {
   const l = limit as Partial<RateLimit> | null;
-  const ok = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= MAX_MS;
+  const ok = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= MAX_TIMER_MS;
   if (typeof l !== 'object' || l === null || !ok(l.max) || !ok(l.durationMs)) {
     throw new InvalidOptionError(
-      `${where} must be { max, durationMs } with integers between 1 and ${MAX_MS} (at most max ids per durationMs ms), got ` +
+      `${where} must be { max, durationMs } with integers between 1 and ${MAX_TIMER_MS} (at most max ids per durationMs ms), got ` +
         (typeof l === 'object' && l !== null ? `{ max: ${describe(l.max)}, durationMs: ${describe(l.durationMs)} }` : describe(l)),
     );
   }
@@ -47,7 +45,7 @@ export function rateLimitOf(option: RateLimitOption, key: Key): RateLimit | unde
  */
 export function enforcedWindowMs(limit: RateLimit): number {
   const d = limit.durationMs;
-  return Math.min(MAX_MS, d + Math.round(Math.min(d * 0.05, Math.max(20, d * 0.02))));
+  return Math.min(MAX_TIMER_MS, d + Math.round(Math.min(d * 0.05, Math.max(20, d * 0.02))));
 }
 
 /** `ctx.retryAfter(ms)`. */
@@ -62,8 +60,8 @@ export function retryAfter(ms: number): never {
 export function parseRetryAfter(header: string | null | undefined, now: number = Date.now()): number | undefined {
   if (header === null || header === undefined) return undefined;
   const value = header.trim();
-  if (/^\d+$/.test(value)) return Math.min(MAX_MS, Number(value) * 1000);
+  if (/^\d+$/.test(value)) return Math.min(MAX_TIMER_MS, Number(value) * 1000);
   const at = Date.parse(value);
   if (Number.isNaN(at) || !/[a-z]/i.test(value)) return undefined;
-  return Math.min(MAX_MS, Math.max(0, at - now));
+  return Math.min(MAX_TIMER_MS, Math.max(0, at - now));
 }

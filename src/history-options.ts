@@ -1,9 +1,9 @@
 import { describe, InvalidOptionError } from './errors';
+import { duration, integer } from './validate';
 import type { HistoryOptions } from './types';
 
 /** The `history` option (see history.ts), apart so that options.ts needs nothing of the sampler. */
 
-const MAX_MS = 2 ** 31 - 1;
 /** Sampling faster than this only loads Redis (and tests need no faster). */
 const MIN_INTERVAL_MS = 100;
 /** Samples kept at most: bounds the series' memory and what `history()` returns. */
@@ -28,12 +28,8 @@ export function validateHistoryOption(option: unknown): ResolvedHistory | false 
   const unknown = Object.keys(option).filter((field) => !Object.hasOwn(HISTORY_DEFAULTS, field));
   if (unknown.length > 0)
     throw new InvalidOptionError(`options.history takes intervalMs, retentionMs and topKeys, got ${unknown.join(', ')}`);
-  const { intervalMs = HISTORY_DEFAULTS.intervalMs } = option as HistoryOptions;
-  if (typeof intervalMs !== 'number' || !Number.isInteger(intervalMs) || intervalMs < MIN_INTERVAL_MS || intervalMs > MAX_MS) {
-    throw new InvalidOptionError(
-      `options.history.intervalMs must be an integer between ${MIN_INTERVAL_MS} and ${MAX_MS}, got ${describe(intervalMs)}`,
-    );
-  }
+  const given = option as HistoryOptions;
+  const intervalMs = duration('options.history.intervalMs', given.intervalMs, HISTORY_DEFAULTS.intervalMs, MIN_INTERVAL_MS);
   const most = intervalMs * MAX_HISTORY_SAMPLES;
   // An hour is fewer than one long interval, or more than the cap of short ones: the default moves
   // into the range instead of throwing.
@@ -44,9 +40,6 @@ export function validateHistoryOption(option: unknown): ResolvedHistory | false 
         `${most}), got ${describe(retentionMs)}`,
     );
   }
-  const { topKeys = HISTORY_DEFAULTS.topKeys } = option as HistoryOptions;
-  if (typeof topKeys !== 'number' || !Number.isInteger(topKeys) || topKeys < 0 || topKeys > MAX_TOP_KEYS) {
-    throw new InvalidOptionError(`options.history.topKeys must be an integer between 0 and ${MAX_TOP_KEYS}, got ${describe(topKeys)}`);
-  }
+  const topKeys = integer('options.history.topKeys', given.topKeys, HISTORY_DEFAULTS.topKeys, 0, MAX_TOP_KEYS);
   return { intervalMs, retentionMs, topKeys };
 }

@@ -2,6 +2,8 @@ import { Cluster } from 'ioredis';
 import { describe, InvalidOptionError } from './errors';
 import { fromUrl } from './connection';
 import { validateRateLimitOption, type RateLimitOption } from './flow';
+import { MAX_TIMER_MS } from './limits';
+import { boolean, duration, integer, oneOf, optionalFunction } from './validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './history-options';
 import { silentLogger } from './logger';
 import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, MergePolicy, SliceMiddleware, StoreKind } from './types';
@@ -72,11 +74,7 @@ const MIN_RECOVERY_INTERVAL_MS = 100;
 const MIN_TICKET_TTL_MS = 1_000;
 /** Short TTLs would expire between renewals on a busy event loop. */
 const MIN_LOCK_TTL_MS = 1_000;
-/**
- * The longest delay Node's timers take (2^31 - 1 ms, about 24.8 days): a longer one fires after
- * 1 ms, so every option that ends up in a timer is bounded by it.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+export { MAX_TIMER_MS };
 
 /** Redis Cluster hashes what lies between a name's first `{` and the next `}`, when that is not empty. */
 const HASH_TAG = /^[^{]*\{[^}]+\}/;
@@ -112,15 +110,6 @@ export function validateWorkerConnection(connection: unknown, prefix: string): v
         '(its own connection is not a Cluster): give the batcher the Cluster too, or a prefix with a {hash tag}',
     );
   }
-}
-
-function integer(field: string, value: unknown, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `between ${min} and ${max}`;
-    throw new InvalidOptionError(`options.${field} must be an integer ${range}, got ${describe(value)}`);
-  }
-  return value;
 }
 
 const isDelay = (value: unknown): value is number =>
@@ -162,74 +151,43 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
   if (o.connection === undefined || o.connection === null || (typeof o.connection !== 'object' && typeof o.connection !== 'string')) {
     throw new InvalidOptionError('options.connection is required: a Redis URL, ioredis options or an ioredis client');
   }
-  const store = o.store ?? DEFAULTS.store;
-  if (!STORES.includes(store)) {
-    throw new InvalidOptionError(`options.store must be one of ${STORES.join(', ')}, got ${describe(store)}`);
-  }
-  if (o.eachIteration !== undefined && typeof o.eachIteration !== 'function') {
-    throw new InvalidOptionError(`options.eachIteration must be a function, got ${describe(o.eachIteration)}`);
-  }
-  if (o.key !== undefined && typeof o.key !== 'function') {
-    throw new InvalidOptionError(`options.key must be a function returning the current key, got ${describe(o.key)}`);
-  }
-  if (o.scheduling !== undefined && o.scheduling !== 'fair' && o.scheduling !== 'fifo') {
-    throw new InvalidOptionError(`options.scheduling must be 'fair' or 'fifo', got ${describe(o.scheduling)}`);
-  }
-  if (o.weight !== undefined && typeof o.weight !== 'function') {
-    throw new InvalidOptionError(`options.weight must be a function (key) => number, got ${describe(o.weight)}`);
-  }
-  if (o.isolateFailures !== undefined && typeof o.isolateFailures !== 'boolean') {
-    throw new InvalidOptionError(`options.isolateFailures must be a boolean, got ${describe(o.isolateFailures)}`);
-  }
+  const store = oneOf('options.store', o.store, STORES, DEFAULTS.store);
   if (o.logger !== undefined && (typeof o.logger !== 'object' || o.logger === null)) {
     throw new InvalidOptionError('options.logger must be console-like: { debug?, info?, warn?, error? }');
   }
-  if (o.merge !== undefined) {
-    if (o.merge !== 'replace' && o.merge !== 'keep' && o.merge !== 'all') {
-      throw new InvalidOptionError(`options.merge must be 'replace', 'keep' or 'all', got ${describe(o.merge)}`);
-    }
-    if (store === 'list') {
-      throw new InvalidOptionError(
-        "options.merge means nothing with store 'list': each push of an id is its own entry with its own data " +
-          "(use store 'set' or 'zset' to merge)",
-      );
-    }
+  const merge = oneOf<MergePolicy>('options.merge', o.merge, ['replace', 'keep', 'all'], 'replace');
+  if (o.merge !== undefined && store === 'list') {
+    throw new InvalidOptionError(
+      "options.merge means nothing with store 'list': each push of an id is its own entry with its own data " +
+        "(use store 'set' or 'zset' to merge)",
+    );
   }
-  if (o.onTicketSettled !== undefined && typeof o.onTicketSettled !== 'function') {
-    throw new InvalidOptionError(`options.onTicketSettled must be a function (outcome, ticket) => ..., got ${describe(o.onTicketSettled)}`);
-  }
-  const maxRuntimeMs = integer('maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs, 1, MAX_TIMER_MS);
+  const maxRuntimeMs = duration('options.maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs);
   return {
     name: o.name,
     connection: typeof o.connection === 'string' ? fromUrl(o.connection) : o.connection,
     store,
-    sliceSize: integer('sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
-    concurrencyPerKey: integer('concurrencyPerKey', o.concurrencyPerKey, DEFAULTS.concurrencyPerKey, 1, MAX_CONCURRENCY_PER_KEY),
+    sliceSize: integer('options.sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
+    concurrencyPerKey: integer('options.concurrencyPerKey', o.concurrencyPerKey, DEFAULTS.concurrencyPerKey, 1, MAX_CONCURRENCY_PER_KEY),
     maxRuntimeMs,
-    scheduling: o.scheduling ?? DEFAULTS.scheduling,
-    weight: o.weight,
-    sliceTimeoutMs: integer('sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS), 1, MAX_TIMER_MS),
-    lockTtlMs: integer('lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS, MAX_TIMER_MS),
-    key: o.key,
-    eachIteration: o.eachIteration,
-    attempts: integer('attempts', o.attempts, DEFAULTS.attempts),
+    scheduling: oneOf('options.scheduling', o.scheduling, ['fair', 'fifo'], DEFAULTS.scheduling),
+    weight: optionalFunction('options.weight', o.weight, '(key) => number'),
+    sliceTimeoutMs: duration('options.sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS)),
+    lockTtlMs: duration('options.lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
+    key: optionalFunction('options.key', o.key, 'returning the current key'),
+    eachIteration: optionalFunction('options.eachIteration', o.eachIteration, '(ids, ctx) => ...'),
+    attempts: integer('options.attempts', o.attempts, DEFAULTS.attempts, 1),
     backoff: validateBackoff(o.backoff),
-    isolateFailures: o.isolateFailures ?? DEFAULTS.isolateFailures,
-    maxDeadLetters: integer('maxDeadLetters', o.maxDeadLetters, DEFAULTS.maxDeadLetters),
-    ticketTtlMs: integer('ticketTtlMs', o.ticketTtlMs, DEFAULTS.ticketTtlMs, MIN_TICKET_TTL_MS),
+    isolateFailures: boolean('options.isolateFailures', o.isolateFailures, DEFAULTS.isolateFailures),
+    maxDeadLetters: integer('options.maxDeadLetters', o.maxDeadLetters, DEFAULTS.maxDeadLetters, 1),
+    ticketTtlMs: integer('options.ticketTtlMs', o.ticketTtlMs, DEFAULTS.ticketTtlMs, MIN_TICKET_TTL_MS),
     around: validateAround(o.around),
     prefix: validatePrefix(o.prefix, o.name, o.connection instanceof Cluster),
-    recoveryIntervalMs: integer(
-      'recoveryIntervalMs',
-      o.recoveryIntervalMs,
-      DEFAULTS.recoveryIntervalMs,
-      MIN_RECOVERY_INTERVAL_MS,
-      MAX_TIMER_MS,
-    ),
-    pushTimeoutMs: integer('pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs, 1, MAX_TIMER_MS),
+    recoveryIntervalMs: duration('options.recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
+    pushTimeoutMs: duration('options.pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs),
     rateLimit: validateRateLimitOption(o.rateLimit),
-    merge: o.merge ?? 'replace',
-    onTicketSettled: o.onTicketSettled,
+    merge,
+    onTicketSettled: optionalFunction('options.onTicketSettled', o.onTicketSettled, '(outcome, ticket) => ...'),
     history: validateHistoryOption(o.history),
     logger: o.logger ?? silentLogger,
   };

@@ -2,7 +2,8 @@ import { describe, InvalidOptionError, NotPausedError } from './errors';
 import { validateKey } from './input';
 import { ensureJob, type KeyQueue } from './job';
 import type { Keyspace } from './keys';
-import { MAX_TIMER_MS } from './options';
+import { MAX_TIMER_MS } from './limits';
+import { duration } from './validate';
 import { dueIn } from './protocol';
 import type { RedisClient } from './scripts';
 import type { Key, PausedKey, PauseOptions, StoreKind } from './types';
@@ -27,12 +28,7 @@ function pauseLength(options: PauseOptions, now: number): number | undefined {
     throw new InvalidOptionError(`pause options must be an object, got ${describe(options)}`);
   const { untilMs, forMs } = options;
   if (untilMs !== undefined && forMs !== undefined) throw new InvalidOptionError('pause takes untilMs or forMs, not both');
-  if (forMs !== undefined) {
-    if (typeof forMs !== 'number' || !Number.isInteger(forMs) || forMs < 1 || forMs > MAX_TIMER_MS) {
-      throw new InvalidOptionError(`pause forMs must be an integer between 1 and ${MAX_TIMER_MS}, got ${describe(forMs)}`);
-    }
-    return forMs;
-  }
+  if (forMs !== undefined) return duration('pause forMs', forMs, 0);
   if (untilMs !== undefined) {
     if (typeof untilMs !== 'number' || !Number.isInteger(untilMs) || untilMs <= now || untilMs - now > MAX_TIMER_MS) {
       throw new InvalidOptionError(

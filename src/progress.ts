@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from './errors';
+import { positiveMs } from './validate';
 import { encodeKey, type KeyNames, type Keyspace } from './keys';
-import { MAX_TIMER_MS } from './options';
 import type { RedisClient } from './scripts';
 import type { Id, Key, Progress, Ticket, WaitForOptions } from './types';
 
@@ -53,8 +53,8 @@ export async function progress(client: RedisClient, keyspace: Keyspace, ticket: 
 
 /** Polls progress() until nothing is pending; a WaitTimeoutError (with the last progress) after `timeoutMs`. */
 export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: Ticket, options: WaitForOptions = {}): Promise<Progress> {
-  const timeoutMs = positive('timeoutMs', options.timeoutMs, 60_000);
-  const pollMs = positive('pollMs', options.pollMs, 100);
+  const timeoutMs = positiveMs('waitFor options.timeoutMs', options.timeoutMs, 60_000);
+  const pollMs = positiveMs('waitFor options.pollMs', options.pollMs, 100);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const current = await progress(client, keyspace, ticket);
@@ -64,14 +64,4 @@ export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: T
     }
     await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, Math.max(0, deadline - Date.now()))));
   }
-}
-
-function positive(field: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
-    throw new InvalidOptionError(
-      `waitFor options.${field} must be a number > 0 and <= ${MAX_TIMER_MS} (Node's longest timer), got ${describe(value)}`,
-    );
-  }
-  return value;
 }

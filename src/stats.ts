@@ -1,4 +1,5 @@
 import { describe, InvalidOptionError } from './errors';
+import { integer } from './validate';
 import type { Keyspace } from './keys';
 import type { RedisClient } from './scripts';
 import { readKey, type Store } from './store';
@@ -19,14 +20,6 @@ export interface StatsDeps {
   pausedKeys: () => Promise<PausedKey[]>;
 }
 
-function bounded(field: string, value: unknown, fallback: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
-    throw new InvalidOptionError(`stats ${field} must be an integer between 1 and ${max}, got ${describe(value)}`);
-  }
-  return value;
-}
-
 /** Redis server time in ms: zset scores and push marks are by this clock, so lag must be too. */
 export async function redisNow(client: RedisClient): Promise<number> {
   const [seconds, micros] = await client.time();
@@ -40,8 +33,8 @@ export async function redisNow(client: RedisClient): Promise<number> {
 export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promise<Stats> {
   if (typeof options !== 'object' || options === null)
     throw new InvalidOptionError(`stats options must be an object, got ${describe(options)}`);
-  const maxKeys = bounded('maxKeys', options.maxKeys, STATS_DEFAULTS.maxKeys, MAX_KEYS);
-  const top = bounded('top', options.top, STATS_DEFAULTS.top, 1000);
+  const maxKeys = integer('stats maxKeys', options.maxKeys, STATS_DEFAULTS.maxKeys, 1, MAX_KEYS);
+  const top = integer('stats top', options.top, STATS_DEFAULTS.top, 1, 1000);
   const { client, keyspace, store } = deps;
   const [now, dead, indexed, paused] = await Promise.all([
     redisNow(client),

@@ -152,7 +152,7 @@ describe('data per id', () => {
   it('merge with the list store is an InvalidOptionError', () => {
     expect(() => testBatcher({ merge: 'all', eachIteration: () => {} })).toThrow(InvalidOptionError);
     expect(() => testBatcher({ store: 'set', merge: 'union' as never, eachIteration: () => {} })).toThrow(
-      /options.merge must be 'replace', 'keep' or 'all'/,
+      /options.merge must be one of 'replace', 'keep', 'all', got "union"/,
     );
   });
 });

@@ -122,7 +122,9 @@ describe('dead letters', () => {
     const { b } = poisoned(new Set());
     await expect(b.deadLetters.list({ limit: 0 })).rejects.toThrow(/limit must be an integer between 1 and 1000, got number 0/);
     await expect(b.deadLetters.list({ cursor: 'abc' })).rejects.toThrow(InvalidOptionError);
-    await expect(b.deadLetters.list({ order: 'size' as never })).rejects.toThrow(/order must be 'time' or 'attempts'/);
+    await expect(b.deadLetters.list({ order: 'size' as never })).rejects.toThrow(
+      /deadLetters.list order must be one of 'time', 'attempts'/,
+    );
     await expect(b.deadLetters.count({ key: '' })).rejects.toThrow(InvalidKeyError);
     await expect(b.deadLetters.requeue({ ids: [{}] as never })).rejects.toThrow(/ids\[0\] must be a string or a finite number/);
   });

@@ -100,6 +100,9 @@ describe('history: sampling shared by every worker process', () => {
       await b.pause('old');
       await b.pause('big');
       await b.performBatchLater(['1'], { key: 'old' });
+      // 'old' is the laggiest only if pushed in an earlier millisecond than the others.
+      const pushedAt = Date.now();
+      await waitFor(() => Date.now() > pushedAt + 1, { intervalMs: 1, what: 'the clock to move' });
       await b.performBatchLater(range(5), { key: 'big' });
       await b.performBatchLater(range(3), { key: 'mid' });
       await b.pause('mid');

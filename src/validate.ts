@@ -1,0 +1,57 @@
+import { describe, InvalidOptionError } from './errors';
+import { MAX_TIMER_MS } from './limits';
+
+/**
+ * The checks every option, argument and query of the library goes through, so a bad value gets
+ * the same kind of message wherever it is given: what it is (`where`), what was expected, and
+ * what came (`got …`). Each throws an InvalidOptionError before anything reaches Redis.
+ */
+
+export { MAX_TIMER_MS };
+
+function fail(where: string, expected: string, value: unknown): never {
+  throw new InvalidOptionError(`${where} must be ${expected}, got ${describe(value)}`);
+}
+
+/** An integer in [min, max]; `fallback` when undefined. */
+export function integer(where: string, value: unknown, fallback: number, min: number, max: number = Number.MAX_SAFE_INTEGER): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    fail(where, `an integer ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `between ${min} and ${max}`}`, value);
+  }
+  return value;
+}
+
+/** Whole milliseconds in [min, MAX_TIMER_MS]; `fallback` when undefined. */
+export function duration(where: string, value: unknown, fallback: number, min = 1): number {
+  return integer(where, value, fallback, min, MAX_TIMER_MS);
+}
+
+/** A number of ms > 0 and at most MAX_TIMER_MS (fractions allowed: a poll interval, say); `fallback` when undefined. */
+export function positiveMs(where: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
+    fail(where, `a number > 0 and <= ${MAX_TIMER_MS} (Node's longest timer)`, value);
+  }
+  return value;
+}
+
+/** One of `allowed`; `fallback` when undefined. */
+export function oneOf<T extends string>(where: string, value: unknown, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (!allowed.includes(value as T)) fail(where, `one of ${allowed.map((a) => `'${a}'`).join(', ')}`, value);
+  return value as T;
+}
+
+/** A boolean; `fallback` when undefined. */
+export function boolean(where: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') fail(where, 'a boolean', value);
+  return value;
+}
+
+/** A function (of the given shape, told in `shape`), or undefined. */
+export function optionalFunction<F>(where: string, value: unknown, shape: string): F | undefined {
+  if (value !== undefined && typeof value !== 'function') fail(where, `a function ${shape}`, value);
+  return value as F | undefined;
+}
