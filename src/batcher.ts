@@ -21,7 +21,7 @@ import { closeAfterReconnect } from './worker-close';
 import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
 import { defineScripts } from './scripts';
 import { backlog, storeFor } from './store';
-import type { KeyQueue } from './job';
+import { bullKeysOf, type KeyQueue } from './job';
 import type {
   Batcher,
   BatchByKeyOptions,
@@ -163,12 +163,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
             `eachIteration where workers run)`,
         );
       }
-      const queueLists = () => ({
-        wait: getQueue().toKey('wait'),
-        active: getQueue().toKey('active'),
-        delayed: getQueue().toKey('delayed'),
-        jobPrefix: getQueue().toKey(''),
-      });
+      const queueLists = () => bullKeysOf(getQueue());
       return keyProcessor(
         {
           client: client(),

@@ -2,7 +2,7 @@ import { describe, InvalidOptionError } from './errors';
 import { integer, oneOf } from './validate';
 import type { FailurePlan } from './failures';
 import { normalizeIds, validateKey } from './input';
-import { encodeKey, type DeadNames, type Keyspace } from './keys';
+import { deadLettersOf, encodeKey, type DeadNames, type Keyspace } from './keys';
 import { runScript, type RedisClient } from './scripts';
 import type { Payloads } from './protocol';
 import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, Id, Key, PushItem } from './types';
@@ -91,10 +91,10 @@ export class DeadLetterBox implements DeadLetters {
       const index = order === 'time' ? this.names.byTime : this.names.byAttempts;
       fields = await client.zrevrange(index, offset, offset + limit);
     } else if (order === 'time') {
-      fields = await client.zrevrange(this.names.ofKey + encodeKey(key), offset, offset + limit);
+      fields = await client.zrevrange(deadLettersOf(this.names, key), offset, offset + limit);
     } else {
       // A key's letters by attempts: its fields (bounded by the cap) sorted here.
-      const all = await client.zrange(this.names.ofKey + encodeKey(key), 0, -1);
+      const all = await client.zrange(deadLettersOf(this.names, key), 0, -1);
       const scores = all.length > 0 ? await client.zmscore(this.names.byAttempts, ...all) : [];
       fields = all
         .map((field, i) => ({ field, attempts: Number(scores[i] ?? 0) }))
@@ -109,7 +109,7 @@ export class DeadLetterBox implements DeadLetters {
 
   async count(options: { key?: Key } = {}): Promise<number> {
     if (options.key === undefined) return this.deps.client().hlen(this.names.entries);
-    return this.deps.client().zcard(this.names.ofKey + encodeKey(validateKey(options.key, 'deadLetters.count key')));
+    return this.deps.client().zcard(deadLettersOf(this.names, validateKey(options.key, 'deadLetters.count key')));
   }
 
   async requeue(query: DeadLetterQuery = {}): Promise<number> {
@@ -154,7 +154,7 @@ export class DeadLetterBox implements DeadLetters {
     const ids = query.ids === undefined ? undefined : normalizeIds(query.ids);
     const client = this.deps.client();
     if (key !== undefined && ids !== undefined) return ids.map((id) => fieldOf(key, id));
-    const all = await client.zrange(key === undefined ? this.names.byTime : this.names.ofKey + encodeKey(key), 0, -1);
+    const all = await client.zrange(key === undefined ? this.names.byTime : deadLettersOf(this.names, key), 0, -1);
     if (ids === undefined) return all;
     const wanted = new Set(ids);
     return all.filter((field) => wanted.has(field.slice(field.indexOf(':') + 1)));

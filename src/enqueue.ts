@@ -4,8 +4,8 @@ import { withDeadline } from './deadline';
 import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError, TicketSealedError, UnknownTicketError } from './errors';
 import { boolean } from './validate';
 import { normalizeItems, validateKey, type NormalizedPush } from './input';
-import { ensureJob, LEVEL, type KeyQueue } from './job';
-import { encodeKey, type KeyNames, type Keyspace } from './keys';
+import { bullKeysOf, ensureJob, LEVEL, type KeyQueue } from './job';
+import { ticketHash, type KeyNames, type Keyspace } from './keys';
 import { newTicket, parseTicket } from './progress';
 import { dueIn, push, type JobKeys, type PushCall } from './protocol';
 import { openTicket, sealTicket, type TicketDeps } from './tickets';
@@ -74,7 +74,7 @@ export async function performBatchLater(
   if (ids.length === 0) return result;
   const tracked = ticket
     ? { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs, callback }
-    : open && { id: open.id, hash: `${names.ticketPrefix}${open.id}`, ttlMs: deps.ticketTtlMs, open: true };
+    : open && { id: open.id, hash: ticketHash(names, open.id), ttlMs: deps.ticketTtlMs, open: true };
   await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined));
   return result;
 }
@@ -145,13 +145,8 @@ function pushTimedOut(key: Key, timeoutMs: number): PushTimeoutError {
 }
 
 function jobKeys(queue: KeyQueue, index: string, key: Key): JobKeys {
-  return {
-    index,
-    deduplication: queue.toKey(`de:${encodeKey(key)}`),
-    active: queue.toKey('active'),
-    delayed: queue.toKey('delayed'),
-    jobPrefix: queue.toKey(''),
-  };
+  const bull = bullKeysOf(queue);
+  return { index, deduplication: bull.deduplication(key), active: bull.active, delayed: bull.delayed, jobPrefix: bull.jobPrefix };
 }
 
 /** A zset key's job is correct to within this much; closer readings are clock noise. */

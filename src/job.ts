@@ -24,6 +24,28 @@ export const LEVEL = {
 export type Level = (typeof LEVEL)[keyof typeof LEVEL];
 
 /**
+ * BullMQ's key names a batcher reads (push.lua, queue-load.lua), from BullMQ's own `queue.keys`,
+ * never spelled here: its wait, active and delayed structures, the prefix of a job's hash, and
+ * the deduplication key that holds a key's job id (BullMQ's scripts name it `de` + ':' + id).
+ */
+export function bullKeysOf(queue: KeyQueue): {
+  wait: string;
+  active: string;
+  delayed: string;
+  jobPrefix: string;
+  deduplication: (key: Key) => string;
+} {
+  const keys = queue.keys;
+  return {
+    wait: keys.wait!,
+    active: keys.active!,
+    delayed: keys.delayed!,
+    jobPrefix: queue.toKey(''),
+    deduplication: (key) => `${keys.de!}:${encodeKey(key)}`,
+  };
+}
+
+/**
  * Adds the key's job at `level` unless one exists. An existing delayed job (backing off, or
  * waiting for a zset time) is moved to `delayMs`: for new ids that are ready now, that brings it
  * forward.

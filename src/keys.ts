@@ -166,6 +166,16 @@ export class Keyspace {
   }
 }
 
+/** The hash of ticket `id` of a key (its errors list is this followed by `:errors`). */
+export function ticketHash(names: KeyNames, id: string): string {
+  return `${names.ticketPrefix}${id}`;
+}
+
+/** The sorted set of one key's dead letters (fields by time of last failure). */
+export function deadLettersOf(dead: DeadNames, key: Key): string {
+  return `${dead.ofKey}${encodeKey(key)}`;
+}
+
 /** Also the BullMQ deduplication id of the key's job. Throws URIError on lone surrogates (validated earlier). */
 export function encodeKey(key: Key): string {
   return encodeURIComponent(key);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from './errors';
 import { positiveMs } from './validate';
-import { encodeKey, type KeyNames, type Keyspace } from './keys';
+import { encodeKey, ticketHash, type KeyNames, type Keyspace } from './keys';
 import type { RedisClient } from './scripts';
 import type { Id, Key, Progress, Ticket, WaitForOptions } from './types';
 
@@ -11,7 +11,7 @@ export const MAX_TICKET_ERRORS = 100;
 /** A new ticket for a push to `key`: it names the key, so progress() finds the key's hash slot. */
 export function newTicket(key: Key): { ticket: Ticket; id: string; hash: (names: KeyNames) => string } {
   const id = randomUUID();
-  return { ticket: `${encodeKey(key)}.${id}`, id, hash: (names) => `${names.ticketPrefix}${id}` };
+  return { ticket: `${encodeKey(key)}.${id}`, id, hash: (names) => ticketHash(names, id) };
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -33,7 +33,7 @@ export function parseTicket(ticket: unknown): { key: Key; id: string } {
 
 export async function progress(client: RedisClient, keyspace: Keyspace, ticket: Ticket): Promise<Progress> {
   const { key, id } = parseTicket(ticket);
-  const hash = `${keyspace.forKey(key).ticketPrefix}${id}`;
+  const hash = ticketHash(keyspace.forKey(key), id);
   const [counts, errors] = await Promise.all([client.hgetall(hash), client.lrange(`${hash}:errors`, 0, -1)]);
   if (counts.total === undefined) {
     throw new UnknownTicketError(`ticket ${ticket} is unknown or expired (tickets live ticketTtlMs after their push)`);

@@ -1,6 +1,6 @@
 import type { RetrySlice } from './failures';
 import { enforcedWindowMs } from './flow';
-import type { KeyNames } from './keys';
+import { ticketHash, type KeyNames } from './keys';
 import { runScript, ScriptStatus, type RedisClient } from './scripts';
 import type { Id, RateLimit, StoreKind } from './types';
 
@@ -310,7 +310,7 @@ export type Sealed = 'settled' | 'pending' | 'unknown' | 'sealed_already';
 
 /** Seals an open ticket (see seal-ticket.lua). */
 export async function sealTicket(client: RedisClient, names: KeyNames, ticketId: string): Promise<Sealed> {
-  const status = Number(await runScript(client, 'seal-ticket', [`${names.ticketPrefix}${ticketId}`, names.settledTickets], [ticketId]));
+  const status = Number(await runScript(client, 'seal-ticket', [ticketHash(names, ticketId), names.settledTickets], [ticketId]));
   return status === 1 ? 'settled' : status === 0 ? 'pending' : status === -2 ? 'unknown' : 'sealed_already';
 }
 

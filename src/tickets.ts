@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { InvalidOptionError, TicketSealedError, UnknownTicketError } from './errors';
 import { JOB_NAME, type KeyQueue } from './job';
-import { encodeKey, type KeyNames, type Keyspace } from './keys';
+import { encodeKey, ticketHash, type KeyNames, type Keyspace } from './keys';
 import { log } from './logger';
 import { progress, parseTicket } from './progress';
 import { sealTicket as sealScript } from './protocol';
@@ -66,7 +66,7 @@ export async function drainOutbox(deps: TicketDeps, key: Key, names: KeyNames): 
 /** Creates an open ticket of `key`: pushes add to it (`{ ticket }`) until `sealTicket`. */
 export async function openTicket(deps: TicketDeps, key: Key, callback: boolean): Promise<Ticket> {
   const id = randomUUID();
-  const hash = `${deps.keyspace.forKey(key).ticketPrefix}${id}`;
+  const hash = ticketHash(deps.keyspace.forKey(key), id);
   await deps.client
     .multi()
     .hset(hash, { total: 0, done: 0, failed: 0, sealed: '0', ttl: deps.ticketTtlMs, cb: callback ? '1' : '0' })
