@@ -1,27 +1,27 @@
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redlock from 'redlock';
-import { commandClient, fromUrl } from './connection';
-import { performBatchLater, type EnqueueDeps } from './enqueue';
-import { DeadLetterBox } from './dead-letters';
-import { StoreAgreement } from './agreement';
-import { ClosedError, describe, InvalidOptionError, MissingHandlerError } from './errors';
-import { openTicket, sealTicket, type TicketDeps } from './tickets';
-import { BatcherEmitter } from './events';
-import { validateKey } from './input';
-import { Keyspace } from './keys';
-import { HistorySampler, readHistory } from './history';
-import { log } from './logger';
+import { commandClient, fromUrl } from './core/connection';
+import { performBatchLater, type EnqueueDeps } from './push/enqueue';
+import { DeadLetterBox } from './engine/dead-letters';
+import { StoreAgreement } from './storage/agreement';
+import { ClosedError, describe, InvalidOptionError, MissingHandlerError } from './core/errors';
+import { openTicket, sealTicket, type TicketDeps } from './push/tickets';
+import { BatcherEmitter } from './core/events';
+import { validateKey } from './core/input';
+import { Keyspace } from './storage/keys';
+import { HistorySampler, readHistory } from './ops/history';
+import { log } from './core/logger';
 import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
-import { pause, paused, resume, type PauseDeps } from './pause';
-import { keyProcessor } from './processor';
-import { progress, waitFor } from './progress';
-import { age, budgetOf } from './scheduling';
-import { stats } from './stats';
-import { closeAfterReconnect } from './worker-close';
-import { recoverStrandedKeys, type RecoveryDeps } from './recovery';
-import { defineScripts } from './scripts';
-import { backlog, storeFor } from './store';
-import { bullKeysOf, type KeyQueue } from './job';
+import { pause, paused, resume, type PauseDeps } from './ops/pause';
+import { keyProcessor } from './engine/processor';
+import { progress, waitFor } from './push/progress';
+import { age, budgetOf } from './engine/scheduling';
+import { stats } from './ops/stats';
+import { closeAfterReconnect } from './engine/worker-close';
+import { recoverStrandedKeys, type RecoveryDeps } from './engine/recovery';
+import { defineScripts } from './storage/scripts';
+import { backlog, storeFor } from './storage/store';
+import { bullKeysOf, type KeyQueue } from './storage/job';
 import type {
   Batcher,
   BatchByKeyOptions,
@@ -35,7 +35,7 @@ import type {
   PerformResult,
   PushItem,
   StatsOptions,
-} from './types';
+} from './core/types';
 
 /** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
 function bullConnection(connection: Connection): ConnectionOptions {

@@ -22,7 +22,7 @@ import type {
   Progress,
   Ticket,
   WaitForOptions,
-} from './types';
+} from './core/types';
 import type { Worker } from 'bullmq';
 
 type JobClass = new () => { eachIteration(ids: Id[], ctx: IterationContext): PromiseLike<unknown> | void };

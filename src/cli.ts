@@ -3,11 +3,11 @@ import { createReadStream, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createBatcher } from './batcher';
-import { fromUrl, redactUrl } from './connection';
-import { formatMs } from './html';
-import { BatchByKeyError } from './errors';
-import { VERSION } from './version';
-import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, Stats, StoreKind } from './types';
+import { fromUrl, redactUrl } from './core/connection';
+import { formatMs } from './ops/html';
+import { BatchByKeyError } from './core/errors';
+import { VERSION } from './core/version';
+import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, Stats, StoreKind } from './core/types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;

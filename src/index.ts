@@ -1,5 +1,5 @@
 import { createBatcher } from './batcher';
-import type { Batcher, BatchByKeyOptions, EachIteration } from './types';
+import type { Batcher, BatchByKeyOptions, EachIteration } from './core/types';
 
 /**
  * Defines a batcher: `performBatchLater(ids)` stores ids per key, and one BullMQ job per key
@@ -14,16 +14,16 @@ export function batchByKey<Data = unknown>(options: BatchByKeyOptions<Data>): Ba
 }
 
 export { BatchByKey } from './class-form';
-export { dashboard, type DashboardHandler, type DashboardOptions } from './dashboard';
-export { prometheusMetrics, type MetricsRegistry, type PrometheusMetrics, type PrometheusOptions } from './metrics';
-export { sliceTracing, SLICE_SPAN } from './tracing';
-export { pinoLogger, type PinoLike } from './logger';
-export { withKey, currentKey } from './context';
-export { TICKET_JOB_NAME } from './tickets';
-export { parseRetryAfter } from './flow';
-export { MAX_DATA_BYTES, MAX_ID_LENGTH, MAX_KEY_LENGTH } from './input';
+export { dashboard, type DashboardHandler, type DashboardOptions } from './ops/dashboard';
+export { prometheusMetrics, type MetricsRegistry, type PrometheusMetrics, type PrometheusOptions } from './ops/metrics';
+export { sliceTracing, SLICE_SPAN } from './ops/tracing';
+export { pinoLogger, type PinoLike } from './core/logger';
+export { withKey, currentKey } from './push/context';
+export { TICKET_JOB_NAME } from './push/tickets';
+export { parseRetryAfter } from './engine/flow';
+export { MAX_DATA_BYTES, MAX_ID_LENGTH, MAX_KEY_LENGTH } from './core/input';
 export { DEFAULTS, MAX_TIMER_MS } from './options';
-export { JOB_NAME } from './job';
+export { JOB_NAME } from './storage/job';
 export {
   BatchByKeyError,
   InvalidOptionError,
@@ -46,5 +46,5 @@ export {
   StoreMismatchError,
   TicketSealedError,
   type ErrorCode,
-} from './errors';
-export type * from './types';
+} from './core/errors';
+export type * from './core/types';

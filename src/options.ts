@@ -1,12 +1,12 @@
 import { Cluster } from 'ioredis';
-import { describe, InvalidOptionError } from './errors';
-import { fromUrl } from './connection';
-import { validateRateLimitOption, type RateLimitOption } from './flow';
-import { MAX_TIMER_MS } from './limits';
-import { boolean, duration, integer, oneOf, optionalFunction } from './validate';
-import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './history-options';
-import { silentLogger } from './logger';
-import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, MergePolicy, SliceMiddleware, StoreKind } from './types';
+import { describe, InvalidOptionError } from './core/errors';
+import { fromUrl } from './core/connection';
+import { validateRateLimitOption, type RateLimitOption } from './engine/flow';
+import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
+import { boolean, duration, integer, oneOf, optionalFunction } from './core/validate';
+import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
+import { silentLogger } from './core/logger';
+import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
 
 /** Options after defaults are applied; `eachIteration` may still come from a class (see class-form). */
 export interface ResolvedOptions {
@@ -59,8 +59,6 @@ export const DEFAULTS = {
 
 const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
-/** Lanes per key at most: a run's first claim looks for this many lanes a crashed run left behind. */
-export const MAX_CONCURRENCY_PER_KEY = 16;
 /** Ids per slice at most: a slice is moved by one Lua call, which blocks Redis while it runs. */
 const MAX_SLICE_SIZE = 10_000;
 /**
@@ -191,19 +189,4 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     history: validateHistoryOption(o.history),
     logger: o.logger ?? silentLogger,
   };
-}
-
-/**
- * Milliseconds to wait before a slice runs again after its `attempt`-th run failed, at most
- * `MAX_TIMER_MS` (an exponential backoff without `maxDelayMs` would otherwise overflow to Infinity).
- */
-export function backoffDelay(backoff: Backoff, attempt: number, error: unknown): number {
-  if (typeof backoff === 'function') {
-    const ms = backoff(attempt, error);
-    // A custom function that returns garbage must not make a failing key spin.
-    return Number.isFinite(ms) ? Math.min(MAX_TIMER_MS, Math.max(0, ms)) : DEFAULTS.backoff.delayMs;
-  }
-  if (backoff.type === 'fixed') return backoff.delayMs;
-  const exp = backoff.delayMs * 2 ** (attempt - 1);
-  return Math.min(exp, backoff.maxDelayMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
 }

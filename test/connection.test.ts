@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
 import { BatchByKey, batchByKey, ClosedError, InvalidOptionError, PushTimeoutError } from '../src';
-import { fromUrl } from '../src/connection';
+import { fromUrl } from '../src/core/connection';
 import { startRedis } from '../tools/redis-server';
 import { Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
 

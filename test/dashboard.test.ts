@@ -14,9 +14,9 @@ import {
   type KeyStats,
   type Stats,
 } from '../src';
-import { encodeSample } from '../src/history';
-import { defineScripts, runScript } from '../src/scripts';
-import { redisNow } from '../src/stats';
+import { encodeSample } from '../src/ops/history';
+import { defineScripts, runScript } from '../src/storage/scripts';
+import { redisNow } from '../src/ops/stats';
 import { Gate } from './helpers/gate';
 import { keyspaceOf, range, redisClient, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidKeyError, InvalidOptionError, PermanentError, type Batcher } from '../src';
-import type { Keyspace } from '../src/keys';
+import type { Keyspace } from '../src/storage/keys';
 import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /** A batcher whose handler dead-letters every id in `poison` at once (ids starting 'flaky' only after 3 attempts), and records the rest. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Keyspace } from '../src/keys';
+import type { Keyspace } from '../src/storage/keys';
 import { JOB_NAME } from '../src';
 import { keyspaceOf, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, SliceTimeoutError, type BatcherEvents } from '../src';
-import { backoffDelay, MAX_TIMER_MS } from '../src/options';
+import { backoffDelay } from '../src/engine/failures';
+import { MAX_TIMER_MS } from '../src/options';
 import { queueOf, range, Recorder, testBatcher, waitFor } from './helpers/redis';
 
 describe('a slice that throws', () => {

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { batchByKey, type Logger } from '../src';
-import { Keyspace } from '../src/keys';
+import { Keyspace } from '../src/storage/keys';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
 import { range, track, waitFor } from './helpers/redis';
 import { sleep } from './helpers/time';

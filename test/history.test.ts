@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { batchByKey, DEFAULTS, InvalidOptionError, MAX_TIMER_MS, type EachIteration } from '../src';
-import { encodeSample } from '../src/history';
-import { validateHistoryOption } from '../src/history-options';
-import { defineScripts, runScript } from '../src/scripts';
+import { encodeSample } from '../src/ops/history';
+import { validateHistoryOption } from '../src/ops/history-options';
+import { defineScripts, runScript } from '../src/storage/scripts';
 import { Gate } from './helpers/gate';
 import { keyspaceOf, keysMatching, range, redisClient, testBatcher, testConnection, track, uniqueName, waitFor } from './helpers/redis';
 

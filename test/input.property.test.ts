@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { batchByKey, InvalidIdsError, InvalidKeyError, InvalidOptionError, MAX_TIMER_MS } from '../src';
-import { MAX_ID_LENGTH, MAX_KEY_LENGTH } from '../src/input';
+import { MAX_ID_LENGTH, MAX_KEY_LENGTH } from '../src/core/input';
 import { keyspaceOf, redisClient, testBatcher, testConnection } from './helpers/redis';
 
 /**

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { LockLostError } from '../src';
-import { Keyspace } from '../src/keys';
-import { claim, release } from '../src/protocol';
-import { defineScripts } from '../src/scripts';
+import { Keyspace } from '../src/storage/keys';
+import { claim, release } from '../src/storage/protocol';
+import { defineScripts } from '../src/storage/scripts';
 import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('per-key lock and fencing', () => {

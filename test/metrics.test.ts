@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, MissingDependencyError, PermanentError, prometheusMetrics } from '../src';
-import { loadOptional, requireOptional } from '../src/optional';
+import { loadOptional, requireOptional } from '../src/core/optional';
 import { range, testBatcher, waitFor } from './helpers/redis';
 
 /** The samples of a Prometheus text exposition: `name{labels}` → value. */

@@ -1,10 +1,10 @@
 import { UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { defineScripts, runScript } from '../src/scripts';
+import { defineScripts, runScript } from '../src/storage/scripts';
 import { PermanentError } from '../src';
-import { planFailure } from '../src/failures';
-import { combine, type RunOutcome } from '../src/iteration';
-import { preemption } from '../src/scheduling';
+import { planFailure } from '../src/engine/failures';
+import { combine, type RunOutcome } from '../src/engine/iteration';
+import { preemption } from '../src/engine/scheduling';
 import { redisClient, waitFor } from './helpers/redis';
 
 /** The pure policies, without a worker: what a failed slice becomes, how lanes' outcomes combine, when a run yields. */

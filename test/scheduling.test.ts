@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { JOB_NAME, type Batcher, type EachIteration } from '../src';
-import type { KeyQueue } from '../src/job';
-import { age } from '../src/scheduling';
+import type { KeyQueue } from '../src/storage/job';
+import { age } from '../src/engine/scheduling';
 import { prefixOf, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 import { sleep } from './helpers/time';
 

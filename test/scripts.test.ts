@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { failSlice } from '../src/protocol';
-import { defineScripts } from '../src/scripts';
+import { failSlice } from '../src/storage/protocol';
+import { defineScripts } from '../src/storage/scripts';
 import { keyspaceOf, redisClient, testBatcher } from './helpers/redis';
 
 describe('fail-slice.lua', () => {

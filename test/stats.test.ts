@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, PermanentError, type Batcher, type StoreKind } from '../src';
-import { redisNow } from '../src/stats';
+import { redisNow } from '../src/ops/stats';
 import { Gate } from './helpers/gate';
 import { keyspaceOf, redisClient, testBatcher, waitFor } from './helpers/redis';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { batchByKey, PermanentError, TicketSealedError, UnknownTicketError, type TicketOutcome } from '../src';
-import { claim, release } from '../src/protocol';
-import { defineScripts } from '../src/scripts';
+import { claim, release } from '../src/storage/protocol';
+import { defineScripts } from '../src/storage/scripts';
 import { keyspaceOf, queueOf, range, redisClient, testBatcher, testConnection, track, uniqueName, waitFor } from './helpers/redis';
 
 /** Callbacks as they ran, across every batcher given `onTicketSettled: record`. */

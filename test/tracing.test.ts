@@ -2,7 +2,7 @@ import { SpanStatusCode, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PermanentError, SLICE_SPAN, sliceTracing } from '../src';
-import { tracingWith } from '../src/tracing';
+import { tracingWith } from '../src/ops/tracing';
 import { testBatcher, waitFor } from './helpers/redis';
 
 const exporter = new InMemorySpanExporter();

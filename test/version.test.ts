@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { VERSION } from '../src/version';
+import { VERSION } from '../src/core/version';
 
 describe('VERSION', () => {
   it('matches package.json (it names the Redis scripts per version)', () => {

@@ -22,13 +22,14 @@ const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), 
 });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 
-// tsc only emits .ts; src/scripts/index.ts reads the .lua files at runtime from beside itself
-// (join(__dirname, file)), includes/ too, so they must land at the same relative paths.
-for (const file of readdirSync(join(src, 'scripts'), { recursive: true })) {
+// tsc only emits .ts; src/storage/scripts/index.ts reads the .lua files at runtime from beside
+// itself (join(__dirname, file)), includes/ too, so they must land at the same relative paths.
+const scripts = join('storage', 'scripts');
+for (const file of readdirSync(join(src, scripts), { recursive: true })) {
   if (!file.endsWith('.lua')) continue;
-  const to = join(cjs, 'scripts', file);
+  const to = join(cjs, scripts, file);
   mkdirSync(dirname(to), { recursive: true });
-  copyFileSync(join(src, 'scripts', file), to);
+  copyFileSync(join(src, scripts, file), to);
 }
 
 // ESM entry = the CJS module re-exported, not a second compile: one module instance means

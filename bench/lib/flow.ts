@@ -1,5 +1,5 @@
 import { DEFAULTS } from '../../src';
-import { Keyspace } from '../../src/keys';
+import { Keyspace } from '../../src/storage/keys';
 import { systemFor, type SystemSpec } from '../systems';
 import type { Target } from '../systems/types';
 import { WorkerPool } from '../worker/host';

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import * as bullmqScripts from 'bullmq/dist/esm/scripts/index.js';
 import { Redis } from 'ioredis';
 import Redlock from 'redlock';
-import { defineScripts } from '../../src/scripts';
+import { defineScripts } from '../../src/storage/scripts';
 import { RAW_SCRIPTS } from '../systems/raw';
 
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');

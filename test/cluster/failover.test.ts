@@ -1,7 +1,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { batchByKey } from '../../src';
-import { Keyspace } from '../../src/keys';
+import { Keyspace } from '../../src/storage/keys';
 import { defaultPrefix } from '../../src/options';
 import { startCluster, type LocalCluster } from '../../tools/redis-cluster';
 import { CLUSTER_OPTIONS, Recorder, track, uniqueName, waitFor } from '../helpers/redis';

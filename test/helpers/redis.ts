@@ -3,7 +3,7 @@ import { Queue, type ConnectionOptions } from 'bullmq';
 import { Cluster, Redis, type ClusterOptions } from 'ioredis';
 import { inject } from 'vitest';
 import { batchByKey, type Batcher, type BatchByKeyOptions, type EachIteration, type KeyJobData } from '../../src';
-import { Keyspace } from '../../src/keys';
+import { Keyspace } from '../../src/storage/keys';
 import { defaultPrefix } from '../../src/options';
 
 /** The standalone server's URL; a run on the cluster (vitest.cluster.config.mts) has none. */

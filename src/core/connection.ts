@@ -1,0 +1,55 @@
+import { Redis, Cluster, type RedisOptions } from 'ioredis';
+import { InvalidOptionError } from './errors';
+import { log } from './logger';
+import type { Connection, Logger } from './types';
+
+/**
+ * The URL with its password masked, whether it parses or not: error messages end up in logs. The
+ * user info runs to the last `@` before the host's first `/`, so a password holding `@` is masked whole.
+ */
+export function redactUrl(url: string): string {
+  return url.replace(/^((?:[^:/?#]*:)?\/\/)([^/?#]*)@/, (_match, scheme: string, userinfo: string) => {
+    const colon = userinfo.indexOf(':');
+    return `${scheme}${colon < 0 ? userinfo : `${userinfo.slice(0, colon)}:***`}@`;
+  });
+}
+
+/** `redis://[user:password@]host[:port][/db]` or `rediss://...` (TLS) as ioredis options, which BullMQ also takes. */
+export function fromUrl(url: string): RedisOptions {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new InvalidOptionError(`options.connection is not a valid Redis URL: ${JSON.stringify(redactUrl(url))}`);
+  }
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
+    throw new InvalidOptionError(`options.connection must be a redis:// or rediss:// URL, got ${u.protocol}//`);
+  }
+  const db = u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0;
+  if (!Number.isInteger(db) || db < 0) throw new InvalidOptionError(`options.connection has a bad database number: ${u.pathname}`);
+  return {
+    // URL keeps an IPv6 host in brackets ('[::1]'); ioredis wants the bare address.
+    host: u.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1',
+    port: u.port ? Number(u.port) : 6379,
+    db,
+    ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+    ...(u.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+}
+
+function isClient(connection: Connection): connection is Redis | Cluster {
+  return connection instanceof Redis || connection instanceof Cluster;
+}
+
+/** Our command connection: the user's client when given one (theirs to close), else one we own. */
+/** @internal */
+export type RedisClient = Redis | Cluster;
+
+export function commandClient(connection: Redis | Cluster | RedisOptions, logger: Logger): { client: RedisClient; owned: boolean } {
+  if (isClient(connection)) return { client: connection, owned: false };
+  const client = new Redis(connection);
+  // An 'error' event without a listener would crash the process; ioredis reconnects by itself.
+  client.on('error', (err) => log(logger, 'warn', 'batch-by-key: redis connection error', { err }));
+  return { client, owned: true };
+}

@@ -1,0 +1,113 @@
+import { UnrecoverableError } from 'bullmq';
+import { PermanentError } from '../core/errors';
+import { MAX_TIMER_MS } from '../core/limits';
+import type { RetrySlice } from '../storage/protocol';
+import type { Backoff, FailureOutcome, Id } from '../core/types';
+
+export type { RetrySlice };
+
+interface FailurePolicy {
+  attempts: number;
+  backoff: Backoff;
+  isolateFailures: boolean;
+}
+
+/** What to do with a failed slice: parts to retry (each with its delay) and ids to dead-letter. */
+export interface FailurePlan {
+  outcome: FailureOutcome;
+  retry: { delayMs: number; slice: RetrySlice }[];
+  dead: Id[];
+  /** With `retry`: the backoff before the whole slice runs again. */
+  retryInMs?: number;
+  /** Failed runs of the slice, this one included (what a dead letter records). */
+  attempts: number;
+  firstFailedAt: number;
+  /** When this run failed. */
+  failedAt: number;
+}
+
+/**
+ * Decides the fate of a failed slice. A slice is retried whole, after its backoff, until it has
+ * used `attempts`; then it is split in halves, each run once at once, down to single ids, so a
+ * bad id ends alone in the dead letters while the others of its slice succeed. A PermanentError
+ * skips the retries: the ids it names die at once, or, naming none, the slice goes straight to
+ * splitting.
+ */
+export function planFailure(
+  ids: readonly Id[],
+  previous: RetrySlice | undefined,
+  error: unknown,
+  policy: FailurePolicy,
+  now: number,
+): FailurePlan {
+  const attempts = (previous?.attempts ?? 0) + 1;
+  const firstFailedAt = previous?.firstFailedAt ?? now;
+  const plan = (outcome: FailureOutcome, retry: FailurePlan['retry'], dead: Id[]): FailurePlan => ({
+    outcome,
+    retry,
+    dead,
+    attempts,
+    firstFailedAt,
+    failedAt: now,
+  });
+  const again = (partIds: Id[], delayMs: number, isolating: boolean) => ({
+    delayMs,
+    slice: { ids: partIds, attempts, isolating, firstFailedAt },
+  });
+
+  const named = error instanceof PermanentError && error.ids ? new Set(error.ids) : undefined;
+  const bad = named ? ids.filter((id) => named.has(id)) : [];
+  if (bad.length > 0) {
+    const rest = ids.filter((id) => !named?.has(id));
+    // The others did not fail on their own account: they go again at once, no attempt spent.
+    const retry =
+      rest.length > 0
+        ? [{ delayMs: 0, slice: { ids: rest, attempts: previous?.attempts ?? 0, isolating: previous?.isolating ?? false, firstFailedAt } }]
+        : [];
+    return plan('dead', retry, bad);
+  }
+  const permanent = error instanceof PermanentError || error instanceof UnrecoverableError;
+  if (!permanent && mayRetry(attempts, previous?.isolating ?? false, policy)) {
+    const delayMs = backoffDelay(policy.backoff, attempts, error);
+    return { ...plan('retry', [again([...ids], delayMs, false)], []), retryInMs: delayMs };
+  }
+  if (policy.isolateFailures && ids.length > 1) {
+    const mid = Math.ceil(ids.length / 2);
+    return plan('split', [again(ids.slice(0, mid), 0, true), again(ids.slice(mid), 0, true)], []);
+  }
+  return plan('dead', [], [...ids]);
+}
+
+/** Whether a slice that has failed `attempts` runs is retried whole (rather than split or dead). */
+export function mayRetry(attempts: number, isolating: boolean, policy: FailurePolicy): boolean {
+  return !isolating && attempts < policy.attempts;
+}
+
+/** Stacks are cut to this many characters in dead letters. */
+const MAX_STACK = 2_000;
+
+/** What a dead letter keeps of an error (anything may be thrown). */
+export function serializeError(error: unknown): { name: string; message: string; stack?: string } {
+  if (error instanceof Error) {
+    return { name: error.name, message: error.message, ...(error.stack && { stack: error.stack.slice(0, MAX_STACK) }) };
+  }
+  return { name: typeof error, message: String(error) };
+}
+
+/** What a backoff function that returns no finite number gets: the default backoff's first delay. */
+const GARBAGE_BACKOFF_MS = 1_000;
+
+/**
+ * Milliseconds to wait before a slice runs again after its `attempt`-th run failed, at most
+ * `MAX_TIMER_MS` (an exponential backoff without `maxDelayMs` would otherwise overflow to Infinity).
+ */
+export function backoffDelay(backoff: Backoff, attempt: number, error: unknown): number {
+  if (typeof backoff === 'function') {
+    const ms = backoff(attempt, error);
+    // A custom function that returns garbage must not make a failing key spin.
+    return Number.isFinite(ms) ? Math.min(MAX_TIMER_MS, Math.max(0, ms)) : GARBAGE_BACKOFF_MS;
+  }
+  if (backoff.type === 'fixed') return backoff.delayMs;
+  const exp = backoff.delayMs * 2 ** (attempt - 1);
+  return Math.min(exp, backoff.maxDelayMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
+}

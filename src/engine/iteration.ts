@@ -1,0 +1,329 @@
+import { withDeadline } from '../core/deadline';
+import { RateLimitedError, SliceCrashedError, SliceTimeoutError } from '../core/errors';
+import { retryAfter } from './flow';
+import type { BatcherEmitter } from '../core/events';
+import type { RetrySlice } from './failures';
+import { firstReason, follow, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
+import { laneNames, type KeyNames } from '../storage/keys';
+import type { KeyLock } from './lock';
+import { claim, settle, type ClaimResult, type Payloads } from '../storage/protocol';
+import type { RedisClient } from '../storage/scripts';
+import type {
+  EachIteration,
+  Id,
+  IterationContext,
+  Key,
+  KeyJob,
+  RateLimit,
+  SliceInfo,
+  SliceMiddleware,
+  StopReason,
+  StoreKind,
+} from '../core/types';
+
+/**
+ * Wraps what the handler threw (or its timeout), so the run can tell a failed slice, which is
+ * retried or dead-lettered, from Redis trouble on the way, which is not the slice's fault.
+ */
+class SliceFailure {
+  constructor(readonly error: unknown) {}
+}
+
+/** How one job run ended, when it did not throw. */
+export type RunOutcome =
+  /** No id left: the last slice is acked; `released` when that claim released the lock too. */
+  | { kind: 'drained'; released: boolean }
+  /** Ids are pending but none is due for `waitMs` (a zset time, a failed slice's backoff); the last slice is acked. */
+  | { kind: 'waiting'; waitMs: number; released: boolean }
+  /**
+   * Stopped between slices; the last slice is done but not yet acked (release acks it), or,
+   * with `restore`, it gave up because of the stop and goes back to pending.
+   */
+  | { kind: 'stopped'; reason: StopReason; restore?: boolean; holdMs?: number }
+  /** The lock was lost; nothing can be acked, the in-flight ids wait for the next holder. */
+  | { kind: 'lock_lost' };
+
+/** A slice whose handler failed, for the run to settle. */
+export interface FailedSlice {
+  slice: SliceInfo;
+  /** The failed slice these ids were a retry of, if any. */
+  previous: RetrySlice | undefined;
+  error: unknown;
+  /** Unique per slice; names the parts it is split into. */
+  sliceId: string;
+  /** The key's names as the slice's lane uses them. */
+  names: KeyNames;
+  durationMs: number;
+  /** The data the slice's ids carried, for their dead letters. */
+  payloads: Payloads | undefined;
+}
+
+export interface IterationParams {
+  client: RedisClient;
+  store: StoreKind;
+  names: KeyNames;
+  lock: KeyLock;
+  sliceSize: number;
+  /** Lanes: slices of the key run at once. */
+  concurrency: number;
+  sliceTimeoutMs: number;
+  handler: EachIteration;
+  around: readonly SliceMiddleware[];
+  events: BatcherEmitter;
+  key: Key;
+  job: KeyJob;
+  /**
+   * The run's controller, aborted on shutdown (ShutdownError) or a lost lock (LockLostError). A
+   * single lane uses it as its slices' ctx.signal, and a slice's timeout aborts it too (the
+   * timeout ends the run anyway); with lanes each lane has its own, which follows it.
+   */
+  stop: AbortController;
+  interrupts: readonly InterruptCheck[];
+  /** Retries, splits or dead-letters a failed slice; false when the lock was lost first. */
+  settleFailure: (failed: FailedSlice) => Promise<boolean>;
+  /** Whether a slice whose last run died with its worker may run again whole. */
+  mayRunAgain: (slice: RetrySlice) => boolean;
+  /** The key's rate limit for this run, if any (its claims take no more than the window allows). */
+  rate: RateLimit | undefined;
+  /** Adds the callback jobs of tickets a claim's ack settled. */
+  settled: (tickets: readonly string[]) => Promise<void>;
+}
+
+/**
+ * One job run: `concurrency` lanes, each a loop that claims a slice (acking its previous one in
+ * the same call), runs the handler, then asks the interrupt checks. Progress is committed only
+ * after a slice succeeds, and the budget is checked only between slices (as job-iteration does).
+ * A failed slice is settled on its own (see failures.ts) and the lane goes on with the key's
+ * other ids. `first` is lane 0's first claim, made by the run as it took the lock: it recovered
+ * whatever a dead run left in flight, in any lane, so the other lanes start after it, and only
+ * when it found work. A single lane's last claim releases the lock too.
+ */
+export async function iterate(p: IterationParams, first: ClaimResult & { held: true }): Promise<RunOutcome> {
+  const run: RunState = { stopped: undefined, error: undefined };
+  const lanes = [contained(run, runLane(p, run, 0, first))];
+  if (p.concurrency > 1 && first.ids.length > 0) {
+    for (let lane = 1; lane < p.concurrency; lane++) lanes.push(contained(run, runLane(p, run, lane)));
+  }
+  const outcomes = await Promise.all(lanes);
+  if (run.error) throw run.error.thrown;
+  return combine(outcomes);
+}
+
+interface RunState {
+  /** Set by the first lane that stops the run; the others stop after their slice. */
+  stopped: RunOutcome | undefined;
+  /** What a lane threw (Redis trouble): the run rethrows it once every lane has stopped. */
+  error: { thrown: unknown } | undefined;
+}
+
+/**
+ * A lane that throws stops the others after their slice, and the run waits for them before it
+ * rethrows: releasing the lock while a lane still runs would let a new run restore, and run
+ * again, the slices still running here.
+ */
+async function contained(run: RunState, lane: Promise<RunOutcome>): Promise<RunOutcome> {
+  try {
+    return await lane;
+  } catch (thrown) {
+    run.error ??= { thrown };
+    run.stopped ??= { kind: 'stopped', reason: 'shutdown' };
+    return run.stopped;
+  }
+}
+
+async function runLane(p: IterationParams, run: RunState, lane: number, first?: ClaimResult): Promise<RunOutcome> {
+  const names = laneNames(p.names, lane);
+  // One signal per lane and run: a timed-out slice ends its lane (and the run), so it never needs
+  // resetting, and a timeout in one lane never aborts another lane's slice.
+  const signal = p.concurrency === 1 ? p.stop : follow(p.stop.signal);
+  // With lanes, the lock is released once every lane has ended (see processor.ts `conclude`).
+  const releaseIfEmpty = p.concurrency === 1;
+  for (let n = 1; ; n++) {
+    const sliceId = sliceIdOf(p.lock.value, lane, n);
+    const claimed =
+      n === 1 && first
+        ? first
+        : await claim(p.client, p.store, names, {
+            lock: p.lock,
+            claimId: sliceId,
+            settle: 'ack',
+            count: p.sliceSize,
+            releaseIfEmpty,
+            ...(p.rate && { rate: p.rate }),
+          });
+    if (!claimed.held) return { kind: 'lock_lost' };
+    if (claimed.settled) await p.settled(claimed.settled);
+    if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
+    // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
+    const outcome =
+      (await runOne(p, { names, signal }, claimed, sliceId)) ??
+      (run.stopped && { ...run.stopped, restore: false }) ??
+      stopReason(p, { full: claimed.ids.length >= p.sliceSize });
+    if (outcome) {
+      run.stopped ??= outcome;
+      // Lane 0's last slice is settled by the release; the other lanes settle their own.
+      if (lane > 0 && outcome.kind === 'stopped') {
+        const settled = await settle(
+          p.client,
+          p.store,
+          names,
+          p.lock,
+          `${sliceId}:end`,
+          outcome.restore ? 'restore' : 'ack',
+          outcome.holdMs,
+        );
+        if (settled && settled.length > 0) await p.settled(settled);
+      }
+      return outcome;
+    }
+  }
+}
+
+interface LaneContext {
+  names: KeyNames;
+  /** The lane's ctx.signal: aborted by the run's stop, or by a slice's timeout. */
+  signal: AbortController;
+}
+
+/** Runs one claimed slice; an outcome when the slice ends the run. */
+async function runOne(
+  p: IterationParams,
+  lane: LaneContext,
+  claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads },
+  sliceId: string,
+): Promise<RunOutcome | undefined> {
+  const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
+  const crashed = claimed.retry?.crashed ? claimed.retry : undefined;
+  if (crashed && !p.mayRunAgain(crashed)) {
+    // Its death was its last allowed run (a poison id that kills the worker): settle it as that
+    // failure, which splits or dead-letters it, rather than run it to die once more.
+    const error = new SliceCrashedError(
+      `the run of this slice of key ${JSON.stringify(p.key)} died before it finished (a crash, an OOM kill, a lost lock)`,
+    );
+    const failed = {
+      slice,
+      previous: { ...crashed, attempts: crashed.attempts - 1 },
+      error,
+      sliceId,
+      names: lane.names,
+      durationMs: 0,
+      payloads: claimed.payloads,
+    };
+    return (await p.settleFailure(failed)) ? undefined : { kind: 'lock_lost' };
+  }
+  const started = performance.now();
+  try {
+    await runSlice(p, { ...slice, signal: lane.signal.signal, retryAfter, ...dataAccess(claimed.payloads) }, lane.signal);
+    if (p.events.wants('slice:done')) {
+      p.events.emit('slice:done', {
+        ...slice,
+        durationMs: performance.now() - started,
+        ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }),
+      });
+    }
+    return undefined;
+  } catch (thrown) {
+    // Redis trouble in a claim is not the slice's fault: the safety net in runKey retries the run.
+    if (!(thrown instanceof SliceFailure)) throw thrown;
+    // A handler that gives up because ctx.signal fired for a shutdown or a lost lock is
+    // stopping, not failing (a slice timeout is a failure).
+    const stop = stopReasonOf(p.stop.signal);
+    if (stop === 'lock_lost') return { kind: 'lock_lost' };
+    if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
+    // The upstream said "not now": the slice goes back unchanged and the key waits, no attempt spent.
+    if (thrown.error instanceof RateLimitedError)
+      return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: thrown.error.retryAfterMs };
+    const failed = {
+      slice,
+      previous: claimed.retry,
+      error: thrown.error,
+      sliceId,
+      names: lane.names,
+      durationMs: performance.now() - started,
+      payloads: claimed.payloads,
+    };
+    if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
+    // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run
+    // gets a fresh signal.
+    if (lane.signal.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
+    return undefined;
+  }
+}
+
+const NO_PAYLOADS: readonly unknown[] = Object.freeze([]);
+
+/** ctx.data and ctx.payloads over a claim's payloads. */
+function dataAccess(payloads: Payloads | undefined): Pick<IterationContext, 'data' | 'payloads'> {
+  const of = (id: Id): readonly unknown[] => (payloads && Object.hasOwn(payloads, id) ? payloads[id]! : NO_PAYLOADS);
+  return { data: (id) => of(id).at(-1), payloads: (id) => [...of(id)] };
+}
+
+function stopReason(p: IterationParams, slice: SliceEnd): RunOutcome | undefined {
+  const reason = firstReason(p.interrupts, slice);
+  if (reason === 'lock_lost') return { kind: 'lock_lost' };
+  return reason ? { kind: 'stopped', reason } : undefined;
+}
+
+/** A lane's end when its claim found nothing: waiting `waitMs` for something due, or drained (0). */
+export function nothingClaimed(waitMs: number, released: boolean): RunOutcome {
+  return waitMs > 0 ? { kind: 'waiting', waitMs, released } : { kind: 'drained', released };
+}
+
+/** The id of a lane's n-th slice of a run (its claim's id too). */
+export function sliceIdOf(lock: string, lane: number, n: number): string {
+  return `${lock}:${lane}:${n}`;
+}
+
+/** The run's outcome from its lanes': a lost lock over a stop, a stop over a wait, a wait over drained. */
+export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
+  if (outcomes.length === 1) return outcomes[0]!;
+  const first = (kind: RunOutcome['kind']) => outcomes.find((o) => o.kind === kind);
+  const waits = outcomes.flatMap((o) => (o.kind === 'waiting' ? [o.waitMs] : []));
+  // Lane 0 restores its own slice after a shutdown (through the release), so its stop is the one that says so.
+  const stopped = outcomes[0]?.kind === 'stopped' ? outcomes[0] : first('stopped');
+  // Lanes never release the lock in a claim: the run does once they have all ended.
+  return (
+    first('lock_lost') ??
+    stopped ??
+    (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits), released: false } : { kind: 'drained', released: false })
+  );
+}
+
+type SliceContext = IterationContext & SliceInfo;
+
+/**
+ * Runs the handler (inside the `around` middlewares) on one slice, but waits at most
+ * `sliceTimeoutMs`: a handler that never returns would otherwise hold the key (and a worker
+ * slot) forever. On timeout ctx.signal aborts with a SliceTimeoutError and the slice counts as
+ * failed; the handler is not killed.
+ */
+async function runSlice(p: IterationParams, ctx: SliceContext, timeout: AbortController): Promise<void> {
+  try {
+    const result: unknown = p.around.length === 0 ? p.handler(ctx.ids as string[], ctx) : wrap(p.around, 0, ctx, p.handler);
+    // Any thenable, not only this realm's Promise: an async function from a vm context, a
+    // Bluebird promise, or a lazy one (a query builder) that runs only once `then` is called.
+    if (isThenable(result)) {
+      await withDeadline(Promise.resolve(result), p.sliceTimeoutMs, () => {
+        const error = new SliceTimeoutError(
+          `a slice of key ${JSON.stringify(p.key)} ran longer than sliceTimeoutMs (${p.sliceTimeoutMs} ms)`,
+        );
+        timeout.abort(error);
+        return error;
+      });
+    }
+  } catch (error) {
+    throw new SliceFailure(error);
+  }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+function wrap(around: readonly SliceMiddleware[], i: number, ctx: SliceContext, handler: EachIteration): Promise<void> {
+  const middleware = around[i];
+  if (!middleware) return Promise.resolve(handler(ctx.ids as string[], ctx)).then(() => undefined);
+  return middleware(ctx, () => wrap(around, i + 1, ctx, handler));
+}

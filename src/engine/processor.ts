@@ -1,0 +1,345 @@
+import { DelayedError, type Job } from 'bullmq';
+import type Redlock from 'redlock';
+import type { DeadLetterBox } from './dead-letters';
+import { ShutdownError } from '../core/errors';
+import type { BatcherEmitter } from '../core/events';
+import { backoffDelay, mayRetry, planFailure, serializeError } from './failures';
+import { maxRuntime, stopped } from './interrupt';
+import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type RunOutcome } from './iteration';
+import { JOB_NAME, LEVEL } from '../storage/job';
+import type { Keyspace, KeyNames } from '../storage/keys';
+import { KeyLock } from './lock';
+import { rateLimitOf } from './flow';
+import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } from '../push/tickets';
+import { log } from '../core/logger';
+import { MAX_CONCURRENCY_PER_KEY } from '../core/limits';
+import { MAX_TICKET_ERRORS } from '../push/progress';
+import { claim, dueIn, failSlice, release, settle, type ClaimResult, type LockRef, type Released } from '../storage/protocol';
+import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
+import type { RedisClient } from '../storage/scripts';
+import type {
+  Backoff,
+  EachIteration,
+  FallbackProcessor,
+  Key,
+  KeyJob,
+  KeyProcessor,
+  Logger,
+  RateLimit,
+  SliceMiddleware,
+  StoreKind,
+  Ticket,
+  TicketOutcome,
+} from '../core/types';
+
+/** The options a run reads: the batcher's resolved options satisfy it (see options.ts). */
+export interface RunOptions {
+  store: StoreKind;
+  sliceSize: number;
+  concurrencyPerKey: number;
+  maxRuntimeMs: number;
+  scheduling: 'fair' | 'fifo';
+  weight: ((key: Key) => number) | undefined;
+  sliceTimeoutMs: number;
+  lockTtlMs: number;
+  attempts: number;
+  backoff: Backoff;
+  isolateFailures: boolean;
+  around: readonly SliceMiddleware[];
+  rateLimit: RateLimit | ((key: Key) => RateLimit | undefined) | undefined;
+  onTicketSettled: ((outcome: TicketOutcome, ticket: Ticket) => PromiseLike<unknown> | void) | undefined;
+  logger: Logger;
+}
+
+/** @internal */
+export interface ProcessorDeps {
+  client: RedisClient;
+  redlock: Redlock;
+  keyspace: Keyspace;
+  options: RunOptions;
+  handler: () => EachIteration;
+  deadLetters: DeadLetterBox;
+  events: BatcherEmitter;
+  /** BullMQ's wait and active lists of the batcher's queue (fair scheduling reads them). */
+  queueLists: () => QueueLists;
+  /** Resolves when this worker's store is the batcher's (checked at the first run; see agreement.ts). */
+  agree: () => Promise<void>;
+  tickets: TicketDeps;
+}
+
+/**
+ * The BullMQ processor of a batcher. A run takes the key's lock, iterates slices, and then
+ * completes (nothing left), or moves its own job to delayed: at once when interrupted (so it
+ * lines up behind jobs already waiting), or until something is due (a zset time, a failed
+ * slice's backoff). The job stays the same BullMQ job throughout, so a key never has two.
+ * A failed slice never fails the job (see failures.ts); the job fails (BullMQ's own attempts
+ * are 1) only when Redis is too broken even to move it to delayed, and the recovery sweep
+ * brings such a key back.
+ */
+export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor): KeyProcessor {
+  // Three declared parameters: BullMQ hands a cancellation signal only to processors of arity >= 3.
+  return async function processKeyJob(job, token, signal): Promise<void> {
+    if (job.name === TICKET_JOB_NAME) return runTicketCallback(deps.tickets, job, deps.options.onTicketSettled, deps.options.logger);
+    if (job.name !== JOB_NAME) {
+      if (fallback) {
+        await fallback(job as unknown as Job<unknown, unknown, string>, token, signal);
+        return;
+      }
+      throw new Error(`batch-by-key: no processor for job name ${JSON.stringify(job.name)}`);
+    }
+    // A worker on another store than the pushers' must touch nothing: the job fails (logged),
+    // the ids stay, and the recovery sweep tries again once the deployment is fixed.
+    await deps.agree();
+    await runKey(deps, job, token ?? '', signal);
+  };
+}
+
+async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSignal: AbortSignal | undefined): Promise<void> {
+  const { client, keyspace, options } = deps;
+  const names = keyspace.forKey(job.data.key);
+  const lockRef: LockRef = { value: KeyLock.newValue(), ttlMs: options.lockTtlMs };
+  const rate = rateLimitOf(options.rateLimit, job.data.key);
+  // The run's one signal (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
+  const run = onShutdown(bullSignal);
+  let lock: KeyLock | undefined;
+  try {
+    const sentAt = Date.now();
+    // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
+    const first = await claim(client, options.store, names, {
+      lock: lockRef,
+      claimId: sliceIdOf(lockRef.value, 0, 1),
+      settle: 'recover',
+      count: options.sliceSize,
+      otherLanes: MAX_CONCURRENCY_PER_KEY - 1,
+      takeLock: true,
+      releaseIfEmpty: options.concurrencyPerKey === 1,
+      ...(rate && { rate }),
+    });
+    // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
+    if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
+    // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
+    // so there is nothing to renew or iterate.
+    if (first.ids.length === 0 && options.concurrencyPerKey === 1)
+      return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
+    lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => run.abort(error));
+    const outcome = await runSlices(deps, job, names, lock, first, run, rate);
+    // No renewal may race the release below (it would fail and log a spurious warning).
+    lock.stop();
+    await conclude(deps, job, token, names, lock, outcome);
+  } catch (err) {
+    if (err instanceof DelayedError) throw err;
+    // Redis trouble outside a slice. Failing the job would leave the key to the recovery sweep;
+    // retrying it is better. The in-flight ids (if any) are recovered by the next run. The lock
+    // is given back (fenced by its value) even if only the first claim's lost reply took it, or
+    // the key would wait out its TTL.
+    log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key: job.data.key });
+    await release(client, names, lockRef.value, 'keep').catch(() => undefined);
+    return await requeue(job, token, backoffDelay(options.backoff, 1, err));
+  } finally {
+    lock?.stop();
+  }
+}
+
+/** How long to wait for a lock held by another run, from its PTTL. */
+function busyFor(pttl: number, names: KeyNames, options: RunOptions): number {
+  if (pttl === -1) {
+    log(options.logger, 'warn', 'batch-by-key: lock key has no TTL (set by hand?); delete it to unblock the key', { resource: names.lock });
+    return options.lockTtlMs;
+  }
+  // -2: released just now.
+  return Math.max(0, pttl);
+}
+
+async function runSlices(
+  deps: ProcessorDeps,
+  job: KeyJob,
+  names: KeyNames,
+  lock: KeyLock,
+  first: ClaimResult & { held: true },
+  run: AbortController,
+  rate: RateLimit | undefined,
+): Promise<RunOutcome> {
+  const { options } = deps;
+  return iterate(
+    {
+      rate,
+      client: deps.client,
+      store: options.store,
+      names,
+      lock,
+      sliceSize: options.sliceSize,
+      concurrency: options.concurrencyPerKey,
+      sliceTimeoutMs: options.sliceTimeoutMs,
+      handler: deps.handler(),
+      around: options.around,
+      events: deps.events,
+      key: job.data.key,
+      job,
+      stop: run,
+      interrupts: [
+        stopped(run.signal),
+        maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
+        ...(options.scheduling === 'fair'
+          ? [preemption(deps.client, deps.queueLists(), options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
+          : []),
+      ],
+      settleFailure: (failed) => settleFailure(deps, lock, failed),
+      settled: (tickets) => addCallbacks(deps.tickets, job.data.key, tickets),
+      mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
+    },
+    first,
+  );
+}
+
+/** Commits what the run ended with, releases the key and moves the job on. */
+async function conclude(
+  deps: ProcessorDeps,
+  job: KeyJob,
+  token: string,
+  names: KeyNames,
+  lock: LockRef,
+  outcome: RunOutcome,
+): Promise<void> {
+  const { client, options } = deps;
+  const key = job.data.key;
+  switch (outcome.kind) {
+    case 'drained':
+      // A run with lanes releases after its last claim: ids pushed in between had no job add.
+      if (!outcome.released && (await releaseKey(deps, key, names, lock.value, 'ack')) === 'pending') return requeue(job, token, 0);
+      return;
+    case 'waiting':
+      if (!outcome.released) await releaseKey(deps, key, names, lock.value, 'ack');
+      return delayUntilReady(client, job, token, names, outcome.waitMs, options);
+    case 'stopped':
+      log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
+      deps.events.emit('interrupted', { key, job, reason: outcome.reason });
+      // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
+      if (outcome.restore || outcome.holdMs) {
+        const settled = await settle(
+          client,
+          options.store,
+          names,
+          lock,
+          `${lock.value}:restore`,
+          outcome.restore ? 'restore' : 'ack',
+          outcome.holdMs,
+        );
+        if (settled && settled.length > 0) await addCallbacks(deps.tickets, key, settled);
+      }
+      await releaseKey(deps, key, names, lock.value, outcome.restore || outcome.holdMs ? 'keep' : 'ack');
+      // The upstream asked for a pause: the job waits it out (held, nothing is due before).
+      if (outcome.holdMs) return delayUntilReady(client, job, token, names, outcome.holdMs, options);
+      // A key that had its turn goes behind keys that have not (a shutdown or a timeout is no turn).
+      if (options.scheduling === 'fair' && (outcome.reason === 'max_runtime' || outcome.reason === 'preempted')) await demote(job);
+      return requeue(job, token, 0);
+    case 'lock_lost':
+      log(options.logger, 'warn', 'batch-by-key: lost the key lock; the slice will be retried by the next run', { key });
+      deps.events.emit('interrupted', { key, job, reason: 'lock_lost' });
+      return requeue(job, token, 0);
+  }
+}
+
+/**
+ * Settles a failed slice by its plan: dead letters first (in the batcher's slot), then, fenced
+ * by the lock in the key's slot, the parts to retry and the in-flight ids dropped. A crash in
+ * between leaves the ids in flight as well as dead: they run again (at least once, never lost).
+ * If the fenced call refuses (the lock was lost), the letters are taken back, restoring any they
+ * replaced, and only a failure that stands applies the cap, so a fenced-out holder neither
+ * removes nor evicts a real letter.
+ */
+async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedSlice): Promise<boolean> {
+  const { options, events } = deps;
+  const { slice, error, names } = failed;
+  const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
+  const serialized = serializeError(error);
+  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
+  const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
+  const settled = await failSlice(
+    deps.client,
+    names,
+    lock.value,
+    { retry, dead: { ids: plan.dead, message: serialized.message } },
+    MAX_TICKET_ERRORS,
+    `${failed.sliceId}:failed`,
+  );
+  if (settled && settled.length > 0) await addCallbacks(deps.tickets, slice.key, settled);
+  if (!settled) {
+    // The next holder restores these ids and runs them again: their letters would be stale.
+    if (letters) await deps.deadLetters.undo(letters);
+    return false;
+  }
+  if (letters) await deps.deadLetters.trim();
+  log(options.logger, plan.outcome === 'retry' ? 'warn' : 'error', 'batch-by-key: slice failed', {
+    err: error,
+    key: slice.key,
+    ids: slice.ids.length,
+    attempt: slice.attempt,
+    outcome: plan.outcome,
+  });
+  events.emit('slice:failed', {
+    ...slice,
+    durationMs: failed.durationMs,
+    error,
+    outcome: plan.outcome,
+    ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
+  });
+  if (plan.dead.length > 0) events.emit('dead', { key: slice.key, ids: plan.dead, error, attempts: plan.attempts });
+  return true;
+}
+
+/** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
+async function requeue(job: KeyJob, token: string, delayMs: number): Promise<never> {
+  await job.moveToDelayed(Date.now() + delayMs, token);
+  throw new DelayedError();
+}
+
+/**
+ * Waits until something is due (a zset time, a failed slice's backoff). A push that landed after
+ * our last claim found the job still active, so it could not bring the delayed job forward:
+ * look again once it is delayed.
+ */
+async function delayUntilReady(
+  client: RedisClient,
+  job: KeyJob,
+  token: string,
+  names: KeyNames,
+  waitMs: number,
+  options: RunOptions,
+): Promise<never> {
+  // A wait is no turn: when it ends (a rate limit's window, a retryAfter, a backoff, a zset
+  // time) the key lines up with light keys, which running keys yield to, rather than behind
+  // every heavy key (where it could wait a whole budget for a slot).
+  if (options.scheduling === 'fair' && Number(job.priority ?? 0) !== LEVEL.light) await job.changePriority({ priority: LEVEL.light });
+  await job.moveToDelayed(Date.now() + waitMs, token);
+  try {
+    const now = await dueIn(client, options.store, names);
+    if (now >= 0 && now < waitMs) await job.changeDelay(now);
+  } catch (err) {
+    // The job is delayed already; at worst a push that raced with it waits for its earlier time.
+    log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: job.data.key });
+  }
+  throw new DelayedError();
+}
+
+async function releaseKey(deps: ProcessorDeps, key: string, names: KeyNames, lockValue: string, mode: 'ack' | 'keep'): Promise<Released> {
+  const { released, settled } = await release(deps.client, names, lockValue, mode);
+  if (released === 'lost') {
+    log(deps.options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', {
+      lock: names.lock,
+    });
+  }
+  if (settled.length > 0) await addCallbacks(deps.tickets, key, settled);
+  return released;
+}
+
+/**
+ * A run's controller, aborted with a ShutdownError when BullMQ aborts the job's signal (with
+ * whatever reason was given to cancelJob).
+ */
+function onShutdown(bullSignal: AbortSignal | undefined): AbortController {
+  const controller = new AbortController();
+  const relay = () => controller.abort(new ShutdownError(`the worker is closing or cancelled the job: ${String(bullSignal?.reason)}`));
+  if (bullSignal?.aborted) relay();
+  else bullSignal?.addEventListener('abort', relay, { once: true });
+  return controller;
+}

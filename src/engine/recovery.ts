@@ -1,0 +1,89 @@
+import { ensureJob, type KeyQueue } from '../storage/job';
+import { encodeKey, type Keyspace } from '../storage/keys';
+import { log } from '../core/logger';
+import { drainOutbox, type TicketDeps } from '../push/tickets';
+import { runScript, type RedisClient } from '../storage/scripts';
+import { backlog, type Store } from '../storage/store';
+import type { Logger } from '../core/types';
+
+/** Index entries read per page of a sweep. */
+const SWEEP_PAGE = 1000;
+/** Entries looked at concurrently within a page. */
+const SWEEP_CONCURRENCY = 50;
+/**
+ * A sweep reads page after page until no entry is older than its cutoff, or this long has passed:
+ * bounded work per sweep, yet a batcher with more new keys per interval than one page still gets
+ * its drained keys out of the index (each entry looked at is either dropped or moved to now).
+ */
+const SWEEP_BUDGET_MS = 5_000;
+
+/** @internal */
+export interface RecoveryDeps {
+  /** For the callbacks of settled tickets a crashed worker left in a key's outbox. */
+  tickets: TicketDeps;
+  client: RedisClient;
+  queue: () => KeyQueue;
+  keyspace: Keyspace;
+  store: Store;
+  /** Entries younger than this are left alone: their pusher is still adding the job. */
+  graceMs: number;
+  logger: Logger;
+}
+
+const FINISHED = new Set(['completed', 'failed', 'unknown']);
+
+async function hasLiveJob(queue: KeyQueue, key: string): Promise<boolean> {
+  const jobId = await queue.getDeduplicationJobId(encodeKey(key));
+  return jobId !== null && !FINISHED.has(await queue.getJobState(jobId));
+}
+
+/**
+ * Finds keys that have ids but no job and adds one: the path back for a pusher that died
+ * between storing ids and adding the job, or a job that failed or was removed. Keys with
+ * nothing left are dropped from the index. Returns how many keys got a job.
+ */
+export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
+  const { client, keyspace } = deps;
+  const cutoff = Date.now() - deps.graceMs;
+  const stopAt = Date.now() + SWEEP_BUDGET_MS;
+  let recovered = 0;
+  while (Date.now() < stopAt) {
+    const flat = await client.zrangebyscore(keyspace.index, '-inf', cutoff, 'WITHSCORES', 'LIMIT', 0, SWEEP_PAGE);
+    if (flat.length === 0) break;
+    for (let i = 0; i < flat.length; i += 2 * SWEEP_CONCURRENCY) {
+      const entries = [];
+      for (let j = i; j < Math.min(flat.length, i + 2 * SWEEP_CONCURRENCY); j += 2)
+        entries.push(sweepOne(deps, flat[j] as string, flat[j + 1] as string));
+      recovered += (await Promise.all(entries)).filter(Boolean).length;
+    }
+  }
+  if (recovered > 0) log(deps.logger, 'info', 'batch-by-key: re-enqueued keys that had ids but no job', { recovered });
+  return recovered;
+}
+
+/** Looks at one index entry: drops a drained key, adds a job to a stranded one (true), moves the rest behind. */
+async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Promise<boolean> {
+  const { client, keyspace } = deps;
+  const names = keyspace.forKey(key);
+  const [{ pending, inFlight, retrying }, locked, pausedTtl, outbox] = await Promise.all([
+    backlog(client, deps.store, names),
+    client.exists(names.lock),
+    client.pttl(names.paused),
+    client.llen(names.settledTickets),
+  ]);
+  if (outbox > 0) await drainOutbox(deps.tickets, key, names);
+  if (!pending && !inFlight && !retrying && !locked) {
+    await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
+    return false;
+  }
+  let recovered = false;
+  // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
+  // paused until resumed (resume adds its job): fine.
+  if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.queue(), key))) {
+    await ensureJob(deps.queue(), key, 0);
+    recovered = true;
+  }
+  // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.
+  await client.zadd(keyspace.index, 'XX', Date.now(), key);
+  return recovered;
+}

@@ -1,0 +1,363 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError, NotPausedError } from '../core/errors';
+import { CHART_STYLE, historyCharts } from './charts';
+import { esc, formatMs } from './html';
+import { boolean, integer } from '../core/validate';
+import type { Batcher, DeadLetter, History, KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
+
+/** The CLI formats lag as the page does. */
+
+export interface DashboardOptions {
+  /** The batchers to show, each by its name (names must differ). */
+  batchers: readonly Batcher[];
+  /** Without buttons, and POSTs are refused with 403. @default true */
+  readOnly?: boolean;
+  /** Dead letters listed per batcher on the page (most recent first). @default 50 */
+  deadLetters?: number;
+  /** Passed to each batcher's `stats()`. */
+  stats?: StatsOptions;
+  /**
+   * Origins (`https://ops.example.com`) the page is also served under, for actions behind a proxy
+   * that rewrites the Host header (nginx's default), where the browser's Origin and the Host the
+   * app sees differ. @default [] (the request's own Host only)
+   */
+  origins?: readonly string[];
+}
+
+/** A Node request handler: `http.createServer(handler)`, `app.use('/path', handler)` in Express, or Fastify through middie. */
+export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void) => void;
+
+/** Request bodies larger than this are refused: an action is a few short fields. */
+const MAX_BODY = 64 * 1024;
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function validate(
+  options: DashboardOptions,
+): Required<Omit<DashboardOptions, 'stats' | 'origins'>> & { stats: StatsOptions; hosts: ReadonlySet<string> } {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`dashboard options must be an object, got ${describe(options)}`);
+  const { batchers, readOnly = true, deadLetters = 50, stats = {}, origins = [] } = options;
+  if (!Array.isArray(batchers) || batchers.length === 0 || !batchers.every((b) => typeof b?.stats === 'function')) {
+    throw new InvalidOptionError('dashboard batchers must be a non-empty array of batchers');
+  }
+  if (new Set(batchers.map((b) => b.name)).size !== batchers.length)
+    throw new InvalidOptionError('dashboard batchers must have different names');
+  return {
+    batchers,
+    readOnly: boolean('dashboard readOnly', readOnly, true),
+    deadLetters: integer('dashboard deadLetters', deadLetters, 50, 0, 1000),
+    stats,
+    hosts: new Set(validateOrigins(origins)),
+  };
+}
+
+/** The host part of each allowed origin (what an Origin header is compared by). */
+function validateOrigins(origins: unknown): string[] {
+  if (!Array.isArray(origins))
+    throw new InvalidOptionError(`dashboard origins must be an array of origins like 'https://ops.example.com', got ${describe(origins)}`);
+  return origins.map((origin: unknown) => {
+    const url = typeof origin === 'string' && URL.canParse(origin) ? new URL(origin) : undefined;
+    if (!url || url.origin !== origin)
+      throw new InvalidOptionError(
+        `dashboard origins must be origins like 'https://ops.example.com' (scheme, host, port; no path), got ${describe(origin)}`,
+      );
+    return url.host;
+  });
+}
+
+/**
+ * The operator's page and `/api/v1/stats`. It authenticates nobody: mount it behind the app's
+ * own auth. Actions (requeue, purge, pause, resume) exist only with `readOnly: false`, and need a same-origin
+ * request carrying this handler's token, so another site cannot post them with the operator's cookies.
+ */
+export function dashboard(options: DashboardOptions): DashboardHandler {
+  const opts = validate(options);
+  const token = randomBytes(24).toString('hex');
+  const byName = new Map(opts.batchers.map((b) => [b.name, b]));
+
+  const route = async (req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void): Promise<void> => {
+    const path = (req.url ?? '/').split('?')[0] || '/';
+    const base = basePath(req, path);
+    if (path === '/api/v1/stats') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'use GET');
+      const stats = await Promise.all(opts.batchers.map((b) => b.stats(opts.stats)));
+      return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ batchers: stats }));
+    }
+    if (path === '/api/v1/history') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'use GET');
+      const history = await Promise.all(opts.batchers.map((b) => b.history()));
+      return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ batchers: history }));
+    }
+    if (path === '/' || path === '') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'use GET');
+      const views = await Promise.all(
+        opts.batchers.map(async (b) => ({
+          stats: await b.stats(opts.stats),
+          letters: opts.deadLetters > 0 ? (await b.deadLetters.list({ limit: opts.deadLetters })).letters : [],
+          history: await b.history(),
+        })),
+      );
+      const nonce = randomBytes(16).toString('base64');
+      res.setHeader(
+        'Content-Security-Policy',
+        `default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-${nonce}'; connect-src 'self'; form-action 'self'; ` +
+          `frame-ancestors 'self'`,
+      );
+      return send(res, 200, 'text/html; charset=utf-8', page(views, { base, readOnly: opts.readOnly, token, nonce }));
+    }
+    const action = /^\/actions\/(requeue|purge|pause|resume)$/.exec(path)?.[1] as Action | undefined;
+    if (action) {
+      if (req.method !== 'POST') throw new HttpError(405, 'use POST');
+      if (opts.readOnly) throw new HttpError(403, 'this dashboard is read-only');
+      checkSameOrigin(req, opts.hosts);
+      const form = await readForm(req);
+      if (!sameToken(form.token, token)) throw new HttpError(403, 'missing or wrong token: reload the page');
+      const batcher = byName.get(form.batcher ?? '');
+      if (!batcher) throw new HttpError(400, 'unknown batcher');
+      const reply = await act(batcher, action, form);
+      if (!(req.headers.accept ?? '').includes('text/html'))
+        return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(reply));
+      res.statusCode = 303;
+      res.setHeader('Location', `${base}/`);
+      res.end();
+      return;
+    }
+    if (next) return next();
+    throw new HttpError(404, 'not found');
+  };
+
+  return (req, res, next) => {
+    route(req, res, next).catch((err: unknown) => {
+      if (res.headersSent) return res.destroy();
+      // Bad input in an action (an unknown option, an invalid key or id) is the request's fault.
+      const status = err instanceof HttpError ? err.status : isBadInput(err) ? 400 : 500;
+      send(res, status, 'text/plain; charset=utf-8', status === 500 ? 'internal error' : (err as Error).message);
+    });
+  };
+}
+
+type Action = 'requeue' | 'purge' | 'pause' | 'resume';
+
+/** Runs a posted action; its JSON reply. */
+async function act(batcher: Batcher, action: Action, form: Record<string, string | undefined>): Promise<Record<string, unknown>> {
+  if (action === 'pause' || action === 'resume') {
+    if (form.key === undefined) throw new HttpError(400, `${action} needs a key`);
+    await (action === 'pause' ? batcher.pause(form.key) : batcher.resume(form.key));
+    return { [action === 'pause' ? 'paused' : 'resumed']: form.key };
+  }
+  const query = { ...(form.key && { key: form.key }), ...(form.id && { ids: [form.id] }) };
+  const count = await batcher.deadLetters[action](query);
+  return { [action === 'requeue' ? 'requeued' : 'purged']: count };
+}
+
+function isBadInput(err: unknown): boolean {
+  return (
+    err instanceof InvalidOptionError || err instanceof InvalidKeyError || err instanceof InvalidIdsError || err instanceof NotPausedError
+  );
+}
+
+/** Where the handler is mounted: Express strips it from `req.url` and keeps it in `originalUrl`. */
+function basePath(req: IncomingMessage, path: string): string {
+  const original = ((req as { originalUrl?: string }).originalUrl ?? req.url ?? '/').split('?')[0] ?? '/';
+  const base = original.endsWith(path) ? original.slice(0, original.length - path.length) : original;
+  return base.replace(/\/+$/, '');
+}
+
+/**
+ * A cross-site form post carries the operator's cookies; browsers say where it came from in
+ * Sec-Fetch-Site and Origin. The token covers old browsers that send neither.
+ */
+function checkSameOrigin(req: IncomingMessage, allowed: ReadonlySet<string>): void {
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin') throw new HttpError(403, 'cross-site request refused');
+  const origin = req.headers.origin;
+  if (origin === undefined) return;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    throw new HttpError(403, 'cross-site request refused');
+  }
+  if (host !== req.headers.host && !allowed.has(host)) throw new HttpError(403, 'cross-site request refused');
+}
+
+function sameToken(given: string | undefined, token: string): boolean {
+  if (given === undefined || given.length !== token.length) return false;
+  return timingSafeEqual(Buffer.from(given), Buffer.from(token));
+}
+
+async function readForm(req: IncomingMessage): Promise<Record<string, string | undefined>> {
+  // A framework may have parsed the body already (express.urlencoded or express.json).
+  const parsed = (req as { body?: unknown }).body;
+  const headerToken = typeof req.headers['x-csrf-token'] === 'string' ? req.headers['x-csrf-token'] : undefined;
+  let fields: Record<string, unknown>;
+  if (parsed && typeof parsed === 'object' && !Buffer.isBuffer(parsed)) fields = parsed as Record<string, unknown>;
+  else {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > MAX_BODY) throw new HttpError(413, 'request body too large');
+      chunks.push(chunk);
+    }
+    const text = Buffer.concat(chunks).toString('utf8');
+    if ((req.headers['content-type'] ?? '').includes('application/json')) {
+      try {
+        fields = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+      } catch {
+        throw new HttpError(400, 'invalid JSON body');
+      }
+    } else fields = Object.fromEntries(new URLSearchParams(text));
+  }
+  const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+  return { batcher: str(fields.batcher), key: str(fields.key), id: str(fields.id), token: str(fields.token) ?? headerToken };
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', type);
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.end(body);
+}
+
+interface PageContext {
+  base: string;
+  readOnly: boolean;
+  token: string;
+  nonce: string;
+}
+
+function actionForm(ctx: PageContext, action: Action, fields: Record<string, string>, label: string): string {
+  const hidden = Object.entries({ ...fields, token: ctx.token })
+    .map(([name, value]) => `<input type="hidden" name="${esc(name)}" value="${esc(value)}">`)
+    .join('');
+  const confirm = action === 'purge' ? ' data-confirm="Delete these dead letters for good?"' : '';
+  return (
+    `<form method="post" action="${esc(`${ctx.base}/actions/${action}`)}"${confirm}>${hidden}<button type="submit" ` +
+    `class="${action}">${esc(label)}</button></form>`
+  );
+}
+
+function keyTable(caption: string, keys: KeyStats[]): string {
+  if (keys.length === 0) return `<p class="empty">${esc(caption)}: none</p>`;
+  const rows = keys
+    .map(
+      (k) =>
+        `<tr><td class="key">${esc(k.key)}</td><td>${k.pending}</td><td>${k.inFlight}</td><td>${k.retrying}</td><td>` +
+        `${esc(formatMs(k.oldestPendingAgeMs))}</td></tr>`,
+    )
+    .join('');
+  return (
+    `<table><caption>${esc(caption)}</caption><tr><th>key</th><th>pending</th><th>in flight</th><th>retrying</th><th>lag</th></tr>` +
+    `${rows}</table>`
+  );
+}
+
+/** Paused keys, with a resume button each and a form to pause one (unless read-only). */
+function pausedTable(ctx: PageContext, name: string, paused: PausedKey[]): string {
+  const pauseForm = ctx.readOnly
+    ? ''
+    : `<form class="pause" method="post" action="${esc(`${ctx.base}/actions/pause`)}"><input type="hidden" name="batcher" ` +
+      `value="${esc(name)}"><input type="hidden" name="token" value="${esc(ctx.token)}"><input name="key" placeholder="key" required ` +
+      `aria-label="key to pause"><button type="submit">pause key</button></form>`;
+  if (paused.length === 0) return `<p class="empty">Paused keys: none</p>${pauseForm}`;
+  const rows = paused
+    .map((p) => {
+      const until = p.untilMs === undefined ? 'until resumed' : new Date(p.untilMs).toISOString();
+      const resume = ctx.readOnly ? '' : `<td class="actions">${actionForm(ctx, 'resume', { batcher: name, key: p.key }, 'resume')}</td>`;
+      return `<tr><td class="key">${esc(p.key)}</td><td>${esc(until)}</td>${resume}</tr>`;
+    })
+    .join('');
+  return (
+    `<table class="paused"><caption>Paused keys (${paused.length})</caption><tr><th>key</th><th>until</th>` +
+    `${ctx.readOnly ? '' : '<th></th>'}</tr>${rows}</table>${pauseForm}`
+  );
+}
+
+function deadTable(ctx: PageContext, name: string, letters: DeadLetter[], total: number): string {
+  if (letters.length === 0) return '<p class="empty">Dead letters: none</p>';
+  const rows = letters
+    .map((l) => {
+      const actions = ctx.readOnly
+        ? ''
+        : `<td class="actions">${actionForm(ctx, 'requeue', { batcher: name, key: l.key, id: l.id }, 'requeue')}` +
+          `${actionForm(ctx, 'purge', { batcher: name, key: l.key, id: l.id }, 'purge')}</td>`;
+      return (
+        `<tr><td class="key">${esc(l.key)}</td><td>${esc(l.id)}</td><td>${l.attempts}</td><td class="error">` +
+        `${esc(`${l.error.name}: ${l.error.message}`)}</td><td>${esc(new Date(l.lastFailedAt).toISOString())}</td>${actions}</tr>`
+      );
+    })
+    .join('');
+  const all = ctx.readOnly
+    ? ''
+    : `<div class="bulk">${actionForm(ctx, 'requeue', { batcher: name }, `requeue all ${total}`)}` +
+      `${actionForm(ctx, 'purge', { batcher: name }, `purge all ${total}`)}</div>`;
+  return (
+    `<table class="dead"><caption>Dead letters (${letters.length} of ${total}, most recent first)</caption><tr><th>key</th><th>` +
+    `id</th><th>attempts</th><th>error</th><th>last failed</th>${ctx.readOnly ? '' : '<th></th>'}</tr>${rows}</table>${all}`
+  );
+}
+
+interface View {
+  stats: Stats;
+  letters: DeadLetter[];
+  history: History;
+}
+
+function section(ctx: PageContext, { stats: s, letters, history }: View): string {
+  const totals: [string, string | number][] = [
+    ['keys', s.keys],
+    ['pending', s.pending],
+    ['in flight', s.inFlight],
+    ['retrying', s.retrying],
+    ['dead', s.dead],
+    ['lag', formatMs(s.oldestPendingAgeMs)],
+  ];
+  const cards = totals
+    .map(([label, value]) => `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`)
+    .join('');
+  const note = s.truncated
+    ? `<p class="warn">Only the first ${s.scannedKeys} indexed keys were read (maxKeys): totals are partial.</p>`
+    : '';
+  return (
+    `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>` +
+    `${note}${historyCharts(history)}<div class="grid">` +
+    `${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>` +
+    `${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`
+  );
+}
+
+const STYLE =
+  `body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}header{background:#1d2330;color:#fff;` +
+  `padding:12px 24px;display:flex;justify-content:space-between;align-items:center}header a{color:#9cc3ff}main{padding:16px 24px}` +
+  `section{background:#fff;border-radius:8px;padding:16px;margin-bottom:16px;box-shadow:0 1px 2px #0002}h2{margin:0 0 12px}` +
+  `.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#eef2f8;border-radius:6px;padding:8px 16px;min-width:90px}` +
+  `.value{font-size:22px;font-weight:600}.label{color:#5a6478}.grid{display:grid;grid-template-columns:1fr 1fr;gap:16px;` +
+  `margin-top:12px}table{border-collapse:collapse;width:100%;margin-top:12px}caption{text-align:left;font-weight:600;padding:4px 0}th,` +
+  `td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ec;vertical-align:top}.key{font-family:ui-monospace,monospace;` +
+  `word-break:break-all}.error{color:#a4262c;font-family:ui-monospace,monospace}.actions form,.bulk form{display:inline}` +
+  `form.pause{margin-top:8px}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;` +
+  `padding:2px 8px;margin-right:4px}button.purge{color:#a4262c}.empty{color:#5a6478}.warn{color:#8a5a00}`;
+
+function page(views: View[], ctx: PageContext): string {
+  const script =
+    `document.querySelectorAll('form[data-confirm]').forEach(function(f){f.addEventListener('submit',` +
+    `function(e){if(!confirm(f.dataset.confirm))e.preventDefault();});});`;
+  return (
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,` +
+    `initial-scale=1"><title>batch-by-key</title><style>${STYLE}${CHART_STYLE}</style></head><body><header><strong>` +
+    `batch-by-key</strong><span>${ctx.readOnly ? 'read-only · ' : ''}<a href="${esc(`${ctx.base}/api/v1/stats`)}">/api/v1/stats</a> · ` +
+    `<a href="${esc(`${ctx.base}/api/v1/history`)}">/api/v1/history</a> · <a href="${esc(`${ctx.base}/`)}">refresh</a></span></header>` +
+    `<main>${views.map((v) => section(ctx, v)).join('')}</main><script nonce="${esc(ctx.nonce)}">${script}</script></body></html>`
+  );
+}

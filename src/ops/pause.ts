@@ -1,0 +1,82 @@
+import { describe, InvalidOptionError, NotPausedError } from '../core/errors';
+import { validateKey } from '../core/input';
+import { ensureJob, type KeyQueue } from '../storage/job';
+import type { Keyspace } from '../storage/keys';
+import { MAX_TIMER_MS } from '../core/limits';
+import { duration } from '../core/validate';
+import { dueIn } from '../storage/protocol';
+import type { RedisClient } from '../storage/scripts';
+import type { Key, PausedKey, PauseOptions, StoreKind } from '../core/types';
+
+/**
+ * Operators' pause of one key. The key's `paused` marker (in its own slot) is the truth every
+ * claim, push and release reads (see includes/flow.lua); the batcher's paused index only lists
+ * keys for `paused()`, so it is written before the marker and cleared after it.
+ */
+
+/** @internal */
+export interface PauseDeps {
+  client: RedisClient;
+  keyspace: Keyspace;
+  queue: () => KeyQueue;
+  store: StoreKind;
+}
+
+/** Ms the pause lasts (undefined: until resumed), from the options; throws before anything is written. */
+function pauseLength(options: PauseOptions, now: number): number | undefined {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`pause options must be an object, got ${describe(options)}`);
+  const { untilMs, forMs } = options;
+  if (untilMs !== undefined && forMs !== undefined) throw new InvalidOptionError('pause takes untilMs or forMs, not both');
+  if (forMs !== undefined) return duration('pause forMs', forMs, 0);
+  if (untilMs !== undefined) {
+    if (typeof untilMs !== 'number' || !Number.isInteger(untilMs) || untilMs <= now || untilMs - now > MAX_TIMER_MS) {
+      throw new InvalidOptionError(
+        `pause untilMs is a time (ms since the epoch) in the future, at most ${MAX_TIMER_MS} ms away; got ${describe(untilMs)} ` +
+          '(for a duration, pass forMs)',
+      );
+    }
+    return untilMs - now;
+  }
+  return undefined;
+}
+
+export async function pause(deps: PauseDeps, rawKey: Key, options: PauseOptions = {}): Promise<void> {
+  const key = validateKey(rawKey, 'key');
+  const now = Date.now();
+  const ms = pauseLength(options, now);
+  const { client, keyspace } = deps;
+  await client.zadd(keyspace.pausedIndex, ms === undefined ? '+inf' : now + ms, key);
+  const marker = keyspace.forKey(key).paused;
+  if (ms === undefined) await client.set(marker, '');
+  else await client.set(marker, String(now + ms), 'PX', ms);
+}
+
+/** Ends the pause and, if the key has ids, starts (or brings forward) its job. */
+export async function resume(deps: PauseDeps, rawKey: Key): Promise<void> {
+  const key = validateKey(rawKey, 'key');
+  const { client, keyspace } = deps;
+  const names = keyspace.forKey(key);
+  const removed = await client.del(names.paused);
+  const listed = await client.zrem(keyspace.pausedIndex, key);
+  if (removed === 0 && listed === 0) throw new NotPausedError(`key ${JSON.stringify(key)} is not paused`);
+  // A key paused until resumed has no job (its last run completed it); a timed one waits delayed.
+  const due = await dueIn(client, deps.store, names);
+  if (due >= 0) await ensureJob(deps.queue(), key, due);
+}
+
+/** Keys paused now; entries of timed pauses that ended are dropped on the way. */
+export async function paused(deps: PauseDeps): Promise<PausedKey[]> {
+  const { client, keyspace } = deps;
+  const now = Date.now();
+  await client.zremrangebyscore(keyspace.pausedIndex, '-inf', now);
+  const flat = await client.zrange(keyspace.pausedIndex, 0, -1, 'WITHSCORES');
+  const listed: PausedKey[] = [];
+  for (let i = 0; i < flat.length; i += 2) {
+    const score = flat[i + 1] as string;
+    listed.push({ key: flat[i] as string, ...(score !== 'inf' && { untilMs: Number(score) }) });
+  }
+  // The marker is the truth: a pause whose marker write never landed is not listed.
+  const live = await Promise.all(listed.map(async (p) => (await client.exists(keyspace.forKey(p.key).paused)) === 1));
+  return listed.filter((_, i) => live[i]);
+}

@@ -1,0 +1,190 @@
+import { Cluster } from 'ioredis';
+import { currentKey } from './context';
+import { withDeadline } from '../core/deadline';
+import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError, TicketSealedError, UnknownTicketError } from '../core/errors';
+import { boolean } from '../core/validate';
+import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
+import { bullKeysOf, ensureJob, LEVEL, type KeyQueue } from '../storage/job';
+import { ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
+import { newTicket, parseTicket } from './progress';
+import { dueIn, push, type JobKeys, type PushCall } from '../storage/protocol';
+import { openTicket, sealTicket, type TicketDeps } from './tickets';
+import type { RedisClient } from '../storage/scripts';
+import type { Store } from '../storage/store';
+import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult, PushItem, Ticket } from '../core/types';
+
+/** @internal */
+export interface EnqueueDeps {
+  client: RedisClient;
+  queue: () => KeyQueue;
+  keyspace: Keyspace;
+  store: Store;
+  resolver: BatchByKeyOptions['key'];
+  /** How long a ticket of a tracked push lives. */
+  ticketTtlMs: number;
+  /** Fair scheduling: a new key's job whose first push is more than a slice waits behind light ones (see scheduling.ts). */
+  fair: boolean;
+  sliceSize: number;
+  /** The longest a push waits for Redis. */
+  timeoutMs: number;
+  /** Resolves when this process's store is the batcher's (checked once, before the first write). */
+  agree: () => Promise<void>;
+  /** How a set or zset keeps the data of an id pushed again while pending. */
+  merge: MergePolicy;
+  /** Whether a tracked push asks for a callback when it settles, unless it says (the batcher has onTicketSettled). */
+  callbacks: boolean;
+  tickets: TicketDeps;
+}
+
+/**
+ * Validates everything, then stores the ids in one call (see push.lua), which also tells whether
+ * a run that holds the key's lock, or the key's waiting job, will claim them. Unless one will,
+ * the job is added after the ids are stored, deduplicated by key with `keepLastIfActive`: if the
+ * key's job is finishing right now, BullMQ keeps this add and starts it when that job ends, so no
+ * push is left without a job (no lost wakeup). An active job whose run does not hold the lock is
+ * never trusted: it may be between its last (empty) claim and its completion, and the add, which
+ * BullMQ keeps as the next job, is what covers that window. Waits at most `timeoutMs` for Redis.
+ */
+export async function performBatchLater(
+  deps: EnqueueDeps,
+  items: ReadonlyArray<PushItem>,
+  options: PerformOptions = {},
+): Promise<PerformResult> {
+  const { ids, payloads } = normalizeItems(items);
+  const delayMs = validateDelay(deps.store, options.delayMs);
+  const track = boolean('options.track', options.track, false);
+  const callback = options.callback === undefined ? deps.callbacks : boolean('options.callback', options.callback, false);
+  const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
+  if (open && track) throw new InvalidOptionError('pass either track: true (a ticket of its own) or ticket (an open ticket), not both');
+  const key = open ? keyOfTicket(open.key, options.key) : await resolveKey(deps.resolver, options.key);
+  const names = deps.keyspace.forKey(key);
+  const within = <T>(work: Promise<T>) => withDeadline(work, deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
+  if (track && ids.length === 0) {
+    // Nothing to wait for: a ticket that is settled at once (and so calls back, if asked).
+    const ticket = await within(emptyTicket(deps, key, callback));
+    return { key, pushed: 0, ticket };
+  }
+  const ticket = track ? newTicket(key) : undefined;
+  const result: PerformResult = {
+    key,
+    pushed: ids.length,
+    ...(ticket && { ticket: ticket.ticket }),
+    ...(open && { ticket: options.ticket! }),
+  };
+  if (ids.length === 0) return result;
+  const tracked = ticket
+    ? { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs, callback }
+    : open && { id: open.id, hash: ticketHash(names, open.id), ttlMs: deps.ticketTtlMs, open: true };
+  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined));
+  return result;
+}
+
+async function emptyTicket(deps: EnqueueDeps, key: Key, callback: boolean): Promise<Ticket> {
+  const ticket = await openTicket(deps.tickets, key, callback);
+  await sealTicket(deps.tickets, ticket);
+  return ticket;
+}
+
+/** A push to an open ticket goes to the ticket's key; a `key` given too must be the same. */
+function keyOfTicket(ticketKey: Key, given: Key | undefined): Key {
+  if (given !== undefined && validateKey(given, 'options.key') !== ticketKey) {
+    throw new InvalidOptionError(
+      `options.key ${JSON.stringify(given)} is not the key of options.ticket (${JSON.stringify(ticketKey)}); a ticket belongs to one key`,
+    );
+  }
+  return ticketKey;
+}
+
+/** Everything a push sends to Redis, once its input is valid. */
+async function store(
+  deps: EnqueueDeps,
+  key: Key,
+  names: KeyNames,
+  { ids, payloads }: NormalizedPush,
+  delayMs: number,
+  ticket: PushCall['ticket'],
+): Promise<void> {
+  const { client } = deps;
+  await deps.agree();
+  const kind = deps.store.kind;
+  // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
+  // written first (so stored ids are always findable by recovery) and the job is always added.
+  const cluster = client instanceof Cluster;
+  if (cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
+  const pushed = await push(client, names, {
+    store: kind,
+    key,
+    ids,
+    ...(payloads && { payloads: { mode: kind === 'list' ? 'list' : deps.merge, json: payloads } }),
+    delayMs,
+    ...(ticket && { ticket }),
+    ...(!cluster && { job: jobKeys(deps.queue(), deps.keyspace.index, key) }),
+  });
+  if (pushed.refused === 'unknown_ticket')
+    throw new UnknownTicketError(
+      `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
+    );
+  if (pushed.refused === 'sealed_ticket')
+    throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
+  if (pushed.covered) return;
+  const waitMs = Math.max(0, pushed.waitMs);
+  // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
+  await ensureJob(deps.queue(), key, waitMs, deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light);
+  if (kind === 'zset') await bringForward(deps, key, names, waitMs);
+}
+
+/**
+ * ioredis keeps commands queued while it reconnects, and BullMQ's add waits for its connection
+ * without end: without a deadline a controller's request would hang as long as Redis is away.
+ */
+function pushTimedOut(key: Key, timeoutMs: number): PushTimeoutError {
+  return new PushTimeoutError(
+    `performBatchLater for key ${JSON.stringify(key)} got no answer from Redis within pushTimeoutMs (${timeoutMs} ms); its ids may ` +
+      `still land (at least once)`,
+  );
+}
+
+function jobKeys(queue: KeyQueue, index: string, key: Key): JobKeys {
+  const bull = bullKeysOf(queue);
+  return { index, deduplication: bull.deduplication(key), active: bull.active, delayed: bull.delayed, jobPrefix: bull.jobPrefix };
+}
+
+/** A zset key's job is correct to within this much; closer readings are clock noise. */
+const RESCHEDULE_TOLERANCE_MS = 20;
+
+/**
+ * Concurrent zset pushes reschedule the key's delayed job last-writer-wins, so a push that read
+ * the key before another's earlier id landed can move the job too late. Each pusher reads the
+ * key again after its own add and brings the job forward if an id is now ready sooner.
+ */
+async function bringForward(deps: EnqueueDeps, key: Key, names: KeyNames, waitMs: number): Promise<void> {
+  let dueAt = Date.now() + waitMs;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const readyIn = await dueIn(deps.client, 'zset', names);
+    if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
+    dueAt = Date.now() + readyIn;
+    await ensureJob(deps.queue(), key, readyIn);
+  }
+}
+
+function validateDelay(store: Store, delayMs: unknown): number {
+  if (delayMs === undefined) return 0;
+  if (store.kind !== 'zset') {
+    throw new InvalidOptionError(`delayMs needs store 'zset'; this batcher uses '${store.kind}'`);
+  }
+  if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0) {
+    throw new InvalidOptionError(`delayMs must be an integer >= 0, got ${describe(delayMs)}`);
+  }
+  return delayMs;
+}
+
+async function resolveKey(resolver: BatchByKeyOptions['key'], given: Key | undefined): Promise<Key> {
+  if (given !== undefined) return validateKey(given, 'options.key');
+  const resolved = resolver ? await resolver() : undefined;
+  if (resolved !== undefined) return validateKey(resolved, 'the key resolver (options.key) result');
+  const fromContext = currentKey();
+  if (fromContext !== undefined) return fromContext;
+  throw new MissingKeyError(
+    'no key: pass { key } to performBatchLater, set a key resolver in the options, or call it inside withKey(key, fn)',
+  );
+}

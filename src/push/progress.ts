@@ -1,0 +1,67 @@
+import { randomUUID } from 'node:crypto';
+import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from '../core/errors';
+import { positiveMs } from '../core/validate';
+import { encodeKey, ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
+import type { RedisClient } from '../storage/scripts';
+import type { Id, Key, Progress, Ticket, WaitForOptions } from '../core/types';
+
+/** Errors kept per ticket; `failed` still counts every dead id. */
+export const MAX_TICKET_ERRORS = 100;
+
+/** A new ticket for a push to `key`: it names the key, so progress() finds the key's hash slot. */
+export function newTicket(key: Key): { ticket: Ticket; id: string; hash: (names: KeyNames) => string } {
+  const id = randomUUID();
+  return { ticket: `${encodeKey(key)}.${id}`, id, hash: (names) => ticketHash(names, id) };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function parseTicket(ticket: unknown): { key: Key; id: string } {
+  const dot = typeof ticket === 'string' ? ticket.lastIndexOf('.') : -1;
+  const id = dot > 0 ? (ticket as string).slice(dot + 1) : '';
+  if (UUID.test(id)) {
+    try {
+      return { key: decodeURIComponent((ticket as string).slice(0, dot)), id };
+    } catch {
+      // Falls through to the error below.
+    }
+  }
+  throw new InvalidOptionError(
+    `ticket must be a ticket returned by performBatchLater(ids, { track: true }) or openTicket(key), got ${describe(ticket)}`,
+  );
+}
+
+export async function progress(client: RedisClient, keyspace: Keyspace, ticket: Ticket): Promise<Progress> {
+  const { key, id } = parseTicket(ticket);
+  const hash = ticketHash(keyspace.forKey(key), id);
+  const [counts, errors] = await Promise.all([client.hgetall(hash), client.lrange(`${hash}:errors`, 0, -1)]);
+  if (counts.total === undefined) {
+    throw new UnknownTicketError(`ticket ${ticket} is unknown or expired (tickets live ticketTtlMs after their push)`);
+  }
+  const total = Number(counts.total);
+  const done = Number(counts.done ?? 0);
+  const failed = Number(counts.failed ?? 0);
+  return {
+    total,
+    done,
+    failed,
+    pending: total - done - failed,
+    errors: errors.map((json) => JSON.parse(json) as { id: Id; message: string }),
+    sealed: counts.sealed !== '0',
+  };
+}
+
+/** Polls progress() until nothing is pending; a WaitTimeoutError (with the last progress) after `timeoutMs`. */
+export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: Ticket, options: WaitForOptions = {}): Promise<Progress> {
+  const timeoutMs = positiveMs('waitFor options.timeoutMs', options.timeoutMs, 60_000);
+  const pollMs = positiveMs('waitFor options.pollMs', options.pollMs, 100);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const current = await progress(client, keyspace, ticket);
+    if (current.pending <= 0 && current.sealed) return current;
+    if (Date.now() >= deadline) {
+      throw new WaitTimeoutError(`ticket ${ticket} still has ${current.pending} pending ids after ${timeoutMs} ms`, current);
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, Math.max(0, deadline - Date.now()))));
+  }
+}

@@ -1,0 +1,103 @@
+import { randomUUID } from 'node:crypto';
+import type { Job } from 'bullmq';
+import { InvalidOptionError, TicketSealedError, UnknownTicketError } from '../core/errors';
+import { JOB_NAME, type KeyQueue } from '../storage/job';
+import { encodeKey, ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
+import { log } from '../core/logger';
+import { progress, parseTicket } from './progress';
+import { sealTicket as sealScript } from '../storage/protocol';
+import type { RedisClient } from '../storage/scripts';
+import type { Key, Logger, Ticket, TicketOutcome } from '../core/types';
+
+/**
+ * Completion callbacks and open tickets. A ticket settles when its every id is done or dead
+ * (and, for an open ticket, once it is sealed): the Lua call that counts its last id records
+ * that once and puts the ticket in its key's outbox, in the same step (see includes/tracking.lua).
+ * A worker then adds the callback as a BullMQ job whose id is the ticket's, and only then takes
+ * the ticket out of the outbox; a crash in between leaves it there for the recovery sweep. The
+ * job id makes a second add (after such a crash) a no-op, so the callback job exists once, and
+ * runs at least once (BullMQ retries it): it gets the ticket, to be idempotent.
+ */
+
+/** The BullMQ job name of a ticket's callback. */
+export const TICKET_JOB_NAME = `${JOB_NAME}:ticket`;
+
+/** @internal */
+export interface TicketDeps {
+  client: RedisClient;
+  keyspace: Keyspace;
+  queue: () => KeyQueue;
+  ticketTtlMs: number;
+  /** Retries of a failing callback (BullMQ attempts), with an exponential backoff from 1 s. */
+  attempts: number;
+}
+
+/** A ticket's id within its key: the part after the encoded key. */
+const ticketOf = (key: Key, id: string): Ticket => `${encodeKey(key)}.${id}`;
+
+/** Adds the callback jobs of settled tickets, then takes them out of the key's outbox. */
+export async function addCallbacks(deps: TicketDeps, key: Key, ticketIds: readonly string[]): Promise<void> {
+  const names = deps.keyspace.forKey(key);
+  for (const id of ticketIds) {
+    await deps.queue().add(
+      TICKET_JOB_NAME,
+      { key, ticket: ticketOf(key, id) },
+      {
+        // BullMQ ignores an add whose job id exists, and keeps a completed one as long as the
+        // ticket's status lives: a second add after a crash finds it.
+        jobId: `bbk-ticket-${id}`,
+        attempts: deps.attempts,
+        backoff: { type: 'exponential', delay: 1_000 },
+        removeOnComplete: { age: Math.ceil(deps.ticketTtlMs / 1000) },
+        removeOnFail: { count: 1000 },
+      },
+    );
+    await deps.client.lrem(names.settledTickets, 1, id);
+  }
+}
+
+/** The recovery sweep's part: adds what a crashed worker left in a key's outbox. */
+export async function drainOutbox(deps: TicketDeps, key: Key, names: KeyNames): Promise<number> {
+  const left = await deps.client.lrange(names.settledTickets, 0, -1);
+  if (left.length > 0) await addCallbacks(deps, key, [...new Set(left)]);
+  return left.length;
+}
+
+/** Creates an open ticket of `key`: pushes add to it (`{ ticket }`) until `sealTicket`. */
+export async function openTicket(deps: TicketDeps, key: Key, callback: boolean): Promise<Ticket> {
+  const id = randomUUID();
+  const hash = ticketHash(deps.keyspace.forKey(key), id);
+  await deps.client
+    .multi()
+    .hset(hash, { total: 0, done: 0, failed: 0, sealed: '0', ttl: deps.ticketTtlMs, cb: callback ? '1' : '0' })
+    .pexpire(hash, deps.ticketTtlMs)
+    .exec();
+  return ticketOf(key, id);
+}
+
+/** Seals an open ticket; if it settles at once, adds its callback. */
+export async function sealTicket(deps: TicketDeps, ticket: Ticket): Promise<void> {
+  const { key, id } = parseTicket(ticket);
+  const sealed = await sealScript(deps.client, deps.keyspace.forKey(key), id);
+  if (sealed === 'unknown')
+    throw new UnknownTicketError(`ticket ${ticket} is unknown or expired (open tickets live ticketTtlMs after their last push)`);
+  if (sealed === 'sealed_already') throw new TicketSealedError(`ticket ${ticket} is sealed already`);
+  if (sealed === 'settled') await addCallbacks(deps, key, [id]);
+}
+
+/** Runs a ticket's callback job. Without a callback in this worker it fails (BullMQ retries it, perhaps on a worker that has one). */
+export async function runTicketCallback(
+  deps: TicketDeps,
+  job: Job<{ key: Key; ticket?: Ticket }>,
+  callback: ((outcome: TicketOutcome, ticket: Ticket) => unknown) | undefined,
+  logger: Logger,
+): Promise<void> {
+  const ticket = job.data.ticket;
+  if (ticket === undefined) throw new InvalidOptionError('a ticket callback job without a ticket');
+  if (!callback) {
+    throw new InvalidOptionError(`ticket ${ticket} settled and asked for a callback, but this worker's batcher has no onTicketSettled`);
+  }
+  const p = await progress(deps.client, deps.keyspace, ticket);
+  log(logger, 'debug', 'batch-by-key: ticket settled, running its callback', { ticket });
+  await callback({ ...p, ticket, success: p.failed === 0 }, ticket);
+}

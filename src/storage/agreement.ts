@@ -1,0 +1,41 @@
+import { StoreMismatchError } from '../core/errors';
+import type { RedisClient } from './scripts';
+import type { StoreKind } from '../core/types';
+
+/**
+ * The store is the one option a batcher's producers and workers cannot disagree on: a list read
+ * as a set fails with WRONGTYPE, and a push may land half in one shape. The first batcher to push
+ * or run records its store under the batcher's config key; every other process compares with
+ * it, once per process (at its first push, or its first run), and refuses to go on if it
+ * differs. Changing a batcher's store means draining it and deleting that key.
+ */
+export class StoreAgreement {
+  private agreed: Promise<void> | undefined;
+
+  constructor(
+    private readonly client: () => RedisClient,
+    private readonly configKey: string,
+    private readonly store: StoreKind,
+  ) {}
+
+  /** Resolves once this process's store is the recorded one; a StoreMismatchError if it is not (asked again next time). */
+  check(side: 'push' | 'worker'): Promise<void> {
+    this.agreed ??= this.compare(side).catch((err: unknown) => {
+      this.agreed = undefined;
+      throw err;
+    });
+    return this.agreed;
+  }
+
+  private async compare(side: 'push' | 'worker'): Promise<void> {
+    const replies = await this.client().multi().hsetnx(this.configKey, 'store', this.store).hget(this.configKey, 'store').exec();
+    const recorded = replies?.[1]?.[1];
+    if (typeof recorded === 'string' && recorded !== this.store) {
+      throw new StoreMismatchError(
+        `this batcher ${side === 'push' ? 'pushes' : 'runs'} with store '${this.store}', but the batcher's producers and workers use ` +
+          `'${recorded}' ` +
+          `(recorded in ${this.configKey}): give every process the same store (after draining, delete that key to change it)`,
+      );
+    }
+  }
+}

@@ -1,0 +1,343 @@
+import { MAX_TIMER_MS } from '../core/limits';
+import { ticketHash, type KeyNames } from './keys';
+import { runScript, ScriptStatus, type RedisClient } from './scripts';
+import type { Id, RateLimit, StoreKind } from '../core/types';
+
+/**
+ * The per-key protocol: every call that reads or writes one key's data, one verb per Lua script,
+ * each building its own key array from `KeyNames` (as BullMQ's `…Args` builders do), so the
+ * processor and the iteration call verbs, never scripts with positional keys.
+ *
+ * One key's cycle is two calls on the push side and two on the run side, beside BullMQ's own:
+ * - push: `push` (ids, lag mark, ticket, index, and "will a run or a waiting job claim these?"),
+ *   then `Queue.add` only when nothing will;
+ * - run: the first `claim` takes the lock, recovers what a dead run left and claims a slice;
+ *   each next `claim` acks the previous slice and claims again; the `claim` that finds nothing
+ *   releases the lock (single-lane runs; with lanes, `release` does it after the last lane).
+ * `settle`, `failSlice` and `release` end slices and runs that stop early; `dueIn` tells a
+ * delayed key's wait.
+ */
+
+/** A failed slice waiting for its next run; stored as JSON in the key's retry slices. */
+export interface RetrySlice {
+  ids: Id[];
+  /** Failed runs so far. */
+  attempts: number;
+  /** The slice used its attempts and is being split: each part now gets one run. */
+  isolating: boolean;
+  firstFailedAt: number;
+  /** Its last run died with it (a crash, an OOM kill, a lost lock): that run is counted in `attempts`. */
+  crashed?: boolean;
+}
+
+/**
+ * The window the claim enforces: a little longer than `durationMs` (2 %, at least 20 ms, at most
+ * 5 %). The limit holds for claims, but what users (and upstreams) see is when handlers start,
+ * a few ms after their claim and more on a busy event loop: without the margin, a slice claimed
+ * just before the window ends and one claimed just after can start inside one window. It costs
+ * about 2 % of the rate.
+ */
+export function enforcedWindowMs(limit: RateLimit): number {
+  const d = limit.durationMs;
+  return Math.min(MAX_TIMER_MS, d + Math.round(Math.min(d * 0.05, Math.max(20, d * 0.02))));
+}
+
+/**
+ * While this many failed slices of a key back off, the key claims no new pending ids: a key
+ * whose every slice fails (an outage) waits for its retries instead of spending every id's
+ * attempts, while one bad slice never holds back the rest.
+ */
+const MAX_RETRYING_SLICES = 10;
+
+/** BullMQ's names a push on a standalone Redis reads to tell whether the key's job waits. */
+export interface JobKeys {
+  /** The batcher's index of keys with recent pushes (not BullMQ's, but also outside the key's slot). */
+  index: string;
+  /** The deduplication key of the key's job (holds its id). */
+  deduplication: string;
+  active: string;
+  delayed: string;
+  /** A job's hash is this followed by its id. */
+  jobPrefix: string;
+}
+
+export interface PushCall {
+  store: StoreKind;
+  key: string;
+  ids: readonly Id[];
+  /** With data: how it is kept, and one JSON text per id ('' for an id pushed without). */
+  payloads?: { mode: PayloadMode; json: readonly string[] };
+  delayMs: number;
+  /**
+   * A tracked push: its ticket's id and hash, and how long it lives; `open` for a push to an open
+   * ticket (which must exist and not be sealed), `callback` for a new ticket that wants one.
+   */
+  ticket?: { id: string; hash: string; ttlMs: number; open?: boolean; callback?: boolean };
+  /** Standalone Redis only; on a Cluster the caller writes the index and adds the job itself. */
+  job?: JobKeys;
+}
+
+export interface PushResult {
+  /** Nothing was written: the open ticket is unknown (or expired), or sealed. */
+  refused?: 'unknown_ticket' | 'sealed_ticket';
+  /** A run holding the key's lock, or its waiting job, will claim these ids: no job add needed. */
+  covered: boolean;
+  /** zset: ms until the key's earliest id or failed slice is due, -1 when none; 0 otherwise. */
+  waitMs: number;
+}
+
+/** How a push's data is kept: one per push (list), or merged per id (set, zset). */
+export type PayloadMode = 'list' | 'replace' | 'keep' | 'all';
+
+/** Stores one push, whole, in one call (see push.lua). */
+export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
+  const keys = [
+    names.pending,
+    names.pushMarks,
+    names.lock,
+    names.retry,
+    names.tracked,
+    p.ticket?.hash ?? names.ticketPrefix,
+    names.paused,
+    names.hold,
+    names.payloads,
+  ];
+  if (p.job) keys.push(p.job.index, p.job.deduplication, p.job.active, p.job.delayed, p.job.jobPrefix);
+  const [covered, waitMs] = (await runScript(client, 'push', keys, [
+    p.store,
+    p.delayMs,
+    p.ticket?.id ?? '',
+    p.ticket?.ttlMs ?? 0,
+    p.key,
+    Date.now(),
+    p.payloads?.mode ?? '',
+    p.ticket?.open ? 'open' : 'new',
+    p.ticket?.callback ? '1' : '0',
+    ...p.ids,
+    ...(p.payloads?.json ?? []),
+  ])) as [number, number];
+  if (covered === -2) return { refused: 'unknown_ticket', covered: false, waitMs: 0 };
+  if (covered === -3) return { refused: 'sealed_ticket', covered: false, waitMs: 0 };
+  return { covered: covered === 1, waitMs };
+}
+
+/** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */
+export type Payloads = Record<Id, unknown[]>;
+
+/**
+ * What a claim does with the ids of the previous slice first: ack them (done), restore them to
+ * pending (a graceful stop), or, at a run's first claim, recover what a dead run left in flight
+ * as a failed run of it.
+ */
+export type Settle = 'ack' | 'restore' | 'recover';
+
+/** The key's lock as a claim needs it: its value (the fencing token) and its TTL. */
+export interface LockRef {
+  readonly value: string;
+  readonly ttlMs: number;
+}
+
+export interface ClaimCall {
+  lock: LockRef;
+  /** Unique per call within a run; a resent claim with the same id changes nothing. */
+  claimId: string;
+  settle: Settle;
+  /** Ids to claim; 0 settles only. */
+  count: number;
+  /** With 'recover': lanes 1..n of a dead run to recover too (lane 0's first claim). */
+  otherLanes?: number;
+  /** A run's first claim: take the lock if it is free. */
+  takeLock?: boolean;
+  /** Release the lock in the same call when nothing is claimed (the run ends). */
+  releaseIfEmpty?: boolean;
+  /** The key's rate limit, if it has one: the claim takes no more ids than its window has room for. */
+  rate?: RateLimit;
+  /** Hold the key this long (a handler's retryAfter) before claiming: nothing is claimed until it ends. */
+  holdMs?: number;
+}
+
+export type ClaimResult =
+  | {
+      held: true;
+      ids: Id[];
+      /**
+       * When nothing was claimed: ms until something is due (a zset time, a failed slice's
+       * backoff, a pause, a hold or the rate limit's window); 0 when nothing is left; -1 while
+       * the key is paused until resumed.
+       */
+      waitMs: number;
+      /** Set when the ids are a failed slice run again. */
+      retry?: RetrySlice;
+      /** Ms the slice's oldest id waited before this claim (see `Store.pendingSince`), when known. */
+      waitedMs?: number;
+      /** The data pushed with the claimed ids, by id, oldest first (ids pushed without data are absent). */
+      payloads?: Payloads;
+      /** Tickets the ack settled that want a callback (in the key's outbox): add their jobs. */
+      settled?: string[];
+    }
+  /** Another value holds the lock for `lockTtlMs` more (-1: it has no TTL; -2: nobody holds it). */
+  | { held: false; lockTtlMs: number };
+
+/** Settles the previous slice and claims up to `count` ids (or a due failed slice), in one call. */
+export async function claim(client: RedisClient, store: StoreKind, names: KeyNames, c: ClaimCall): Promise<ClaimResult> {
+  const reply = (await runScript(
+    client,
+    `claim-${store}`,
+    [
+      names.pending,
+      names.inFlight,
+      names.lock,
+      names.lastClaim,
+      names.retry,
+      names.retrySlices,
+      names.tracked,
+      names.trackedInFlight,
+      names.ticketPrefix,
+      names.pushMarks,
+      names.inFlightMark,
+      names.inFlightSlice,
+      names.paused,
+      names.hold,
+      names.rateLog,
+      names.payloads,
+      names.payloadsInFlight,
+      names.settledTickets,
+      names.rateUsed,
+    ],
+    [
+      c.lock.value,
+      c.claimId,
+      c.settle,
+      c.count,
+      MAX_RETRYING_SLICES,
+      c.otherLanes ?? 0,
+      c.lock.ttlMs,
+      c.takeLock ? '1' : '0',
+      c.releaseIfEmpty ? '1' : '0',
+      c.rate?.max ?? 0,
+      c.rate ? enforcedWindowMs(c.rate) : 0,
+      c.holdMs ?? 0,
+    ],
+  )) as [number, number, string, number, string, string, ...Id[]];
+  if (reply[0] !== ScriptStatus.Ok) return { held: false, lockTtlMs: reply[1] };
+  const ids = reply.slice(6) as Id[];
+  return {
+    held: true,
+    waitMs: reply[1],
+    ids,
+    ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }),
+    ...(reply[3] >= 0 && { waitedMs: reply[3] }),
+    ...(reply[4] && { payloads: JSON.parse(reply[4]) as Payloads }),
+    ...(reply[5] && { settled: reply[5].split(' ') }),
+  };
+}
+
+/**
+ * Settles a lane's last slice without claiming: acks it, or restores it to the front of pending;
+ * with `holdMs`, holds the key that long too. Undefined when the lock is lost; else the tickets
+ * the ack settled that want a callback.
+ */
+export async function settle(
+  client: RedisClient,
+  store: StoreKind,
+  names: KeyNames,
+  lock: LockRef,
+  claimId: string,
+  how: 'ack' | 'restore',
+  holdMs?: number,
+): Promise<string[] | undefined> {
+  const result = await claim(client, store, names, { lock, claimId, settle: how, count: 0, ...(holdMs !== undefined && { holdMs }) });
+  return result.held ? (result.settled ?? []) : undefined;
+}
+
+/**
+ * How a release went: 'pending' when ids were left to claim (pushed while the lock was held, so
+ * with no job add: the caller must requeue the key's job), 'lost' when the lock was no longer held.
+ */
+export type Released = 'released' | 'pending' | 'lost';
+
+/**
+ * Releases the key's lock at the end of a run that did not release it in its last claim: 'ack'
+ * counts the slice in flight done, 'keep' leaves it for the next run to recover.
+ */
+export async function release(
+  client: RedisClient,
+  names: KeyNames,
+  lock: string,
+  mode: 'ack' | 'keep',
+): Promise<{ released: Released; settled: string[] }> {
+  const [status, settled] = (await runScript(
+    client,
+    'release',
+    [
+      names.lock,
+      names.inFlight,
+      names.lastClaim,
+      names.trackedInFlight,
+      names.ticketPrefix,
+      names.inFlightMark,
+      names.pending,
+      names.retry,
+      names.paused,
+      names.payloadsInFlight,
+      names.settledTickets,
+    ],
+    [lock, mode],
+  )) as [number, string];
+  const released = status === ScriptStatus.LockNotHeld ? 'lost' : status === 2 ? 'pending' : 'released';
+  return { released, settled: settled ? settled.split(' ') : [] };
+}
+
+/** What happens to a failed slice's ids (see failures.ts `planFailure`). */
+export interface FailPlan {
+  retry: { id: string; delayMs: number; slice: string }[];
+  dead: { ids: readonly Id[]; message: string };
+}
+
+/**
+ * Settles a failed slice of a lane, fenced and idempotent per `settleId` (see fail-slice.lua).
+ * Undefined when the lock is lost; else the tickets its dead ids settled that want a callback.
+ */
+export async function failSlice(
+  client: RedisClient,
+  names: KeyNames,
+  lock: string,
+  plan: FailPlan,
+  maxTicketErrors: number,
+  settleId: string,
+): Promise<string[] | undefined> {
+  const [status, settled] = (await runScript(
+    client,
+    'fail-slice',
+    [
+      names.inFlight,
+      names.lock,
+      names.retry,
+      names.retrySlices,
+      names.tracked,
+      names.trackedInFlight,
+      names.ticketPrefix,
+      names.lastClaim,
+      names.payloads,
+      names.payloadsInFlight,
+      names.settledTickets,
+    ],
+    [lock, JSON.stringify(plan), maxTicketErrors, settleId],
+  )) as [number, string];
+  if (status === ScriptStatus.LockNotHeld) return undefined;
+  return settled ? settled.split(' ') : [];
+}
+
+/** How sealing went: settled now (its callback is in the outbox), sealed with ids pending, or refused. */
+export type Sealed = 'settled' | 'pending' | 'unknown' | 'sealed_already';
+
+/** Seals an open ticket (see seal-ticket.lua). */
+export async function sealTicket(client: RedisClient, names: KeyNames, ticketId: string): Promise<Sealed> {
+  const status = Number(await runScript(client, 'seal-ticket', [ticketHash(names, ticketId), names.settledTickets], [ticketId]));
+  return status === 1 ? 'settled' : status === 0 ? 'pending' : status === -2 ? 'unknown' : 'sealed_already';
+}
+
+/** Ms until the key has something to claim, as its claim would judge it; -1 for nothing at all. */
+export async function dueIn(client: RedisClient, store: StoreKind, names: KeyNames): Promise<number> {
+  return Number(await runScript(client, 'due-in', [names.pending, names.retry, names.paused, names.hold], [store, MAX_RETRYING_SLICES]));
+}

@@ -1,0 +1,99 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { VERSION } from '../../core/version';
+
+import type { RedisClient } from '../../core/connection';
+
+export type { RedisClient };
+
+/** One name per `.lua` file beside this module. */
+const NAMES = [
+  'push',
+  'claim-list',
+  'claim-set',
+  'claim-zset',
+  'release',
+  'fail-slice',
+  'due-in',
+  'forget-key',
+  'dead-add',
+  'dead-undo',
+  'dead-trim',
+  'dead-remove',
+  'seal-ticket',
+  'queue-load',
+  'history-tick',
+  'history-append',
+] as const;
+
+export type ScriptName = (typeof NAMES)[number];
+
+/** Lua status codes shared by the scripts. */
+export const enum ScriptStatus {
+  Ok = 1,
+  LockNotHeld = -1,
+}
+
+const INCLUDE = /^--- @include "([a-z-]+)"$/gm;
+
+/**
+ * Inlines includes. Each include lands once per script, where it is first named, so includes
+ * may name what they need (the clock, say) without defining it twice.
+ */
+function load(file: string, chain: ReadonlySet<string> = new Set(), included = new Set<string>()): string {
+  const source = readFileSync(join(__dirname, file), 'utf8');
+  return source.replace(INCLUDE, (_line, name: string) => {
+    if (chain.has(name)) throw new Error(`script include cycle at ${name}`);
+    if (included.has(name)) return '';
+    included.add(name);
+    return load(join('includes', `${name}.lua`), new Set([...chain, name]), included);
+  });
+}
+
+let sources: Map<ScriptName, string> | undefined;
+
+/** Read once per process; ioredis then sends each by SHA and handles NOSCRIPT after a Redis restart. */
+function allSources(): Map<ScriptName, string> {
+  sources ??= new Map(NAMES.map((name) => [name, load(`${name}.lua`)]));
+  return sources;
+}
+
+/** The command name carries the version, so two library versions on one Redis never run each other's scripts. */
+function commandName(name: ScriptName): string {
+  return `bbk_${VERSION.replace(/\W/g, '_')}_${name.replace(/-/g, '_')}`;
+}
+
+type Caller = Record<string, ((...args: (string | number)[]) => unknown) | undefined>;
+
+const defined = new WeakSet<object>();
+
+/** Registers every script on a client (once) so it can be called there and in its pipelines. */
+export function defineScripts(client: RedisClient): void {
+  if (defined.has(client)) return;
+  for (const [name, lua] of allSources()) {
+    client.defineCommand(commandName(name), { lua });
+  }
+  defined.add(client);
+}
+
+function command(target: object, name: ScriptName): (...args: (string | number)[]) => unknown {
+  const fn = (target as Caller)[commandName(name)];
+  if (fn === undefined) throw new Error(`script ${name} is not defined on this client: call defineScripts first`);
+  return fn.bind(target);
+}
+
+/**
+ * Runs a script. Keys are given by the caller (built by `Keyspace`); a script builds a name only
+ * from a prefix it was given (a lane's keys, a ticket's hash, a key's dead letters), which shares
+ * that prefix's hash tag, so every script touches one Redis Cluster slot. (push.lua also reads
+ * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist;
+ * queue-load.lua reads only BullMQ's, which share the queue's slot.)
+ */
+export function runScript(
+  client: RedisClient,
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  return command(client, name)(keys.length, ...keys, ...args) as Promise<unknown>;
+}
