@@ -72,11 +72,11 @@ describe('connection', () => {
     await expect(nowhere.performBatchLater([], { key: 'k', track: true })).rejects.toThrow(PushTimeoutError);
   });
 
-  it('works under the ACL the README documents, and a push refused a command writes nothing', async () => {
+  it('works under the ACL docs/internals.md documents, and a push refused a command writes nothing', async () => {
     const server = await startRedis();
     const admin = new Redis(server.port);
     try {
-      // The README's line, for the default prefix.
+      // docs/internals.md's line, for the default prefix.
       const rules = '+@read +@write +@scripting +@connection +@transaction +@keyspace -@dangerous +time +info +client|setname'.split(' ');
       await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', '~bull:*', ...rules);
       const rec = new Recorder();
