@@ -35,7 +35,7 @@ export default defineConfig({
         'logger',
         'metrics',
         'one-job-per-key',
-        'performBatchLater',
+        'push',
         'processor',
         'progress',
         'recovery',
