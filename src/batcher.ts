@@ -144,11 +144,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         names: keyspace.history,
         options: opts.history,
         stats: readStats,
-        onProcessed: (count) => {
-          const listener = ({ ids }: { ids: readonly string[] }) => count(ids.length);
-          events.on('slice:done', listener);
-          return () => events.off('slice:done', listener);
-        },
+        onProcessed: (count) => events.onProcessed(count),
         logger: opts.logger,
       })
     : undefined;

@@ -21,6 +21,21 @@ export class BatcherEmitter {
     this.emitter.off(event, listener as (...args: unknown[]) => void);
   }
 
+  private readonly counters = new Set<(ids: number) => void>();
+
+  /**
+   * Counts the ids of each successful slice, for counters that need no event object (the
+   * history's ids per second): a call per slice, nothing built. Returns the unsubscribe.
+   */
+  onProcessed(count: (ids: number) => void): () => void {
+    this.counters.add(count);
+    return () => this.counters.delete(count);
+  }
+
+  processed(ids: number): void {
+    for (const count of this.counters) count(ids);
+  }
+
   /** Whether anyone listens; lets the hot path skip building an event nobody reads. */
   wants(event: keyof BatcherEvents): boolean {
     return this.emitter.listenerCount(event) > 0;

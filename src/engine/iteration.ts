@@ -213,7 +213,8 @@ async function runOne(
   }
   const started = performance.now();
   try {
-    await runSlice(p, { ...slice, signal: lane.signal.signal, retryAfter, ...dataAccess(claimed.payloads) }, lane.signal);
+    await runSlice(p, new SliceContext(slice, lane.signal.signal, claimed.payloads), lane.signal);
+    p.events.processed(slice.ids.length);
     if (p.events.wants('slice:done')) {
       p.events.emit('slice:done', {
         ...slice,
@@ -252,10 +253,43 @@ async function runOne(
 
 const NO_PAYLOADS: readonly unknown[] = Object.freeze([]);
 
-/** ctx.data and ctx.payloads over a claim's payloads. */
-function dataAccess(payloads: Payloads | undefined): Pick<IterationContext, 'data' | 'payloads'> {
-  const of = (id: Id): readonly unknown[] => (payloads && Object.hasOwn(payloads, id) ? payloads[id]! : NO_PAYLOADS);
-  return { data: (id) => of(id).at(-1), payloads: (id) => [...of(id)] };
+/**
+ * What the handler and the middlewares get for a slice: the slice, its signal, and its ids' data.
+ * A class, so a slice costs one object (its methods live on the prototype).
+ */
+class SliceContext implements IterationContext, SliceInfo {
+  readonly key: Key;
+  readonly ids: readonly Id[];
+  readonly attempt: number;
+  readonly job: KeyJob;
+
+  constructor(
+    slice: SliceInfo,
+    readonly signal: AbortSignal,
+    private readonly claimedPayloads: Payloads | undefined,
+  ) {
+    this.key = slice.key;
+    this.ids = slice.ids;
+    this.attempt = slice.attempt;
+    this.job = slice.job;
+  }
+
+  retryAfter(ms: number): never {
+    return retryAfter(ms);
+  }
+
+  data(id: Id): unknown {
+    return this.of(id).at(-1);
+  }
+
+  payloads(id: Id): unknown[] {
+    return [...this.of(id)];
+  }
+
+  private of(id: Id): readonly unknown[] {
+    const payloads = this.claimedPayloads;
+    return payloads && Object.hasOwn(payloads, id) ? payloads[id]! : NO_PAYLOADS;
+  }
 }
 
 function stopReason(p: IterationParams, slice: SliceEnd): RunOutcome | undefined {
@@ -288,8 +322,6 @@ export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
     (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits), released: false } : { kind: 'drained', released: false })
   );
 }
-
-type SliceContext = IterationContext & SliceInfo;
 
 /**
  * Runs the handler (inside the `around` middlewares) on one slice, but waits at most

@@ -22,8 +22,8 @@ import type { History, HistoryKey, HistorySample, Logger, Stats, StatsOptions } 
  * Ids per second come from that counter: each sample records its value, and a reader divides the
  * difference between two samples by the time between them. A process's count lands at its next
  * tick, so one interval's figure may include ids of the previous one; over several samples the
- * rate is exact. Counting listens to `slice:done` (the run then builds that event for each slice):
- * the hot path makes no Redis call for it.
+ * rate is exact. Counting is a number added per slice (BatcherEmitter.onProcessed): the hot path
+ * builds no event and makes no Redis call for it.
  */
 
 /** The fields before the top keys, in order (see `encodeSample`). */
