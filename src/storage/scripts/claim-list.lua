@@ -4,6 +4,7 @@
   reply: see includes/claim-body.lua. Push marks: one `pushMs count` per push, consumed with
   the ids; a restored slice gets one mark, its oldest id's push time, in front.
 ]]
+--- @include "claim-keys"
 --- @include "marks"
 --- @include "chunked"
 local store = {
@@ -13,27 +14,27 @@ local store = {
     local n = redis.call('LLEN', inFlight)
     if n == 0 then return end
     -- Tail first onto the head keeps the in-flight ids in front, in their order.
-    while redis.call('RPOPLPUSH', inFlight, KEYS[1]) do end
-    redis.call('LPUSH', KEYS[10], inFlightMark(markKey) .. ' ' .. n)
+    while redis.call('RPOPLPUSH', inFlight, K.pending) do end
+    redis.call('LPUSH', K.pushMarks, inFlightMark(markKey) .. ' ' .. n)
   end,
-  toInFlight = function(ids) chunked('RPUSH', KEYS[2], ids) end,
+  toInFlight = function(ids) chunked('RPUSH', K.inFlight, ids) end,
   readyIn = function() return nil end,
 }
 store.takePending = function(count)
-  local ids = redis.call('LPOP', KEYS[1], count)
+  local ids = redis.call('LPOP', K.pending, count)
   if not ids then return nil end
   store.toInFlight(ids)
   local mark
   if #ids < count then
     -- Pending is empty now, so every mark left was these ids' (or outlived its ids, lost with a
     -- failover, say, and would skew lag for good): the head one is the push time, drop them all.
-    local head = redis.call('LINDEX', KEYS[10], 0)
-    redis.call('DEL', KEYS[10])
+    local head = redis.call('LINDEX', K.pushMarks, 0)
+    redis.call('DEL', K.pushMarks)
     mark = head and string.match(head, '^(%d+)') or clockMs()
   else
-    mark = takeMarks(KEYS[10], #ids, clockMs())
+    mark = takeMarks(K.pushMarks, #ids, clockMs())
   end
-  redis.call('SET', KEYS[11], mark)
+  redis.call('SET', K.inFlightMark, mark)
   return ids, mark
 end
 --- @include "claim-body"

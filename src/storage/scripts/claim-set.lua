@@ -4,6 +4,7 @@
   see includes/claim-body.lua. Push mark: when pending last went from empty to non-empty, an
   upper bound of its oldest id's age (SPOP takes ids in no order, so no exact one is cheap).
 ]]
+--- @include "claim-keys"
 --- @include "marks"
 --- @include "chunked"
 local store = {
@@ -11,26 +12,26 @@ local store = {
   inFlightIds = function(inFlight) return redis.call('SMEMBERS', inFlight) end,
   restore = function(inFlight, markKey)
     if redis.call('EXISTS', inFlight) == 0 then return end
-    redis.call('SUNIONSTORE', KEYS[1], KEYS[1], inFlight)
+    redis.call('SUNIONSTORE', K.pending, K.pending, inFlight)
     redis.call('DEL', inFlight)
     -- The restored ids have waited since their own mark, older than any later push's.
     local mark = inFlightMark(markKey)
-    local since = redis.call('GET', KEYS[10])
-    if not since or tonumber(since) > tonumber(mark) then redis.call('SET', KEYS[10], mark) end
+    local since = redis.call('GET', K.pushMarks)
+    if not since or tonumber(since) > tonumber(mark) then redis.call('SET', K.pushMarks, mark) end
   end,
-  toInFlight = function(ids) chunked('SADD', KEYS[2], ids) end,
+  toInFlight = function(ids) chunked('SADD', K.inFlight, ids) end,
   readyIn = function() return nil end,
 }
 store.takePending = function(count)
-  local ids = redis.call('SPOP', KEYS[1], count)
+  local ids = redis.call('SPOP', K.pending, count)
   local since
   if #ids > 0 then
-    since = redis.call('GET', KEYS[10]) or clockMs()
+    since = redis.call('GET', K.pushMarks) or clockMs()
     store.toInFlight(ids)
-    redis.call('SET', KEYS[11], since)
+    redis.call('SET', K.inFlightMark, since)
   end
   -- Fewer than asked: pending is empty, and the next push starts a new mark.
-  if #ids < count then redis.call('DEL', KEYS[10]) end
+  if #ids < count then redis.call('DEL', K.pushMarks) end
   return ids, since
 end
 --- @include "claim-body"

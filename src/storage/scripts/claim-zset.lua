@@ -4,6 +4,7 @@
   differ; a restored id goes back at its time unless re-added meanwhile (the newer time wins).
   Keys, arguments and reply: see includes/claim-body.lua.
 ]]
+--- @include "claim-keys"
 --- @include "clock"
 --- @include "chunked"
 local store = {
@@ -12,7 +13,7 @@ local store = {
   restore = function(inFlight)
     local ids = redis.call('ZRANGE', inFlight, 0, -1, 'WITHSCORES')
     for i = 1, #ids, 2 do
-      redis.call('ZADD', KEYS[1], 'NX', ids[i + 1], ids[i])
+      redis.call('ZADD', K.pending, 'NX', ids[i + 1], ids[i])
     end
     redis.call('DEL', inFlight)
   end,
@@ -22,24 +23,24 @@ local store = {
       scored[#scored + 1] = now
       scored[#scored + 1] = id
     end
-    chunked('ZADD', KEYS[2], scored)
+    chunked('ZADD', K.inFlight, scored)
   end,
   takePending = function(count)
-    local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', clockMs(), 'WITHSCORES', 'LIMIT', 0, count)
+    local ready = redis.call('ZRANGEBYSCORE', K.pending, '-inf', clockMs(), 'WITHSCORES', 'LIMIT', 0, count)
     local ids, scored = {}, {}
     -- The earliest ready time of the slice, for push-to-processed latency.
-    if ready[2] then redis.call('SET', KEYS[11], ready[2]) end
+    if ready[2] then redis.call('SET', K.inFlightMark, ready[2]) end
     for i = 1, #ready, 2 do
       ids[#ids + 1] = ready[i]
       scored[#scored + 1] = ready[i + 1]
       scored[#scored + 1] = ready[i]
     end
-    chunked('ZREM', KEYS[1], ids)
-    chunked('ZADD', KEYS[2], scored)
+    chunked('ZREM', K.pending, ids)
+    chunked('ZADD', K.inFlight, scored)
     return ids, ready[2]
   end,
   readyIn = function()
-    local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+    local first = redis.call('ZRANGE', K.pending, 0, 0, 'WITHSCORES')[2]
     return first and tonumber(first) - clockMs()
   end,
 }

@@ -1,4 +1,5 @@
--- The shared body of the claim scripts; each defines `store` (inFlightIds, restore, toInFlight,
+-- The shared body of the claim scripts; each includes claim-keys (the keys and arguments below,
+-- by name, as K and A) and defines `store` (inFlightIds, restore, toInFlight,
 -- takePending, readyIn, perPush) and includes this.
 --
 -- KEYS[1] pending ids            KEYS[2] in-flight ids (of this lane)
@@ -53,57 +54,57 @@
 local early = settlePrevious(store)
 if early then return early end
 
-holdFor(KEYS[14], tonumber(ARGV[12]))
+holdFor(K.hold, A.holdMs)
 
 local result = {1, 0, '', -1, '', table.concat(settledTickets, ' ')}
-local count = tonumber(ARGV[4])
-local rateMax, window = tonumber(ARGV[10]), tonumber(ARGV[11])
+local count = A.count
+local rateMax, window = A.rateMax, A.rateWindowMs
 -- A paused or held key claims nothing, and so does a limited one that has no room left: the
 -- run ends and its job waits (a delayed job holds no worker slot) for as long as this says.
-local held = count > 0 and heldFor(KEYS[13], KEYS[14]) or nil
+local held = count > 0 and heldFor(K.paused, K.hold) or nil
 local allowance, limited
 if count > 0 and not held and rateMax > 0 then
-  allowance, limited = rateAllowance(KEYS[15], KEYS[19], rateMax, window, math.min(count, rateMax))
+  allowance, limited = rateAllowance(K.rateLog, K.rateUsed, rateMax, window, math.min(count, rateMax))
   if allowance > 0 then count, limited = math.min(count, allowance), nil end
 end
 
 if count > 0 and not held and not limited then
   local ids, mark
   -- The retry set is almost always empty: one ZCARD spares the lookups below.
-  local retrying = redis.call('ZCARD', KEYS[5])
-  local due = retrying > 0 and redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', clockMs(), 'LIMIT', 0, 1)[1]
-  local slice = due and redis.call('HGET', KEYS[6], due)
+  local retrying = redis.call('ZCARD', K.retry)
+  local due = retrying > 0 and redis.call('ZRANGEBYSCORE', K.retry, '-inf', clockMs(), 'LIMIT', 0, 1)[1]
+  local slice = due and redis.call('HGET', K.retrySlices, due)
   local decoded = slice and cjson.decode(slice)
   if decoded and allowance and #decoded.ids > allowance and allowance < rateMax then
     -- A failed slice runs again whole: it waits until the window has room for all of it.
-    limited = select(2, rateAllowance(KEYS[15], KEYS[19], rateMax, window, math.min(#decoded.ids, rateMax)))
+    limited = select(2, rateAllowance(K.rateLog, K.rateUsed, rateMax, window, math.min(#decoded.ids, rateMax)))
   elseif due then
     retrying = retrying - 1
-    redis.call('ZREM', KEYS[5], due)
-    redis.call('HDEL', KEYS[6], due)
+    redis.call('ZREM', K.retry, due)
+    redis.call('HDEL', K.retrySlices, due)
     if decoded then
       ids = decoded.ids
       mark = clockMs()
       store.toInFlight(ids, mark)
-      redis.call('SET', KEYS[11], mark)
+      redis.call('SET', K.inFlightMark, mark)
       -- Kept with the ids in flight: if the run dies, the slice's history survives it.
-      redis.call('SET', KEYS[12], slice)
+      redis.call('SET', K.inFlightSlice, slice)
       result[3] = slice
     end
   end
-  local blocked = retrying >= tonumber(ARGV[5])
+  local blocked = retrying >= A.maxRetrying
   if not ids and not blocked and not limited then
     ids, mark = store.takePending(count)
   end
   if ids and #ids > 0 then
-    trackClaim(KEYS[7], KEYS[8], ids, store.perPush)
-    result[5] = claimPayloads(KEYS[16], KEYS[17], ids, store.perPush)
-    if rateMax > 0 then rateSpend(KEYS[15], KEYS[19], #ids, window) end
+    trackClaim(K.tracked, K.trackedInFlight, ids, store.perPush)
+    result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
+    if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
     if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
     for i = 1, #ids do result[i + 6] = ids[i] end
   elseif not limited then
     local wait = not blocked and store.readyIn() or nil
-    local nextRetry = retrying > 0 and redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
+    local nextRetry = retrying > 0 and redis.call('ZRANGE', K.retry, 0, 0, 'WITHSCORES')[2]
     if nextRetry then
       local retryIn = tonumber(nextRetry) - clockMs()
       if not wait or retryIn < wait then wait = retryIn end
@@ -115,14 +116,14 @@ if held then result[2] = held end
 if limited then
   result[2] = limited
   -- Held too, so pushes meanwhile leave its delayed job where it is (see push.lua).
-  holdFor(KEYS[14], limited)
+  holdFor(K.hold, limited)
 end
 
-if ARGV[9] == '1' and count > 0 and #result == 6 then
-  redis.call('DEL', KEYS[3], KEYS[4])
+if A.releaseIfEmpty and count > 0 and #result == 6 then
+  redis.call('DEL', K.lock, K.lastClaim)
   return result
 end
 -- Remembered (with its waitMs) as long as the lock could live, so a resent claim changes
 -- nothing and gets the same reply; another run's claim ids never match it.
-redis.call('SET', KEYS[4], ARGV[2] .. '|' .. result[2], 'PX', ARGV[7])
+redis.call('SET', K.lastClaim, A.claimId .. '|' .. result[2], 'PX', A.lockTtlMs)
 return result

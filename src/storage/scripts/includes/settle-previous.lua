@@ -1,6 +1,6 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice.
 -- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
--- {-1, pttl} when the caller does not hold the lock (and cannot take it, see ARGV[8]); when this
+-- {-1, pttl} when the caller does not hold the lock (and cannot take it, see A.takeLock); when this
 -- claim was already applied, its reply again: {1, waitMs, slice, -1, payloads, '', id...} (the claim id is remembered with its waitMs,
 -- `claimId|waitMs`, and a failed slice's JSON is kept in flight with it).
 
@@ -16,68 +16,68 @@ local function recoverLane(store, inFlight, trackedInFlight, mark, sliceKey, pay
     slice.attempts = slice.attempts + 1
     slice.firstFailedAt = slice.firstFailedAt or now
     slice.crashed = true
-    local id = 'crashed:' .. ARGV[2] .. ':' .. lane
-    redis.call('ZADD', KEYS[5], now, id)
-    redis.call('HSET', KEYS[6], id, cjson.encode(slice))
+    local id = 'crashed:' .. A.claimId .. ':' .. lane
+    redis.call('ZADD', K.retry, now, id)
+    redis.call('HSET', K.retrySlices, id, cjson.encode(slice))
     redis.call('DEL', inFlight)
   end
-  untrackAll(KEYS[7], trackedInFlight)
-  unclaimAllPayloads(KEYS[16], payloadsInFlight)
+  untrackAll(K.tracked, trackedInFlight)
+  unclaimAllPayloads(K.payloads, payloadsInFlight)
   redis.call('DEL', mark, sliceKey)
 end
 
--- Holds the lock with ARGV[1], taking it if it is free and ARGV[8] asks; also returns the last
+-- Holds the lock with A.lock, taking it if it is free and A.takeLock asks; also returns the last
 -- claim applied while held. (GET, not MGET: a lock key of another type must fail loudly.)
 local function holdLock()
-  local holder = redis.call('GET', KEYS[3])
-  if holder == ARGV[1] then return true, redis.call('GET', KEYS[4]) end
-  if holder or ARGV[8] ~= '1' then return false end
-  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[7])
+  local holder = redis.call('GET', K.lock)
+  if holder == A.lock then return true, redis.call('GET', K.lastClaim) end
+  if holder or not A.takeLock then return false end
+  redis.call('SET', K.lock, A.lock, 'PX', A.lockTtlMs)
   return true, nil
 end
 
 local function settlePrevious(store)
   local held, last = holdLock()
-  if not held then return {-1, redis.call('PTTL', KEYS[3])} end
-  local applied = ARGV[2] .. '|'
+  if not held then return {-1, redis.call('PTTL', K.lock)} end
+  local applied = A.claimId .. '|'
   if last and string.sub(last, 1, #applied) == applied then
-    local ids = store.inFlightIds(KEYS[2])
+    local ids = store.inFlightIds(K.inFlight)
     table.insert(ids, 1, '')
-    table.insert(ids, 1, inFlightPayloads(KEYS[17]))
+    table.insert(ids, 1, inFlightPayloads(K.payloadsInFlight))
     table.insert(ids, 1, -1)
-    table.insert(ids, 1, redis.call('GET', KEYS[12]) or '')
+    table.insert(ids, 1, redis.call('GET', K.inFlightSlice) or '')
     table.insert(ids, 1, tonumber(string.sub(last, #applied + 1)))
     table.insert(ids, 1, 1)
     return ids
   end
-  if ARGV[3] == 'ack' then
-    redis.call('DEL', KEYS[2], KEYS[11], KEYS[12], KEYS[17])
-    creditAll(KEYS[8], KEYS[9], KEYS[18], 'done')
-  elseif ARGV[3] == 'restore' then
-    local slice = redis.call('GET', KEYS[12])
+  if A.settle == 'ack' then
+    redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight)
+    creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
+  elseif A.settle == 'restore' then
+    local slice = redis.call('GET', K.inFlightSlice)
     if slice then
       -- A failed slice run again goes back to the retry set as it was, due now, history kept.
-      local id = 'restored:' .. ARGV[2]
-      redis.call('ZADD', KEYS[5], clockMs(), id)
-      redis.call('HSET', KEYS[6], id, slice)
-      redis.call('DEL', KEYS[2])
+      local id = 'restored:' .. A.claimId
+      redis.call('ZADD', K.retry, clockMs(), id)
+      redis.call('HSET', K.retrySlices, id, slice)
+      redis.call('DEL', K.inFlight)
     else
-      store.restore(KEYS[2], KEYS[11])
+      store.restore(K.inFlight, K.inFlightMark)
     end
-    untrackAll(KEYS[7], KEYS[8])
-    unclaimAllPayloads(KEYS[16], KEYS[17])
-    redis.call('DEL', KEYS[11], KEYS[12])
+    untrackAll(K.tracked, K.trackedInFlight)
+    unclaimAllPayloads(K.payloads, K.payloadsInFlight)
+    redis.call('DEL', K.inFlightMark, K.inFlightSlice)
   else
     -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
     -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had. One EXISTS
     -- tells whether there is anything at all (rarely): every run starts here.
-    local lanes = {KEYS[2], KEYS[8], KEYS[11], KEYS[12], KEYS[17]}
-    for lane = 1, tonumber(ARGV[6]) do lanes[#lanes + 1] = KEYS[2] .. ':' .. lane end
+    local lanes = {K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight}
+    for lane = 1, A.otherLanes do lanes[#lanes + 1] = K.inFlight .. ':' .. lane end
     if redis.call('EXISTS', unpack(lanes)) > 0 then
-      recoverLane(store, KEYS[2], KEYS[8], KEYS[11], KEYS[12], KEYS[17], 0)
-      for lane = 1, tonumber(ARGV[6]) do
+      recoverLane(store, K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, 0)
+      for lane = 1, A.otherLanes do
         local n = ':' .. lane
-        recoverLane(store, KEYS[2] .. n, KEYS[8] .. n, KEYS[11] .. n, KEYS[12] .. n, KEYS[17] .. n, lane)
+        recoverLane(store, K.inFlight .. n, K.trackedInFlight .. n, K.inFlightMark .. n, K.inFlightSlice .. n, K.payloadsInFlight .. n, lane)
       end
     end
   end
