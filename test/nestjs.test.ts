@@ -1,7 +1,7 @@
 import { execFile, fork } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Body, Controller, Global, HttpCode, Inject, Injectable, Module, Param, Post, type INestApplication, type INestApplicationContext, type Type } from '@nestjs/common';
+import { Body, Controller, Global, HttpCode, Inject, Injectable, Module, Param, Post, type INestApplication, type INestApplicationContext, type LoggerService, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { describe, expect, it } from 'vitest';
 import { batchByKey, ClosedError, InvalidOptionError, MissingHandlerError, PermanentError, type Batcher, type BatcherEvents, type Connection, type IterationContext } from '../src';
@@ -223,6 +223,34 @@ describe('BatchByKeyModule in a Nest application', () => {
     expect(signals).toHaveLength(1); // no slice started after close began
     const reader = track(batchByKey({ name, connection: testConnection() }));
     expect(await reader.backlog('k')).toEqual({ pending: 8, inFlight: 0, retrying: 0 });
+  });
+
+  it('without a logger option, the library logs through Nest\'s logger (what app.useLogger or the logger option set)', async () => {
+    const name = uniqueName('nest-log');
+    const errors: { message: unknown; context: unknown }[] = [];
+    const logger: LoggerService = {
+      log: () => {},
+      warn: () => {},
+      // Nest calls error(message, stack, context) for a message with a stack.
+      error: (message: unknown, ...rest: unknown[]) => void errors.push({ message, context: rest.at(-1) }),
+    };
+
+    @BatchProcessor(name)
+    class Failing {
+      eachIteration(): void {
+        throw new PermanentError('no such segment');
+      }
+    }
+    @Module({
+      imports: [BatchByKeyModule.forRoot({ connection: testConnection() }), BatchByKeyModule.registerBatcher({ name, isolateFailures: false })],
+      providers: [Failing],
+    })
+    class AppModule {}
+
+    const app = await boot(NestFactory.createApplicationContext(AppModule, { logger, abortOnError: false }));
+    await app.get<Batcher>(getBatcherToken(name)).performBatchLater(['1'], { key: 'k' });
+    await waitFor(() => errors.length > 0, { what: 'the failed slice to be logged' });
+    expect(errors[0]).toEqual({ message: expect.stringMatching(/^batch-by-key: slice failed: no such segment /), context: 'BatchByKey' });
   });
 
   it.skipIf(onCluster())('a process that boots an application and closes it exits by itself: nothing is left open', async () => {

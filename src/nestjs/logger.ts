@@ -19,13 +19,15 @@ function line(message: string, meta: Record<string, unknown> = {}): string {
 /**
  * The default logger of batchers registered through `BatchByKeyModule`: Nest's own `Logger`
  * (context `BatchByKey`), so the library's warnings land where the application's logs go and
- * follow `app.useLogger(...)` and `logger: false`. A batcher's own `logger` option replaces it.
+ * follow `app.useLogger(...)` and `logger: false`; `debug` maps to Nest's `verbose`. A batcher's own
+ * `logger` option replaces it.
  * @internal
  */
 export function nestLogger(context = 'BatchByKey'): Logger {
   const nest = new NestLogger(context);
   return {
-    debug: (message, meta) => nest.debug(line(message, meta)),
+    // Our debug lines come per interrupted run: Nest's quietest level, the first one turned off.
+    debug: (message, meta) => nest.verbose(line(message, meta)),
     info: (message, meta) => nest.log(line(message, meta)),
     warn: (message, meta) => nest.warn(line(message, meta)),
     error: (message, meta) => {
