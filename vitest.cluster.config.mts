@@ -7,7 +7,8 @@ import base from './vitest.config.mts';
  * Left out, because what they test is tied to a standalone server: connection (URLs and
  * ioredis options name one server), faults (CLIENT KILL on one server), worker.crash and
  * examples (child processes that connect by URL), version (no Redis), cli (connects by URL),
- * dashboard (its browser test is about the page, not the Redis topology).
+ * dashboard (its browser test is about the page, not the Redis topology). In nestjs, the test
+ * of a whole application process is skipped there (the child connects by URL).
  */
 export default defineConfig({
   test: {
@@ -34,6 +35,7 @@ export default defineConfig({
         'lock',
         'logger',
         'metrics',
+        'nestjs',
         'one-job-per-key',
         'push',
         'processor',

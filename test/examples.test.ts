@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Batcher } from '../src';
 import { redisUrl, track, waitFor } from './helpers/redis';
 
 type ErrorBody = { error: { code: string; message: string } };
@@ -122,5 +123,36 @@ describe('examples/import-with-callback.ts', () => {
     } finally {
       log.mockRestore();
     }
+  });
+});
+
+describe('examples/nestjs.ts', () => {
+  it('the controller pushes per account, the processor refreshes through its service, and a bad id is dead-lettered', async () => {
+    const { bootstrap, SegmentsService, SEGMENTS } = await import('../examples/nestjs');
+    const { getBatcherToken } = await import('../src/nestjs');
+    const app = await bootstrap({ port: 0, logger: false });
+    track(app);
+    const base = await app.getUrl();
+    const post = (account: string, body: unknown) =>
+      fetch(`${base}/accounts/${account}/segments/refresh`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+
+    const ok = await post('acct-42', { ids: [1, 2, 3] });
+    expect(ok.status).toBe(202);
+    expect(await ok.json()).toEqual({ key: 'acct-42', pushed: 3 });
+    await post('acct-42', { ids: ['3', '4', 'summer-sale'] });
+    const bad = await post('acct-42', { ids: 'nope' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as ErrorBody).error.code).toBe('ERR_INVALID_IDS');
+
+    const refreshed = app.get(SegmentsService).refreshed;
+    const batcher = app.get<Batcher>(getBatcherToken(SEGMENTS));
+    await waitFor(async () => refreshed.get('acct-42')?.size === 4 && (await batcher.deadLetters.count()) === 1, { what: 'the refreshes' });
+    expect([...refreshed.get('acct-42')!].sort()).toEqual(['1', '2', '3', '4']);
+    expect((await batcher.deadLetters.list()).letters.map((l) => [l.key, l.id])).toEqual([['acct-42', 'summer-sale']]);
+    await app.close();
   });
 });

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -35,17 +35,31 @@ for (const file of readdirSync(join(src, scripts), { recursive: true })) {
 // ESM entry = the CJS module re-exported, not a second compile: one module instance means
 // one set of classes, so `instanceof InvalidIdsError` holds whether a caller imports or requires.
 // Names are listed explicitly (Node's CJS named-export detection is heuristic) and sorted for a stable file.
-const names = Object.keys(require(join(cjs, 'index.js')))
-  .filter((n) => n !== '__esModule')
-  .sort();
-mkdirSync(esm, { recursive: true });
-writeFileSync(
-  join(esm, 'index.mjs'),
-  `import cjs from '../cjs/index.js';\n\nexport const {\n${names.map((n) => `  ${n},\n`).join('')}} = cjs;\n`,
-);
-writeFileSync(join(esm, 'index.d.mts'), `export * from '../cjs/index.js';\n`);
+// `nestjs/index` is the `batch-by-key/nestjs` subpath; requiring it here also proves it loads
+// (Nest 12 is ESM-only: our CommonJS requires it, which Node >= 20.19 allows).
+const entries = ['index', 'nestjs/index'];
+const counts = [];
+for (const entry of entries) {
+  const names = Object.keys(require(join(cjs, `${entry}.js`)))
+    .filter((n) => n !== '__esModule')
+    .sort();
+  const up = '../'.repeat(entry.split('/').length);
+  mkdirSync(dirname(join(esm, entry)), { recursive: true });
+  writeFileSync(
+    join(esm, `${entry}.mjs`),
+    `import cjs from '${up}cjs/${entry}.js';\n\nexport const {\n${names.map((n) => `  ${n},\n`).join('')}} = cjs;\n`,
+  );
+  writeFileSync(join(esm, `${entry}.d.mts`), `export * from '${up}cjs/${entry}.js';\n`);
+  // The ESM file is generated text: load it once, so a wrong path fails the build, not a user.
+  const loaded = await import(pathToFileURL(join(esm, `${entry}.mjs`)).href);
+  if (Object.keys(loaded).length !== names.length) {
+    console.error(`build: dist/esm/${entry}.mjs exports ${Object.keys(loaded).length} names, the CommonJS entry ${names.length}`);
+    process.exit(1);
+  }
+  counts.push(`${entry}: ${names.length}`);
+}
 
-// src/redlock.d.ts is an ambient `declare module 'redlock'` for our own build (redlock's types are
+// src/core/redlock.d.ts is an ambient `declare module 'redlock'` for our own build (redlock's types are
 // ESM-only and do not resolve for a CommonJS importer); tsc does not ship it. So no public .d.ts
 // may import 'redlock', or consumers' type checks would fail: refuse to build if one does.
 const reachable = new Set();
@@ -57,11 +71,11 @@ const visit = (file) => {
     visit(existsSync(`${base}.d.ts`) ? `${base}.d.ts` : join(base, 'index.d.ts'));
   }
 };
-visit(join(cjs, 'index.d.ts'));
+for (const entry of entries) visit(join(cjs, `${entry}.d.ts`));
 const usesRedlock = [...reachable].filter((f) => /\bfrom\s+'redlock'/.test(readFileSync(f, 'utf8')));
 if (usesRedlock.length > 0) {
   console.error(`build: public types import 'redlock': ${usesRedlock.map((f) => relative(cjs, f)).join(', ')}`);
   process.exit(1);
 }
 
-console.log(`build: dist/cjs + dist/esm (${names.length} exports)`);
+console.log(`build: dist/cjs + dist/esm (exports of ${counts.join(', ')})`);

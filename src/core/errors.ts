@@ -47,7 +47,10 @@ export class PushTimeoutError extends BatchByKeyError {
   }
 }
 
-/** An option passed to `batchByKey`, `BatchByKey` or `createWorker` is missing or out of range. */
+/**
+ * An option passed to `batchByKey`, `BatchByKey` or `createWorker` is missing or out of range; or
+ * (`batch-by-key/nestjs`) a `BatchByKeyModule` registration or decorator does not fit the application.
+ */
 export class InvalidOptionError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_INVALID_OPTION', message);

@@ -1,0 +1,96 @@
+import { Module, type DynamicModule, type FactoryProvider, type ModuleMetadata, type Provider } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { describe, InvalidOptionError } from '../core/errors';
+import { resolveOptions } from '../options';
+import { getBatcherToken } from './decorators';
+import type { BatchByKeyRootAsyncOptions, BatchByKeyRootOptions, RegisterBatcherOptions } from './options';
+import { BatchByKeyRegistry, ROOT_OPTIONS } from './registry';
+
+function rootModule(options: Provider, imports: NonNullable<ModuleMetadata['imports']>): DynamicModule {
+  return {
+    module: BatchByKeyModule,
+    // Global, as a database module is: every feature module's registerBatcher finds the registry.
+    global: true,
+    imports: [DiscoveryModule, ...imports],
+    providers: [options, BatchByKeyRegistry],
+    exports: [BatchByKeyRegistry],
+  };
+}
+
+/** Checks a registration at module definition, so a typo fails at startup with the option's name, as `batchByKey` does. */
+function validateRegistration(options: RegisterBatcherOptions): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError(`BatchByKeyModule.registerBatcher takes options objects, got ${describe(options)}`);
+  }
+  for (const field of ['connection', 'eachIteration'] as const) {
+    if (field in options) {
+      const where =
+        field === 'connection' ? 'BatchByKeyModule.forRoot({ connection })' : 'a @BatchProcessor class with an eachIteration method';
+      throw new InvalidOptionError(
+        `BatchByKeyModule.registerBatcher: ${field} comes from ${where}, not from the registration of '${String(options.name)}'`,
+      );
+    }
+  }
+  // The connection is not known yet (forRootAsync); an options object stands in for it. The
+  // prefix's Cluster rule is checked again once the batcher is built with the real connection.
+  resolveOptions({ ...options, connection: {} });
+}
+
+/**
+ * batch-by-key for NestJS. Import `forRoot` (or `forRootAsync`) once in the root module, and
+ * `registerBatcher` in each module that pushes or processes:
+ * ```ts
+ * @Module({
+ *   imports: [BatchByKeyModule.forRoot({ connection: process.env.REDIS_URL! }), BatchByKeyModule.registerBatcher({ name: 'segment-refresher' })],
+ *   providers: [SegmentRefreshProcessor],
+ * })
+ * ```
+ */
+@Module({})
+export class BatchByKeyModule {
+  /** The Redis connection (and prefix) of every batcher in the application. */
+  static forRoot(options: BatchByKeyRootOptions): DynamicModule {
+    return rootModule({ provide: ROOT_OPTIONS, useValue: options }, []);
+  }
+
+  /** `forRoot` with options from a factory: `inject` a config service, or the app's own ioredis client. */
+  static forRootAsync(options: BatchByKeyRootAsyncOptions): DynamicModule {
+    if (typeof options?.useFactory !== 'function') {
+      throw new InvalidOptionError(`BatchByKeyModule.forRootAsync needs a useFactory function, got ${describe(options?.useFactory)}`);
+    }
+    const provider: FactoryProvider<BatchByKeyRootOptions | Promise<BatchByKeyRootOptions>> = {
+      provide: ROOT_OPTIONS,
+      // Nest calls it with the `inject` providers, which are the factory's declared parameters.
+      useFactory: options.useFactory as (...args: unknown[]) => BatchByKeyRootOptions | Promise<BatchByKeyRootOptions>,
+      inject: options.inject ?? [],
+    };
+    return rootModule(provider, options.imports ?? []);
+  }
+
+  /**
+   * Provides a `Batcher` per options, injectable with `@InjectBatcher(name)` in this module (and
+   * in modules this one exports it to). A batcher whose name has a `@BatchProcessor` class in the
+   * application gets its handler and a worker; the others are producers (README: Producers).
+   */
+  static registerBatcher(...batchers: RegisterBatcherOptions[]): DynamicModule {
+    const names = new Set<string>();
+    for (const options of batchers) {
+      validateRegistration(options);
+      if (names.has(options.name)) throw new InvalidOptionError(`BatchByKeyModule.registerBatcher: '${options.name}' is given twice`);
+      names.add(options.name);
+    }
+    const providers = batchers.map((options): FactoryProvider => ({
+      provide: getBatcherToken(options.name),
+      useFactory: (registry: BatchByKeyRegistry | undefined) => {
+        if (!registry) {
+          throw new InvalidOptionError(
+            `BatchByKeyModule.registerBatcher({ name: '${options.name}' }) needs BatchByKeyModule.forRoot() or forRootAsync() in the application's root module`,
+          );
+        }
+        return registry.define(options);
+      },
+      inject: [{ token: BatchByKeyRegistry, optional: true }],
+    }));
+    return { module: BatchByKeyModule, providers, exports: providers.map((p) => p.provide) };
+  }
+}

@@ -1,0 +1,429 @@
+import { execFile, fork } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  Body,
+  Controller,
+  Global,
+  HttpCode,
+  Inject,
+  Injectable,
+  Module,
+  Param,
+  Post,
+  type INestApplication,
+  type INestApplicationContext,
+  type LoggerService,
+  type Type,
+} from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { describe, expect, it } from 'vitest';
+import {
+  batchByKey,
+  ClosedError,
+  InvalidOptionError,
+  MissingHandlerError,
+  PermanentError,
+  type Batcher,
+  type BatcherEvents,
+  type Connection,
+  type IterationContext,
+} from '../src';
+import { BatchByKeyModule, BatchProcessor, getBatcherToken, InjectBatcher, OnBatchEvent } from '../src/nestjs';
+import { Gate } from './helpers/gate';
+import { onCluster, queueOf, range, redisClient, redisUrl, testConnection, track, uniqueName, waitFor } from './helpers/redis';
+
+// Constructor parameters name their tokens with @Inject: vitest's transformer would emit the type
+// metadata Nest reads otherwise, but tsx (esbuild), which runs the fixtures, does not.
+
+/** The app's own service, injected into the processor: what it records is what the batcher processed. */
+@Injectable()
+class Records {
+  readonly byKey = new Map<string, string[]>();
+  readonly dead: BatcherEvents['dead'][0][] = [];
+  readonly failed: BatcherEvents['slice:failed'][0][] = [];
+  readonly interrupted: BatcherEvents['interrupted'][0][] = [];
+  add(key: string, ids: readonly string[]): void {
+    this.byKey.set(key, [...(this.byKey.get(key) ?? []), ...ids]);
+  }
+  count(): number {
+    return [...this.byKey.values()].reduce((n, ids) => n + ids.length, 0);
+  }
+}
+
+/** A Nest application, closed after the test too (a second close() is a no-op for Nest), should the test fail before its own. */
+async function boot<T extends INestApplicationContext>(create: Promise<T>): Promise<T> {
+  const app = await create;
+  track({ close: () => app.close() });
+  return app;
+}
+
+/** Nest's default would abort the process on a bad module graph; tests want the error. */
+const quiet = { logger: false, abortOnError: false } as const;
+
+const createContext = (module: Type) => boot(NestFactory.createApplicationContext(module, quiet));
+
+describe('BatchByKeyModule in a Nest application', () => {
+  it('a controller pushes with @InjectBatcher; the @BatchProcessor, with its injected service, processes each key in order; events reach @OnBatchEvent methods', async () => {
+    const name = uniqueName('nest');
+    const warnings: string[] = [];
+
+    @Controller('accounts')
+    class AccountsController {
+      constructor(@InjectBatcher(name) private readonly refresher: Batcher) {}
+
+      @Post(':account/refresh')
+      @HttpCode(202)
+      async refresh(@Param('account') account: string, @Body() body: { ids: string[] }) {
+        const { key, pushed } = await this.refresher.performBatchLater(body.ids, { key: account });
+        return { key, pushed };
+      }
+    }
+
+    @BatchProcessor(name, { concurrency: 2 })
+    class RefreshProcessor {
+      constructor(@Inject(Records) private readonly records: Records) {}
+
+      async eachIteration(ids: string[], ctx: IterationContext): Promise<void> {
+        if (ids.includes('poison')) throw new PermanentError('cannot refresh', { ids: ['poison'] });
+        this.records.add(ctx.key, ids);
+      }
+
+      @OnBatchEvent('dead')
+      onDead(event: BatcherEvents['dead'][0]): void {
+        this.records.dead.push(event);
+      }
+
+      @OnBatchEvent('slice:failed')
+      onFailed(event: BatcherEvents['slice:failed'][0]): void {
+        this.records.failed.push(event);
+      }
+
+      @OnBatchEvent('interrupted')
+      onInterrupted(event: BatcherEvents['interrupted'][0]): void {
+        this.records.interrupted.push(event);
+      }
+
+      // A listener that rejects is logged; it must not disturb the slices.
+      @OnBatchEvent('slice:done')
+      async onDone(): Promise<void> {
+        throw new Error('the metrics backend is down');
+      }
+    }
+
+    @Module({
+      imports: [
+        BatchByKeyModule.forRoot({ connection: testConnection() }),
+        // maxRuntimeMs: 1 ends every run after one slice, so 'interrupted' fires while keys still have ids.
+        BatchByKeyModule.registerBatcher({
+          name,
+          sliceSize: 3,
+          maxRuntimeMs: 1,
+          logger: { warn: (message) => void warnings.push(message) },
+        }),
+      ],
+      controllers: [AccountsController],
+      providers: [Records, RefreshProcessor],
+    })
+    class AppModule {}
+
+    const app = await boot(NestFactory.create<INestApplication>(AppModule, quiet));
+    await app.listen(0, '127.0.0.1');
+    const base = await app.getUrl();
+    const push = async (account: string, ids: string[]) => {
+      const res = await fetch(`${base}/accounts/${account}/refresh`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ids }),
+      });
+      expect(res.status).toBe(202);
+      return res.json();
+    };
+
+    expect(await push('a', range(10, 'a'))).toEqual({ key: 'a', pushed: 10 });
+    await push('b', range(10, 'b'));
+    await push(
+      'a',
+      range(10, 'a').map((id) => `${id}x`),
+    );
+    await push('c', ['c1', 'poison', 'c2']);
+
+    const records = app.get(Records);
+    await waitFor(() => records.count() === 32 && records.dead.length === 1, { what: 'every id to be processed or dead' });
+    expect(records.byKey.get('a')).toEqual([...range(10, 'a'), ...range(10, 'a').map((id) => `${id}x`)]);
+    expect(records.byKey.get('b')).toEqual(range(10, 'b'));
+    expect(records.byKey.get('c')).toEqual(['c1', 'c2']);
+    expect(records.dead).toEqual([expect.objectContaining({ key: 'c', ids: ['poison'], error: expect.any(PermanentError) })]);
+    expect(records.failed).toEqual([expect.objectContaining({ key: 'c', outcome: 'dead' })]);
+    expect(records.interrupted.map((e) => e.reason)).toContain('max_runtime');
+    expect(warnings).toContain(`batch-by-key: @OnBatchEvent('slice:done') RefreshProcessor.onDone rejected`);
+
+    await app.close();
+  });
+
+  it("forRootAsync takes the app's own Redis client, which app.close() leaves open; its workers and batchers close", async () => {
+    const worked = uniqueName('nest-w');
+    const produced = uniqueName('nest-p');
+    const client = redisClient();
+    const REDIS = Symbol('app redis');
+
+    @Global()
+    @Module({ providers: [{ provide: REDIS, useValue: client }], exports: [REDIS] })
+    class RedisModule {}
+
+    @Injectable()
+    class Producers {
+      constructor(
+        @InjectBatcher(produced) readonly producer: Batcher,
+        @InjectBatcher(worked) readonly worked: Batcher,
+      ) {}
+    }
+
+    @BatchProcessor(worked)
+    class CountingProcessor {
+      constructor(@Inject(Records) private readonly records: Records) {}
+      eachIteration(ids: string[], ctx: IterationContext): void {
+        this.records.add(ctx.key, ids);
+      }
+    }
+
+    @Module({
+      imports: [
+        RedisModule,
+        BatchByKeyModule.forRootAsync({ inject: [REDIS], useFactory: (redis: Connection) => ({ connection: redis }) }),
+        BatchByKeyModule.registerBatcher({ name: worked }, { name: produced }),
+      ],
+      providers: [Records, Producers, CountingProcessor],
+    })
+    class AppModule {}
+
+    const app = await createContext(AppModule);
+    const { producer, worked: workedBatcher } = app.get(Producers);
+    // No @BatchProcessor for it: a producer, as batchByKey without eachIteration.
+    expect(() => producer.createWorker()).toThrow(MissingHandlerError);
+    await producer.performBatchLater(['p1'], { key: 'k' });
+
+    await workedBatcher.performBatchLater(range(5), { key: 'k' });
+    const records = app.get(Records);
+    await waitFor(() => records.count() === 5, { what: 'the worker on the shared client' });
+    const queue = queueOf(workedBatcher);
+    expect((await queue.getWorkers()).length).toBeGreaterThan(0);
+
+    await app.close();
+    expect(await queue.getWorkers()).toEqual([]);
+    await expect(workedBatcher.performBatchLater(['x'], { key: 'k' })).rejects.toThrow(ClosedError);
+    await expect(producer.performBatchLater(['x'], { key: 'k' })).rejects.toThrow(ClosedError);
+    // The client is the app's: still open, and the producer's id is still there for a worker elsewhere.
+    expect(client.status).toBe('ready');
+    expect(await client.ping()).toBe('PONG');
+    const reader = track(batchByKey({ name: produced, connection: testConnection() }));
+    expect(await reader.backlog('k')).toEqual({ pending: 1, inFlight: 0, retrying: 0 });
+  });
+
+  it('app.close() lets the running slice finish before the worker closes; the ids left stay pending, none lost', async () => {
+    const name = uniqueName('nest-close');
+    const gate = new Gate();
+    const signals: AbortSignal[] = [];
+
+    @BatchProcessor(name)
+    class SlowProcessor {
+      constructor(@Inject(Records) private readonly records: Records) {}
+      async eachIteration(ids: string[], ctx: IterationContext): Promise<void> {
+        signals.push(ctx.signal);
+        await gate.opened;
+        this.records.add(ctx.key, ids);
+      }
+    }
+
+    @Module({
+      imports: [BatchByKeyModule.forRoot({ connection: testConnection() }), BatchByKeyModule.registerBatcher({ name, sliceSize: 2 })],
+      providers: [Records, SlowProcessor],
+    })
+    class AppModule {}
+
+    const app = await createContext(AppModule);
+    const batcher = app.get<Batcher>(getBatcherToken(name));
+    await batcher.performBatchLater(range(10), { key: 'k' });
+    await waitFor(() => signals.length === 1, { what: 'the first slice to start' });
+
+    let closed = false;
+    const closing = app.close().then(() => (closed = true));
+    // The worker's close aborts the running slice's signal, then waits for the slice.
+    await waitFor(() => signals[0]!.aborted, { what: 'close() to reach the worker' });
+    expect(closed).toBe(false);
+    gate.open();
+    await closing;
+
+    const records = app.get(Records);
+    expect(records.byKey.get('k')).toEqual(['0', '1']);
+    expect(signals).toHaveLength(1); // no slice started after close began
+    const reader = track(batchByKey({ name, connection: testConnection() }));
+    expect(await reader.backlog('k')).toEqual({ pending: 8, inFlight: 0, retrying: 0 });
+  });
+
+  it("without a logger option, the library logs through Nest's logger (what app.useLogger or the logger option set)", async () => {
+    const name = uniqueName('nest-log');
+    const errors: { message: unknown; context: unknown }[] = [];
+    const logger: LoggerService = {
+      log: () => {},
+      warn: () => {},
+      // Nest calls error(message, stack, context) for a message with a stack.
+      error: (message: unknown, ...rest: unknown[]) => void errors.push({ message, context: rest.at(-1) }),
+    };
+
+    @BatchProcessor(name)
+    class Failing {
+      eachIteration(): void {
+        throw new PermanentError('no such segment');
+      }
+    }
+    @Module({
+      imports: [
+        BatchByKeyModule.forRoot({ connection: testConnection() }),
+        BatchByKeyModule.registerBatcher({ name, isolateFailures: false }),
+      ],
+      providers: [Failing],
+    })
+    class AppModule {}
+
+    const app = await boot(NestFactory.createApplicationContext(AppModule, { logger, abortOnError: false }));
+    await app.get<Batcher>(getBatcherToken(name)).performBatchLater(['1'], { key: 'k' });
+    await waitFor(() => errors.length > 0, { what: 'the failed slice to be logged' });
+    expect(errors[0]).toEqual({ message: expect.stringMatching(/^batch-by-key: slice failed: no such segment /), context: 'BatchByKey' });
+  });
+
+  it.skipIf(onCluster())('a process that boots an application and closes it exits by itself: nothing is left open', async () => {
+    const child = fork(join(__dirname, 'fixtures', 'nestjs-app.ts'), [], {
+      execArgv: ['--import', 'tsx'],
+      env: { ...process.env, REDIS_URL: redisUrl(), BBK_NAME: uniqueName('nest-proc') },
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    });
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    track({ close: async () => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')) });
+    // The fixture never calls process.exit: an open handle (a connection, a timer) would keep it alive.
+    const code = await Promise.race([exit, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 30_000).unref())]);
+    expect(code).toBe(0);
+    expect(out).toContain('processed 25 ids, closed');
+  });
+});
+
+describe('BatchByKeyModule configuration errors', () => {
+  it('a registration is checked when the module is defined, with the option named', () => {
+    expect(() => BatchByKeyModule.registerBatcher({ name: 'no spaces' })).toThrow(InvalidOptionError);
+    expect(() => BatchByKeyModule.registerBatcher({ name: 'x', sliceSize: 0 })).toThrow(/options\.sliceSize/);
+    expect(() => BatchByKeyModule.registerBatcher({ name: 'x' }, { name: 'x' })).toThrow(/'x' is given twice/);
+    const withConnection = { name: 'x', connection: 'redis://localhost' } as unknown as { name: string };
+    expect(() => BatchByKeyModule.registerBatcher(withConnection)).toThrow(/connection comes from BatchByKeyModule\.forRoot/);
+    expect(() => BatchByKeyModule.forRootAsync({} as never)).toThrow(InvalidOptionError);
+    expect(() => BatchProcessor('')).toThrow(InvalidOptionError);
+    expect(() => OnBatchEvent('pushed' as never)).toThrow(/OnBatchEvent\(event\) takes one of/);
+  });
+
+  it("a @BatchProcessor whose name no registerBatcher provides fails the application's start", async () => {
+    @BatchProcessor('nobody-registered-this')
+    class Orphan {
+      eachIteration(): void {}
+    }
+    @Module({ imports: [BatchByKeyModule.forRoot({ connection: testConnection() })], providers: [Orphan] })
+    class AppModule {}
+    await expect(createContext(AppModule)).rejects.toThrow(
+      /@BatchProcessor\('nobody-registered-this'\) on Orphan: no batcher has that name/,
+    );
+  });
+
+  it('registerBatcher without forRoot, two processors for one batcher, and two roots are refused', async () => {
+    const name = uniqueName('nest-err');
+    @Module({ imports: [BatchByKeyModule.registerBatcher({ name })] })
+    class NoRoot {}
+    await expect(createContext(NoRoot)).rejects.toThrow(/needs BatchByKeyModule\.forRoot\(\) or forRootAsync\(\)/);
+
+    @BatchProcessor(name)
+    class One {
+      eachIteration(): void {}
+    }
+    @BatchProcessor(name)
+    class Two {
+      eachIteration(): void {}
+    }
+    @Module({
+      imports: [BatchByKeyModule.forRoot({ connection: testConnection() }), BatchByKeyModule.registerBatcher({ name })],
+      providers: [One, Two],
+    })
+    class TwoProcessors {}
+    await expect(createContext(TwoProcessors)).rejects.toThrow(/is on 2 providers \(One, Two\)/);
+
+    @Module({ imports: [BatchByKeyModule.forRoot({ connection: testConnection() })] })
+    class Feature {}
+    @Module({ imports: [BatchByKeyModule.forRoot({ connection: testConnection() }), Feature] })
+    class TwoRoots {}
+    await expect(createContext(TwoRoots)).rejects.toThrow(/imported more than once/);
+  });
+
+  it('two modules registering one name share its batcher when the options agree, and are refused when they differ', async () => {
+    const name = uniqueName('nest-share');
+    const build = (second: { sliceSize: number }) => {
+      @Injectable()
+      class A {
+        constructor(@InjectBatcher(name) readonly batcher: Batcher) {}
+      }
+      @Module({
+        imports: [BatchByKeyModule.registerBatcher({ name, sliceSize: 10, backoff: { type: 'fixed', delayMs: 5 } })],
+        providers: [A],
+        exports: [A],
+      })
+      class FeatureA {}
+      @Injectable()
+      class B {
+        constructor(@InjectBatcher(name) readonly batcher: Batcher) {}
+      }
+      @Module({
+        imports: [BatchByKeyModule.registerBatcher({ name, ...second, backoff: { type: 'fixed', delayMs: 5 } })],
+        providers: [B],
+        exports: [B],
+      })
+      class FeatureB {}
+      @Module({ imports: [BatchByKeyModule.forRoot({ connection: testConnection() }), FeatureA, FeatureB] })
+      class AppModule {}
+      return { AppModule, A, B };
+    };
+
+    const same = build({ sliceSize: 10 });
+    const app = await createContext(same.AppModule);
+    expect(app.get(same.A).batcher).toBe(app.get(same.B).batcher);
+
+    const differ = build({ sliceSize: 20 });
+    await expect(createContext(differ.AppModule)).rejects.toThrow(/'.+' is registered twice with different options/);
+  });
+});
+
+describe('the core entry without NestJS', () => {
+  it('importing batch-by-key loads no @nestjs package: it works where none is installed', async () => {
+    // In a fresh process, @nestjs/* resolves to "not installed" and every attempt is recorded.
+    const script = `
+      const Module = require('node:module');
+      const seen = [];
+      const resolve = Module._resolveFilename;
+      Module._resolveFilename = function (request, ...rest) {
+        if (request.startsWith('@nestjs/')) {
+          seen.push(request);
+          throw Object.assign(new Error("Cannot find module '" + request + "'"), { code: 'MODULE_NOT_FOUND' });
+        }
+        return resolve.call(this, request, ...rest);
+      };
+      const core = require('./src/index.ts');
+      const byCore = [...seen];
+      let nestjs = 'loaded';
+      try { require('./src/nestjs/index.ts'); } catch (err) { nestjs = err.code; }
+      console.log(JSON.stringify({ batchByKey: typeof core.batchByKey, byCore, nestjs, seen }));
+    `;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '-e', script], { cwd: join(__dirname, '..') });
+    const result = JSON.parse(stdout) as { batchByKey: string; byCore: string[]; nestjs: string; seen: string[] };
+    expect(result.batchByKey).toBe('function');
+    expect(result.byCore).toEqual([]);
+    // The control: the same hook does see the subpath's imports.
+    expect(result.nestjs).toBe('MODULE_NOT_FOUND');
+    expect(result.seen).toContain('@nestjs/common');
+  });
+});
