@@ -30,8 +30,9 @@ import {
   type IterationContext,
 } from '../src';
 import { BatchByKeyModule, BatchProcessor, getBatcherToken, InjectBatcher, OnBatchEvent } from '../src/nestjs';
+import { Keyspace } from '../src/keys';
 import { Gate } from './helpers/gate';
-import { onCluster, queueOf, range, redisClient, redisUrl, testConnection, track, uniqueName, waitFor } from './helpers/redis';
+import { keysMatching, onCluster, queueOf, range, redisClient, redisUrl, testConnection, track, uniqueName, waitFor } from './helpers/redis';
 
 // Constructor parameters name their tokens with @Inject: vitest's transformer would emit the type
 // metadata Nest reads otherwise, but tsx (esbuild), which runs the fixtures, does not.
@@ -321,7 +322,36 @@ describe('BatchByKeyModule configuration errors', () => {
     expect(() => OnBatchEvent('pushed' as never)).toThrow(/OnBatchEvent\(event\) takes one of/);
   });
 
+<<<<<<< HEAD
   it("a @BatchProcessor whose name no registerBatcher provides fails the application's start", async () => {
+=======
+  it('forRoot without a connection fails the start; its prefix is every batcher\'s default, and a batcher\'s own wins', async () => {
+    @Module({ imports: [BatchByKeyModule.forRoot({} as never)] })
+    class NoConnection {}
+    await expect(createContext(NoConnection)).rejects.toThrow(/BatchByKeyModule\.forRoot needs \{ connection \}/);
+
+    const [inherits, own] = [uniqueName('nest-prefix'), uniqueName('nest-prefix')];
+    // Hash tags, so the prefixes are valid on a Redis Cluster too.
+    @Module({
+      imports: [
+        BatchByKeyModule.forRoot({ connection: testConnection(), prefix: 'app:{nest-root}' }),
+        BatchByKeyModule.registerBatcher({ name: inherits }, { name: own, prefix: 'app:{nest-own}' }),
+      ],
+    })
+    class AppModule {}
+    const app = await createContext(AppModule);
+    await app.get<Batcher>(getBatcherToken(inherits)).performBatchLater(['1'], { key: 'k' });
+    await app.get<Batcher>(getBatcherToken(own)).performBatchLater(['1'], { key: 'k' });
+    for (const [name, prefix] of [[inherits, 'app:{nest-root}'], [own, 'app:{nest-own}']] as const) {
+      // BullMQ's keys start with the prefix; ours with the prefix less its braces (Keyspace).
+      const keys = await keysMatching(`*${name}*`);
+      expect(keys.length).toBeGreaterThan(0);
+      expect(keys.filter((k) => !k.startsWith(`${prefix}:${name}:`) && !k.startsWith(`${new Keyspace(prefix, name).root}:`))).toEqual([]);
+    }
+  });
+
+  it('a @BatchProcessor whose name no registerBatcher provides fails the application\'s start', async () => {
+>>>>>>> nestjs
     @BatchProcessor('nobody-registered-this')
     class Orphan {
       eachIteration(): void {}
