@@ -30,9 +30,20 @@ import {
   type IterationContext,
 } from '../src';
 import { BatchByKeyModule, BatchProcessor, getBatcherToken, InjectBatcher, OnBatchEvent } from '../src/nestjs';
-import { Keyspace } from '../src/keys';
+import { Keyspace } from '../src/storage/keys';
 import { Gate } from './helpers/gate';
-import { keysMatching, onCluster, queueOf, range, redisClient, redisUrl, testConnection, track, uniqueName, waitFor } from './helpers/redis';
+import {
+  keysMatching,
+  onCluster,
+  queueOf,
+  range,
+  redisClient,
+  redisUrl,
+  testConnection,
+  track,
+  uniqueName,
+  waitFor,
+} from './helpers/redis';
 
 // Constructor parameters name their tokens with @Inject: vitest's transformer would emit the type
 // metadata Nest reads otherwise, but tsx (esbuild), which runs the fixtures, does not.
@@ -322,10 +333,7 @@ describe('BatchByKeyModule configuration errors', () => {
     expect(() => OnBatchEvent('pushed' as never)).toThrow(/OnBatchEvent\(event\) takes one of/);
   });
 
-<<<<<<< HEAD
-  it("a @BatchProcessor whose name no registerBatcher provides fails the application's start", async () => {
-=======
-  it('forRoot without a connection fails the start; its prefix is every batcher\'s default, and a batcher\'s own wins', async () => {
+  it("forRoot without a connection fails the start; its prefix is every batcher's default, and a batcher's own wins", async () => {
     @Module({ imports: [BatchByKeyModule.forRoot({} as never)] })
     class NoConnection {}
     await expect(createContext(NoConnection)).rejects.toThrow(/BatchByKeyModule\.forRoot needs \{ connection \}/);
@@ -342,7 +350,10 @@ describe('BatchByKeyModule configuration errors', () => {
     const app = await createContext(AppModule);
     await app.get<Batcher>(getBatcherToken(inherits)).performBatchLater(['1'], { key: 'k' });
     await app.get<Batcher>(getBatcherToken(own)).performBatchLater(['1'], { key: 'k' });
-    for (const [name, prefix] of [[inherits, 'app:{nest-root}'], [own, 'app:{nest-own}']] as const) {
+    for (const [name, prefix] of [
+      [inherits, 'app:{nest-root}'],
+      [own, 'app:{nest-own}'],
+    ] as const) {
       // BullMQ's keys start with the prefix; ours with the prefix less its braces (Keyspace).
       const keys = await keysMatching(`*${name}*`);
       expect(keys.length).toBeGreaterThan(0);
@@ -350,8 +361,7 @@ describe('BatchByKeyModule configuration errors', () => {
     }
   });
 
-  it('a @BatchProcessor whose name no registerBatcher provides fails the application\'s start', async () => {
->>>>>>> nestjs
+  it("a @BatchProcessor whose name no registerBatcher provides fails the application's start", async () => {
     @BatchProcessor('nobody-registered-this')
     class Orphan {
       eachIteration(): void {}
