@@ -8,6 +8,7 @@
 --- @include "marks"
 --- @include "chunked"
 local store = {
+  kind = 'list',
   perPush = true,
   inFlightIds = function(inFlight) return redis.call('LRANGE', inFlight, 0, -1) end,
   restore = function(inFlight, markKey)
@@ -18,7 +19,6 @@ local store = {
     redis.call('LPUSH', K.pushMarks, inFlightMark(markKey) .. ' ' .. n)
   end,
   toInFlight = function(ids) chunked('RPUSH', K.inFlight, ids) end,
-  readyIn = function() return nil end,
 }
 store.takePending = function(count)
   local ids = redis.call('LPOP', K.pending, count)

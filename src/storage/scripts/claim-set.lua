@@ -8,6 +8,7 @@
 --- @include "marks"
 --- @include "chunked"
 local store = {
+  kind = 'set',
   perPush = false,
   inFlightIds = function(inFlight) return redis.call('SMEMBERS', inFlight) end,
   restore = function(inFlight, markKey)
@@ -20,7 +21,6 @@ local store = {
     if not since or tonumber(since) > tonumber(mark) then redis.call('SET', K.pushMarks, mark) end
   end,
   toInFlight = function(ids) chunked('SADD', K.inFlight, ids) end,
-  readyIn = function() return nil end,
 }
 store.takePending = function(count)
   local ids = redis.call('SPOP', K.pending, count)

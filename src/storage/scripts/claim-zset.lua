@@ -8,6 +8,7 @@
 --- @include "clock"
 --- @include "chunked"
 local store = {
+  kind = 'zset',
   perPush = false,
   inFlightIds = function(inFlight) return redis.call('ZRANGE', inFlight, 0, -1) end,
   restore = function(inFlight)
@@ -38,10 +39,6 @@ local store = {
     chunked('ZREM', K.pending, ids)
     chunked('ZADD', K.inFlight, scored)
     return ids, ready[2]
-  end,
-  readyIn = function()
-    local first = redis.call('ZRANGE', K.pending, 0, 0, 'WITHSCORES')[2]
-    return first and tonumber(first) - clockMs()
   end,
 }
 --- @include "claim-body"

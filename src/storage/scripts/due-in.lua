@@ -15,19 +15,10 @@
 ]]
 --- @include "clock"
 --- @include "flow"
-local now = clockMs()
-local due
-local retry = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
-if retry then due = tonumber(retry) end
-if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[2]) then
-  if ARGV[1] == 'zset' then
-    local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
-    if first and (not due or tonumber(first) < due) then due = tonumber(first) end
-  elseif redis.call(ARGV[1] == 'list' and 'LLEN' or 'SCARD', KEYS[1]) > 0 then
-    due = now
-  end
-end
+--- @include "due"
+local retrying = redis.call('ZCARD', KEYS[2])
+local due = dueAt(ARGV[1], KEYS[1], KEYS[2], retrying >= tonumber(ARGV[2]), retrying)
 if not due then return -1 end
 local held = heldFor(KEYS[3], KEYS[4])
 if held == -1 then return -1 end
-return math.max(0, due - now, held or 0)
+return math.max(0, due - clockMs(), held or 0)

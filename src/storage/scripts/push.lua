@@ -37,6 +37,7 @@
 --- @include "chunked"
 --- @include "flow"
 --- @include "payloads"
+--- @include "due"
 local FIRST = 10
 local mode = ARGV[7]
 local count = mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
@@ -68,14 +69,8 @@ else
     scored[#scored + 1] = ARGV[i]
   end
   chunked('ZADD', KEYS[1], scored)
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
-  local retry = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2]
-  if first or retry then
-    local due = math.min(tonumber(first or retry), tonumber(retry or first))
-    waitMs = math.max(0, due - now)
-  else
-    waitMs = -1
-  end
+  local due = dueAt('zset', KEYS[1], KEYS[4], false)
+  waitMs = due and math.max(0, due - now) or -1
 end
 
 -- After the ids, whose write is the one a key of the wrong type would fail: so a push that fails

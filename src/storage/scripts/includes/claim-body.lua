@@ -1,6 +1,6 @@
 -- The shared body of the claim scripts; each includes claim-keys (the keys and arguments below,
 -- by name, as K and A) and defines `store` (inFlightIds, restore, toInFlight,
--- takePending, readyIn, perPush) and includes this.
+-- takePending, kind, perPush) and includes this.
 --
 -- KEYS[1] pending ids            KEYS[2] in-flight ids (of this lane)
 -- KEYS[3] lock                   KEYS[4] id of the last claim applied (of this lane)
@@ -51,7 +51,8 @@
 --- @include "payloads"
 --- @include "settle-previous"
 --- @include "flow"
-local early = settlePrevious(store)
+--- @include "due"
+local early = settlePrevious(store, K, A)
 if early then return early end
 
 holdFor(K.hold, A.holdMs)
@@ -103,13 +104,10 @@ if count > 0 and not held and not limited then
     if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
     for i = 1, #ids do result[i + 6] = ids[i] end
   elseif not limited then
-    local wait = not blocked and store.readyIn() or nil
-    local nextRetry = retrying > 0 and redis.call('ZRANGE', K.retry, 0, 0, 'WITHSCORES')[2]
-    if nextRetry then
-      local retryIn = tonumber(nextRetry) - clockMs()
-      if not wait or retryIn < wait then wait = retryIn end
-    end
-    if wait then result[2] = math.max(1, wait) end
+    -- Nothing taken: a list's or set's pending is empty (or the key is blocked), so only a
+    -- zset's pending can still say when.
+    local due = dueAt(store.kind, K.pending, K.retry, blocked or store.kind ~= 'zset', retrying)
+    if due then result[2] = math.max(1, due - clockMs()) end
   end
 end
 if held then result[2] = held end

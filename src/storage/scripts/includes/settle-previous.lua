@@ -1,4 +1,5 @@
--- The start of every claim script: fencing, idempotency, and settling the previous slice.
+-- The start of every claim script: fencing, idempotency, and settling the previous slice. Its
+-- functions take the claim's keys and arguments by name (K, A: see claim-keys.lua).
 -- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
 -- {-1, pttl} when the caller does not hold the lock (and cannot take it, see A.takeLock); when this
 -- claim was already applied, its reply again: {1, waitMs, slice, -1, payloads, '', id...} (the claim id is remembered with its waitMs,
@@ -6,7 +7,7 @@
 
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
 -- worker must still reach the dead letters): it becomes a failed slice, due now, one attempt on.
-local function recoverLane(store, inFlight, trackedInFlight, mark, sliceKey, payloadsInFlight, lane)
+local function recoverLane(store, K, A, inFlight, trackedInFlight, mark, sliceKey, payloadsInFlight, lane)
   local ids = store.inFlightIds(inFlight)
   if #ids > 0 then
     local previous = redis.call('GET', sliceKey)
@@ -28,7 +29,7 @@ end
 
 -- Holds the lock with A.lock, taking it if it is free and A.takeLock asks; also returns the last
 -- claim applied while held. (GET, not MGET: a lock key of another type must fail loudly.)
-local function holdLock()
+local function holdLock(K, A)
   local holder = redis.call('GET', K.lock)
   if holder == A.lock then return true, redis.call('GET', K.lastClaim) end
   if holder or not A.takeLock then return false end
@@ -36,8 +37,8 @@ local function holdLock()
   return true, nil
 end
 
-local function settlePrevious(store)
-  local held, last = holdLock()
+local function settlePrevious(store, K, A)
+  local held, last = holdLock(K, A)
   if not held then return {-1, redis.call('PTTL', K.lock)} end
   local applied = A.claimId .. '|'
   if last and string.sub(last, 1, #applied) == applied then
@@ -74,10 +75,10 @@ local function settlePrevious(store)
     local lanes = {K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight}
     for lane = 1, A.otherLanes do lanes[#lanes + 1] = K.inFlight .. ':' .. lane end
     if redis.call('EXISTS', unpack(lanes)) > 0 then
-      recoverLane(store, K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, 0)
+      recoverLane(store, K, A, K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, 0)
       for lane = 1, A.otherLanes do
         local n = ':' .. lane
-        recoverLane(store, K.inFlight .. n, K.trackedInFlight .. n, K.inFlightMark .. n, K.inFlightSlice .. n, K.payloadsInFlight .. n, lane)
+        recoverLane(store, K, A, K.inFlight .. n, K.trackedInFlight .. n, K.inFlightMark .. n, K.inFlightSlice .. n, K.payloadsInFlight .. n, lane)
       end
     end
   end
