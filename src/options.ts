@@ -1,42 +1,28 @@
 import { Cluster } from 'ioredis';
 import { describe, InvalidOptionError } from './core/errors';
 import { fromUrl } from './core/connection';
-import { validateRateLimitOption, type RateLimitOption } from './engine/flow';
+import { validateRateLimitOption } from './engine/flow';
+import type { RunOptions } from './engine/processor';
 import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, optionalFunction } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { silentLogger } from './core/logger';
-import type { Backoff, BatchByKeyOptions, EachIteration, Key, Logger, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
+import type { Backoff, BatchByKeyOptions, EachIteration, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
 
 /** Options after defaults are applied; `eachIteration` may still come from a class (see class-form). */
-export interface ResolvedOptions {
+export interface ResolvedOptions extends RunOptions {
   name: string;
   connection: Exclude<BatchByKeyOptions['connection'], string>;
-  store: StoreKind;
-  sliceSize: number;
-  concurrencyPerKey: number;
-  maxRuntimeMs: number;
-  scheduling: 'fair' | 'fifo';
-  weight: ((key: Key) => number) | undefined;
-  sliceTimeoutMs: number;
-  lockTtlMs: number;
   key: BatchByKeyOptions['key'];
   eachIteration: EachIteration | undefined;
-  attempts: number;
-  backoff: Backoff;
-  isolateFailures: boolean;
   maxDeadLetters: number;
   ticketTtlMs: number;
-  around: readonly SliceMiddleware[];
   prefix: string;
   recoveryIntervalMs: number;
   pushTimeoutMs: number;
-  rateLimit: RateLimitOption;
   merge: MergePolicy;
-  onTicketSettled: BatchByKeyOptions['onTicketSettled'];
   /** `false`: no sampling. */
   history: ResolvedHistory | false;
-  logger: Logger;
 }
 
 export const DEFAULTS = {

@@ -401,17 +401,8 @@ export interface HistoryKey {
   oldestPendingAgeMs: number;
 }
 
-/** The batcher's totals at one moment (`stats()` read by the worker that took the sample). */
-export interface HistorySample {
-  /** When it was taken, by the Redis clock (ms since the epoch). */
-  at: number;
-  keys: number;
-  pending: number;
-  inFlight: number;
-  retrying: number;
-  dead: number;
-  /** The batcher's lag: its oldest pending id's age. */
-  oldestPendingAgeMs: number;
+/** The batcher's totals at one moment (`stats()` read by the worker that took the sample; `at`: when). */
+export interface HistorySample extends Pick<Stats, 'at' | 'keys' | 'pending' | 'inFlight' | 'retrying' | 'dead' | 'oldestPendingAgeMs'> {
   /**
    * Ids of successful slices per second, by every worker, since the previous sample; absent for
    * the first sample and after the shared counter was reset (it expires after `retentionMs` idle).

@@ -9,7 +9,7 @@ import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type RunOutcome }
 import { JOB_NAME, LEVEL } from '../storage/job';
 import type { Keyspace, KeyNames } from '../storage/keys';
 import { KeyLock } from './lock';
-import { rateLimitOf } from './flow';
+import { rateLimitOf, type RateLimitOption } from './flow';
 import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } from '../push/tickets';
 import { log } from '../core/logger';
 import { MAX_CONCURRENCY_PER_KEY } from '../core/limits';
@@ -19,6 +19,7 @@ import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from '../storage/scripts';
 import type {
   Backoff,
+  BatchByKeyOptions,
   EachIteration,
   FallbackProcessor,
   Key,
@@ -28,8 +29,6 @@ import type {
   RateLimit,
   SliceMiddleware,
   StoreKind,
-  Ticket,
-  TicketOutcome,
 } from '../core/types';
 
 /** The options a run reads: the batcher's resolved options satisfy it (see options.ts). */
@@ -46,8 +45,8 @@ export interface RunOptions {
   backoff: Backoff;
   isolateFailures: boolean;
   around: readonly SliceMiddleware[];
-  rateLimit: RateLimit | ((key: Key) => RateLimit | undefined) | undefined;
-  onTicketSettled: ((outcome: TicketOutcome, ticket: Ticket) => PromiseLike<unknown> | void) | undefined;
+  rateLimit: RateLimitOption;
+  onTicketSettled: BatchByKeyOptions['onTicketSettled'];
   logger: Logger;
 }
 
