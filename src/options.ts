@@ -2,7 +2,7 @@ import { Cluster } from 'ioredis';
 import { describe, InvalidOptionError } from './core/errors';
 import { fromUrl } from './core/connection';
 import { validateRateLimitOption } from './engine/flow';
-import type { RunOptions } from './engine/processor';
+import type { RunOptions } from './engine/run-options';
 import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, optionalFunction } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';

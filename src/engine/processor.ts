@@ -9,7 +9,10 @@ import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type RunOutcome }
 import { JOB_NAME, LEVEL } from '../storage/job';
 import type { Keyspace, KeyNames } from '../storage/keys';
 import { KeyLock } from './lock';
-import { rateLimitOf, type RateLimitOption } from './flow';
+import { rateLimitOf } from './flow';
+import type { RunOptions } from './run-options';
+
+export type { RunOptions };
 import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } from '../push/tickets';
 import { log } from '../core/logger';
 import { MAX_CONCURRENCY_PER_KEY } from '../core/limits';
@@ -17,38 +20,7 @@ import { MAX_TICKET_ERRORS } from '../push/progress';
 import { claim, dueIn, failSlice, release, settle, type ClaimResult, type LockRef, type Released } from '../storage/protocol';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from '../storage/scripts';
-import type {
-  Backoff,
-  BatchByKeyOptions,
-  EachIteration,
-  FallbackProcessor,
-  Key,
-  KeyJob,
-  KeyProcessor,
-  Logger,
-  RateLimit,
-  SliceMiddleware,
-  StoreKind,
-} from '../core/types';
-
-/** The options a run reads: the batcher's resolved options satisfy it (see options.ts). */
-export interface RunOptions {
-  store: StoreKind;
-  sliceSize: number;
-  concurrencyPerKey: number;
-  maxRuntimeMs: number;
-  scheduling: 'fair' | 'fifo';
-  weight: ((key: Key) => number) | undefined;
-  sliceTimeoutMs: number;
-  lockTtlMs: number;
-  attempts: number;
-  backoff: Backoff;
-  isolateFailures: boolean;
-  around: readonly SliceMiddleware[];
-  rateLimit: RateLimitOption;
-  onTicketSettled: BatchByKeyOptions['onTicketSettled'];
-  logger: Logger;
-}
+import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor, RateLimit } from '../core/types';
 
 /** @internal */
 export interface ProcessorDeps {

@@ -1,0 +1,24 @@
+import type { Backoff, BatchByKeyOptions, Key, Logger, SliceMiddleware, StoreKind } from '../core/types';
+import type { RateLimitOption } from './flow';
+
+/**
+ * The options a run reads; the batcher's resolved options extend it (see options.ts). Apart from
+ * processor.ts, whose types reach redlock's, which no public type may.
+ */
+export interface RunOptions {
+  store: StoreKind;
+  sliceSize: number;
+  concurrencyPerKey: number;
+  maxRuntimeMs: number;
+  scheduling: 'fair' | 'fifo';
+  weight: ((key: Key) => number) | undefined;
+  sliceTimeoutMs: number;
+  lockTtlMs: number;
+  attempts: number;
+  backoff: Backoff;
+  isolateFailures: boolean;
+  around: readonly SliceMiddleware[];
+  rateLimit: RateLimitOption;
+  onTicketSettled: BatchByKeyOptions['onTicketSettled'];
+  logger: Logger;
+}
