@@ -2,11 +2,14 @@ import { describe, InvalidOptionError } from '../core/errors';
 import { integer } from '../core/validate';
 import type { Keyspace } from '../storage/keys';
 import type { RedisClient } from '../storage/scripts';
-import { readKey, type Store } from '../storage/store';
+import { readKeys, type Store } from '../storage/store';
 import type { KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
 
-/** Index entries read per page, each key's reads pipelined; bounds the replies held at once. */
-const PAGE = 500;
+/**
+ * Index entries read per page, their reads pipelined. Small enough that a page's replies take a
+ * few ms to handle: a worker process that samples history (see history.ts) must not stall its runs.
+ */
+const PAGE = 100;
 const MAX_KEYS = 1_000_000;
 const STATS_DEFAULTS = { maxKeys: 10_000, top: 10 } as const;
 
@@ -48,8 +51,13 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
     const page = await client.zrange(keyspace.index, scanned, Math.min(scanned + PAGE, maxKeys) - 1);
     if (page.length === 0) break;
     scanned += page.length;
-    const read = await Promise.all(page.map(async (key) => ({ key, ...(await readKey(client, store, keyspace.forKey(key))) })));
-    for (const { key, pending, inFlight, retrying, pendingSince } of read) {
+    const read = await readKeys(
+      client,
+      store,
+      page.map((key) => keyspace.forKey(key)),
+    );
+    for (const [i, { pending, inFlight, retrying, pendingSince }] of read.entries()) {
+      const key = page[i]!;
       if (pending + inFlight + retrying === 0) continue;
       const oldestPendingAgeMs = pending > 0 && pendingSince !== undefined ? Math.max(0, now - pendingSince) : 0;
       keys.push({ key, pending, inFlight, retrying, oldestPendingAgeMs });

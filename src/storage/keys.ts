@@ -61,13 +61,18 @@ export function laneNames(names: KeyNames, lane: number): KeyNames {
   if (lane === 0) return names;
   return {
     ...names,
-    inFlight: `${names.inFlight}:${lane}`,
+    inFlight: laneInFlight(names, lane),
     lastClaim: `${names.lastClaim}:${lane}`,
     trackedInFlight: `${names.trackedInFlight}:${lane}`,
     inFlightMark: `${names.inFlightMark}:${lane}`,
     inFlightSlice: `${names.inFlightSlice}:${lane}`,
     payloadsInFlight: `${names.payloadsInFlight}:${lane}`,
   };
+}
+
+/** A lane's in-flight ids alone (`laneNames(names, lane).inFlight`, without the rest). */
+export function laneInFlight(names: KeyNames, lane: number): string {
+  return lane === 0 ? names.inFlight : `${names.inFlight}:${lane}`;
 }
 
 /** The batcher's dead letters; these keys share one hash slot of their own. */

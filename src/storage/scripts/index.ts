@@ -24,6 +24,7 @@ const NAMES = [
   'queue-load',
   'history-tick',
   'history-append',
+  'reads',
 ] as const;
 
 export type ScriptName = (typeof NAMES)[number];

@@ -3,12 +3,8 @@ import type { Store } from './store';
 /** FIFO: RPUSH at the tail, claims LPOP from the head; a restored slice goes back to the head. */
 export const listStore: Store = {
   kind: 'list',
-  size(pipeline, key) {
-    pipeline.llen(key);
-  },
+  size: (key) => ({ command: 'LLEN', keys: [key] }),
   // The head mark is the push of the head id, the oldest pending one.
-  oldest(pipeline, names) {
-    pipeline.lindex(names.pushMarks, 0);
-  },
+  oldest: (names) => ({ command: 'LINDEX', keys: [names.pushMarks], args: [0] }),
   pendingSince: (reply) => (typeof reply === 'string' ? Number(reply.split(' ')[0]) : undefined),
 };

@@ -1,4 +1,3 @@
-import type { ChainableCommander } from 'ioredis';
 import type { KeyNames } from '../keys';
 import type { StoreKind } from '../../core/types';
 
@@ -7,12 +6,19 @@ import type { StoreKind } from '../../core/types';
  * Lua (see protocol.ts and `scripts/claim-<kind>.lua`); a store here knows how to read a key's
  * structures back: counts and the age of the oldest pending id.
  */
+/** One read-only command: its name, the keys it names and its other arguments. */
+export interface Read {
+  command: 'LLEN' | 'SCARD' | 'ZCARD' | 'LINDEX' | 'GET' | 'ZRANGE' | 'HVALS' | 'EXISTS';
+  keys: readonly string[];
+  args?: readonly (string | number)[];
+}
+
 export interface Store {
   readonly kind: StoreKind;
-  /** Queues the command that counts the ids of one of its structures (pending, or a lane's in-flight). */
-  size(pipeline: ChainableCommander, key: string): void;
-  /** A command whose reply `pendingSince` reads. */
-  oldest(pipeline: ChainableCommander, names: KeyNames): void;
+  /** The read that counts the ids of one of its structures (pending, or a lane's in-flight). */
+  size(key: string): Read;
+  /** A read whose reply `pendingSince` reads. */
+  oldest(names: KeyNames): Read;
   /** When the oldest pending id was pushed (list), ready (zset), or no later than (set); undefined when unknown. */
   pendingSince(reply: unknown): number | undefined;
 }

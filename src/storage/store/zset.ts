@@ -3,11 +3,7 @@ import type { Store } from './store';
 /** Ready at a time (score, by the Redis clock); re-adding an id moves it (debounce). */
 export const zsetStore: Store = {
   kind: 'zset',
-  size(pipeline, key) {
-    pipeline.zcard(key);
-  },
-  oldest(pipeline, names) {
-    pipeline.zrange(names.pending, 0, 0, 'WITHSCORES');
-  },
+  size: (key) => ({ command: 'ZCARD', keys: [key] }),
+  oldest: (names) => ({ command: 'ZRANGE', keys: [names.pending], args: [0, 0, 'WITHSCORES'] }),
   pendingSince: (reply) => (Array.isArray(reply) && reply.length === 2 ? Number(reply[1]) : undefined),
 };
