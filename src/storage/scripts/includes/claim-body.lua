@@ -56,13 +56,16 @@ local early = settlePrevious(store, K, A)
 if early then return early end
 
 holdFor(K.hold, A.holdMs)
+-- Almost always none of these exists: one call spares the reads each would need (a pause or
+-- hold, failed slices, tickets, data).
+local plain = redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads) == 0
 
 local result = {1, 0, '', -1, '', table.concat(settledTickets, ' ')}
 local count = A.count
 local rateMax, window = A.rateMax, A.rateWindowMs
 -- A paused or held key claims nothing, and so does a limited one that has no room left: the
 -- run ends and its job waits (a delayed job holds no worker slot) for as long as this says.
-local held = count > 0 and heldFor(K.paused, K.hold) or nil
+local held = count > 0 and not plain and heldFor(K.paused, K.hold) or nil
 local allowance, limited
 if count > 0 and not held and rateMax > 0 then
   allowance, limited = rateAllowance(K.rateLog, K.rateUsed, rateMax, window, math.min(count, rateMax))
@@ -71,8 +74,8 @@ end
 
 if count > 0 and not held and not limited then
   local ids, mark
-  -- The retry set is almost always empty: one ZCARD spares the lookups below.
-  local retrying = redis.call('ZCARD', K.retry)
+  -- The retry set, when it exists, is almost always empty: one ZCARD spares the lookups below.
+  local retrying = plain and 0 or redis.call('ZCARD', K.retry)
   local due = retrying > 0 and redis.call('ZRANGEBYSCORE', K.retry, '-inf', clockMs(), 'LIMIT', 0, 1)[1]
   local slice = due and redis.call('HGET', K.retrySlices, due)
   local decoded = slice and cjson.decode(slice)
@@ -98,8 +101,10 @@ if count > 0 and not held and not limited then
     ids, mark = store.takePending(count)
   end
   if ids and #ids > 0 then
-    trackClaim(K.tracked, K.trackedInFlight, ids, store.perPush)
-    result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
+    if not plain then
+      trackClaim(K.tracked, K.trackedInFlight, ids, store.perPush)
+      result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
+    end
     if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
     if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
     for i = 1, #ids do result[i + 6] = ids[i] end

@@ -27,14 +27,14 @@ local function recoverLane(store, K, A, inFlight, trackedInFlight, mark, sliceKe
   redis.call('DEL', mark, sliceKey)
 end
 
--- Holds the lock with A.lock, taking it if it is free and A.takeLock asks; also returns the last
--- claim applied while held. (GET, not MGET: a lock key of another type must fail loudly.)
+-- Holds the lock with A.lock, taking it if it is free and A.takeLock asks (one call when it is);
+-- also returns the last claim applied while held. (GET, not MGET: a lock key of another type
+-- must fail loudly.)
 local function holdLock(K, A)
+  if A.takeLock and redis.call('SET', K.lock, A.lock, 'NX', 'PX', A.lockTtlMs) then return true, nil end
   local holder = redis.call('GET', K.lock)
   if holder == A.lock then return true, redis.call('GET', K.lastClaim) end
-  if holder or not A.takeLock then return false end
-  redis.call('SET', K.lock, A.lock, 'PX', A.lockTtlMs)
-  return true, nil
+  return false
 end
 
 local function settlePrevious(store, K, A)
