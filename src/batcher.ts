@@ -1,5 +1,6 @@
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redlock from 'redlock';
+import { Cluster } from 'ioredis';
 import { commandClient, fromUrl } from './core/connection';
 import { performBatchLater, type EnqueueDeps } from './push/enqueue';
 import { DeadLetterBox } from './engine/dead-letters';
@@ -14,6 +15,7 @@ import { log } from './core/logger';
 import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
 import { pause, paused, resume, type PauseDeps } from './ops/pause';
 import { keyProcessor } from './engine/processor';
+import { JobFinisher } from './engine/finisher';
 import { progress, waitFor } from './push/progress';
 import { age, budgetOf } from './engine/scheduling';
 import { stats } from './ops/stats';
@@ -149,32 +151,38 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       })
     : undefined;
 
+  /** A processor for BullMQ workers; `finisher` for our own workers (see engine/finisher.ts). */
+  function keyProcessorOf(fallback?: FallbackProcessor, finisher?: JobFinisher): KeyProcessor {
+    if (!handler) {
+      throw new MissingHandlerError(
+        `batcher ${opts.name} has no eachIteration: it can push and read, but a worker needs the handler (define the batcher with ` +
+          `eachIteration where workers run)`,
+      );
+    }
+    const queueLists = () => bullKeysOf(getQueue());
+    return keyProcessor(
+      {
+        client: client(),
+        redlock: getRedlock(),
+        keyspace,
+        options: opts,
+        handler,
+        deadLetters,
+        events,
+        queueLists,
+        agree: () => agreement.check('worker'),
+        tickets: ticketDeps(),
+        ...(finisher && { finisher }),
+      },
+      fallback,
+    );
+  }
+
   const batcher: Batcher = {
     name: opts.name,
     performBatchLater: push,
     processor(fallback?: FallbackProcessor): KeyProcessor {
-      if (!handler) {
-        throw new MissingHandlerError(
-          `batcher ${opts.name} has no eachIteration: it can push and read, but a worker needs the handler (define the batcher with ` +
-            `eachIteration where workers run)`,
-        );
-      }
-      const queueLists = () => bullKeysOf(getQueue());
-      return keyProcessor(
-        {
-          client: client(),
-          redlock: getRedlock(),
-          keyspace,
-          options: opts,
-          handler,
-          deadLetters,
-          events,
-          queueLists,
-          agree: () => agreement.check('worker'),
-          tickets: ticketDeps(),
-        },
-        fallback,
-      );
+      return keyProcessorOf(fallback);
     },
     attach(worker) {
       // Its recovery timer would otherwise throw ClosedError from a timer, uncaught.
@@ -213,12 +221,19 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {
       validateWorkerConnection(workerOptions.connection, opts.prefix);
-      const worker = new Worker<KeyJobData, void, string>(opts.name, batcher.processor(), {
-        ...workerOptions,
-        connection: workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection),
-        // Not overridable: a worker on another prefix would serve a queue nobody feeds.
-        prefix: opts.prefix,
-      });
+      const finisher = new JobFinisher();
+      const worker = new Worker<KeyJobData, void, string>(
+        opts.name,
+        keyProcessorOf(undefined, finisher),
+        {
+          ...workerOptions,
+          connection: workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection),
+          // Not overridable: a worker on another prefix would serve a queue nobody feeds.
+          prefix: opts.prefix,
+        },
+        finisher.factory(client() instanceof Cluster),
+      );
+      finisher.serve(worker as unknown as Worker);
       // Typed for our job data to the caller; the bookkeeping here holds workers of any data.
       const untyped = worker as unknown as Worker;
       batcher.attach(untyped);

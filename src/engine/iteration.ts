@@ -6,7 +6,7 @@ import type { RetrySlice } from './failures';
 import { firstReason, follow, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from '../storage/keys';
 import type { KeyLock } from './lock';
-import { claim, settle, type ClaimResult, type Payloads } from '../storage/protocol';
+import { claim, settle, type ClaimResult, type FinishCall, type Payloads } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import type {
   EachIteration,
@@ -31,8 +31,11 @@ class SliceFailure {
 
 /** How one job run ended, when it did not throw. */
 export type RunOutcome =
-  /** No id left: the last slice is acked; `released` when that claim released the lock too. */
-  | { kind: 'drained'; released: boolean }
+  /**
+   * No id left: the last slice is acked; `released` when that claim released the lock too, and
+   * `finished` (BullMQ's reply) when it completed the job as well (see finisher.ts).
+   */
+  | { kind: 'drained'; released: boolean; finished?: Finished }
   /** Ids are pending but none is due for `waitMs` (a zset time, a failed slice's backoff); the last slice is acked. */
   | { kind: 'waiting'; waitMs: number; released: boolean }
   /**
@@ -42,6 +45,12 @@ export type RunOutcome =
   | { kind: 'stopped'; reason: StopReason; restore?: boolean; holdMs?: number }
   /** The lock was lost; nothing can be acked, the in-flight ids wait for the next holder. */
   | { kind: 'lock_lost' };
+
+/** What the claim that completed the job returned: BullMQ's reply, and the tickets its ack settled. */
+export interface Finished {
+  reply: unknown;
+  settled: readonly string[];
+}
 
 /** A slice whose handler failed, for the run to settle. */
 export interface FailedSlice {
@@ -87,6 +96,8 @@ export interface IterationParams {
   rate: RateLimit | undefined;
   /** Adds the callback jobs of tickets a claim's ack settled. */
   settled: (tickets: readonly string[]) => Promise<void>;
+  /** BullMQ's call to complete the job, for the claim that may end a single-lane run (see finisher.ts). */
+  finish: () => FinishCall | undefined;
 }
 
 /**
@@ -138,9 +149,13 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
   const signal = p.concurrency === 1 ? p.stop : follow(p.stop.signal);
   // With lanes, the lock is released once every lane has ended (see processor.ts `conclude`).
   const releaseIfEmpty = p.concurrency === 1;
+  // Whether the last claim emptied pending, so that this one likely ends the run: only then is
+  // BullMQ's completion sent along (building and sending it costs a few µs).
+  let emptied = false;
   for (let n = 1; ; n++) {
     const sliceId = sliceIdOf(p.lock.value, lane, n);
-    const claimed =
+    const finish: FinishCall | undefined = releaseIfEmpty && emptied ? p.finish() : undefined;
+    const claimed: ClaimResult =
       n === 1 && first
         ? first
         : await claim(p.client, p.store, names, {
@@ -150,8 +165,13 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
             count: p.sliceSize,
             releaseIfEmpty,
             ...(p.rate && { rate: p.rate }),
+            ...(finish && { finish }),
           });
     if (!claimed.held) return { kind: 'lock_lost' };
+    // The job is complete already: from here on nothing may requeue it (see processor.ts).
+    if (claimed.finished !== undefined)
+      return { kind: 'drained', released: true, finished: { reply: claimed.finished, settled: claimed.settled ?? [] } };
+    emptied = claimed.ids.length < p.sliceSize;
     if (claimed.settled) await p.settled(claimed.settled);
     if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.

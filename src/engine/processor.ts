@@ -5,10 +5,11 @@ import { ShutdownError } from '../core/errors';
 import type { BatcherEmitter } from '../core/events';
 import { backoffDelay, mayRetry, planFailure, serializeError } from './failures';
 import { maxRuntime, stopped } from './interrupt';
-import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type RunOutcome } from './iteration';
+import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type Finished, type RunOutcome } from './iteration';
 import { JOB_NAME, LEVEL } from '../storage/job';
 import type { Keyspace, KeyNames } from '../storage/keys';
 import { KeyLock } from './lock';
+import type { JobFinisher } from './finisher';
 import { rateLimitOf } from './flow';
 import type { RunOptions } from './run-options';
 
@@ -17,7 +18,17 @@ import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } fro
 import { log } from '../core/logger';
 import { MAX_CONCURRENCY_PER_KEY } from '../core/limits';
 import { MAX_TICKET_ERRORS } from '../push/progress';
-import { claim, dueIn, failSlice, release, settle, type ClaimResult, type LockRef, type Released } from '../storage/protocol';
+import {
+  claim,
+  dueIn,
+  failSlice,
+  release,
+  settle,
+  type ClaimResult,
+  type FinishCall,
+  type LockRef,
+  type Released,
+} from '../storage/protocol';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from '../storage/scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor, RateLimit } from '../core/types';
@@ -36,6 +47,8 @@ export interface ProcessorDeps {
   /** Resolves when this worker's store is the batcher's (checked at the first run; see agreement.ts). */
   agree: () => Promise<void>;
   tickets: TicketDeps;
+  /** Set for workers made by createWorker: a run's last claim completes its job too (see finisher.ts). */
+  finisher?: JobFinisher;
 }
 
 /**
@@ -72,6 +85,8 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
   const rate = rateLimitOf(options.rateLimit, job.data.key);
   // The run's one signal (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
   const run = onShutdown(bullSignal);
+  const single = options.concurrencyPerKey === 1;
+  const finish = () => (single ? deps.finisher?.callFor(job, token) : undefined);
   let lock: KeyLock | undefined;
   try {
     const sentAt = Date.now();
@@ -83,17 +98,16 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
       count: options.sliceSize,
       otherLanes: MAX_CONCURRENCY_PER_KEY - 1,
       takeLock: true,
-      releaseIfEmpty: options.concurrencyPerKey === 1,
+      releaseIfEmpty: single,
       ...(rate && { rate }),
     });
     // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
     if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
     // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
     // so there is nothing to renew or iterate.
-    if (first.ids.length === 0 && options.concurrencyPerKey === 1)
-      return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
+    if (first.ids.length === 0 && single) return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
     lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => run.abort(error));
-    const outcome = await runSlices(deps, job, names, lock, first, run, rate);
+    const outcome = await runSlices(deps, job, names, lock, first, run, rate, finish);
     // No renewal may race the release below (it would fail and log a spurious warning).
     lock.stop();
     await conclude(deps, job, token, names, lock, outcome);
@@ -129,6 +143,7 @@ async function runSlices(
   first: ClaimResult & { held: true },
   run: AbortController,
   rate: RateLimit | undefined,
+  finish: () => FinishCall | undefined,
 ): Promise<RunOutcome> {
   const { options } = deps;
   return iterate(
@@ -157,6 +172,7 @@ async function runSlices(
       settleFailure: (failed) => settleFailure(deps, lock, failed),
       settled: (tickets) => addCallbacks(deps.tickets, job.data.key, tickets),
       mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
+      finish,
     },
     first,
   );
@@ -175,6 +191,7 @@ async function conclude(
   const key = job.data.key;
   switch (outcome.kind) {
     case 'drained':
+      if (outcome.finished) return finished(deps, job, outcome.finished);
       // A run with lanes releases after its last claim: ids pushed in between had no job add.
       if (!outcome.released && (await releaseKey(deps, key, names, lock.value, 'ack')) === 'pending') return requeue(job, token, 0);
       return;
@@ -208,6 +225,19 @@ async function conclude(
       deps.events.emit('interrupted', { key, job, reason: 'lock_lost' });
       return requeue(job, token, 0);
   }
+}
+
+/**
+ * The run's last claim completed its job (see finisher.ts): BullMQ's completion takes that
+ * claim's reply. Callbacks of tickets it settled are added now; if that fails they stay in the
+ * key's outbox for the recovery sweep, since a completed job can no longer be requeued.
+ */
+async function finished(deps: ProcessorDeps, job: KeyJob, { reply, settled }: Finished): Promise<void> {
+  if (job.id) deps.finisher?.completed(job.id, reply);
+  if (settled.length === 0) return;
+  await addCallbacks(deps.tickets, job.data.key, settled).catch((err: unknown) =>
+    log(deps.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', { err, key: job.data.key }),
+  );
 }
 
 /**

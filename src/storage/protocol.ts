@@ -1,6 +1,6 @@
 import { MAX_TIMER_MS } from '../core/limits';
 import { ticketHash, type KeyNames } from './keys';
-import { runScript, ScriptStatus, type RedisClient } from './scripts';
+import { runScript, ScriptStatus, type RedisClient, type ScriptArg } from './scripts';
 import type { Id, RateLimit, StoreKind } from '../core/types';
 
 /**
@@ -154,6 +154,17 @@ export interface ClaimCall {
   rate?: RateLimit;
   /** Hold the key this long (a handler's retryAfter) before claiming: nothing is claimed until it ends. */
   holdMs?: number;
+  /**
+   * With `releaseIfEmpty`: complete the run's BullMQ job in the same call when the run ends
+   * (nothing claimed, nothing due later). Standalone Redis only; see engine/finisher.ts.
+   */
+  finish?: FinishCall;
+}
+
+/** BullMQ's moveToFinished keys and arguments for a job, as its worker's backend builds them. */
+export interface FinishCall {
+  keys: readonly string[];
+  args: readonly ScriptArg[];
 }
 
 export type ClaimResult =
@@ -174,6 +185,8 @@ export type ClaimResult =
       payloads?: Payloads;
       /** Tickets the ack settled that want a callback (in the key's outbox): add their jobs. */
       settled?: string[];
+      /** BullMQ's moveToFinished reply, when the call completed the job (see `ClaimCall.finish`). */
+      finished?: unknown;
     }
   /** Another value holds the lock for `lockTtlMs` more (-1: it has no TTL; -2: nobody holds it). */
   | { held: false; lockTtlMs: number };
@@ -203,6 +216,7 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
       names.payloadsInFlight,
       names.settledTickets,
       names.rateUsed,
+      ...(c.finish?.keys ?? []),
     ],
     [
       c.lock.value,
@@ -217,10 +231,12 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
       c.rate?.max ?? 0,
       c.rate ? enforcedWindowMs(c.rate) : 0,
       c.holdMs ?? 0,
+      c.finish?.keys.length ?? 0,
+      ...(c.finish?.args ?? []),
     ],
-  )) as [number, number, string, number, string, string, ...Id[]];
+  )) as [number, number, string, number, string, string, unknown, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false, lockTtlMs: reply[1] };
-  const ids = reply.slice(6) as Id[];
+  const ids = reply.slice(7) as Id[];
   return {
     held: true,
     waitMs: reply[1],
@@ -229,6 +245,7 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
     ...(reply[3] >= 0 && { waitedMs: reply[3] }),
     ...(reply[4] && { payloads: JSON.parse(reply[4]) as Payloads }),
     ...(reply[5] && { settled: reply[5].split(' ') }),
+    ...(reply[6] !== '' && { finished: reply[6] }),
   };
 }
 

@@ -47,8 +47,23 @@ function load(file: string, chain: ReadonlySet<string> = new Set(), included = n
     if (chain.has(name)) throw new Error(`script include cycle at ${name}`);
     if (included.has(name)) return '';
     included.add(name);
+    if (name === BULLMQ_FINISH) return bullmqFinish();
     return load(join('includes', `${name}.lua`), new Set([...chain, name]), included);
   });
+}
+
+/** The one include that is not a file here: BullMQ's own moveToFinished (see finish-job.lua). */
+const BULLMQ_FINISH = 'bullmq-move-to-finished';
+
+/**
+ * The installed BullMQ's moveToFinished script, whole, as a Lua function of its KEYS and ARGV.
+ * Taken from the installed package at load time, so it is always the version whose argument
+ * builder (RedisQueueBackend.moveToCompletedArgs) fills it in; see engine/finisher.ts.
+ */
+function bullmqFinish(): string {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- BullMQ's script sources have no typed export.
+  const scripts = require('bullmq/dist/cjs/scripts') as { moveToFinished: { content: string } };
+  return `local function bullmqMoveToFinished(KEYS, ARGV)\n${scripts.moveToFinished.content}\nend\n`;
 }
 
 let sources: Map<ScriptName, string> | undefined;
@@ -64,7 +79,7 @@ function commandName(name: ScriptName): string {
   return `bbk_${VERSION.replace(/\W/g, '_')}_${name.replace(/-/g, '_')}`;
 }
 
-type Caller = Record<string, ((...args: (string | number)[]) => unknown) | undefined>;
+type Caller = Record<string, ((...args: ScriptArg[]) => unknown) | undefined>;
 
 const defined = new WeakSet<object>();
 
@@ -77,7 +92,7 @@ export function defineScripts(client: RedisClient): void {
   defined.add(client);
 }
 
-function command(target: object, name: ScriptName): (...args: (string | number)[]) => unknown {
+function command(target: object, name: ScriptName): (...args: ScriptArg[]) => unknown {
   const fn = (target as Caller)[commandName(name)];
   if (fn === undefined) throw new Error(`script ${name} is not defined on this client: call defineScripts first`);
   return fn.bind(target);
@@ -90,11 +105,9 @@ function command(target: object, name: ScriptName): (...args: (string | number)[
  * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist;
  * queue-load.lua reads only BullMQ's, which share the queue's slot.)
  */
-export function runScript(
-  client: RedisClient,
-  name: ScriptName,
-  keys: readonly string[],
-  args: readonly (string | number)[],
-): Promise<unknown> {
+/** A script argument as ioredis sends it (BullMQ's packed options are a Buffer). */
+export type ScriptArg = string | number | Buffer;
+
+export function runScript(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
   return command(client, name)(keys.length, ...keys, ...args) as Promise<unknown>;
 }

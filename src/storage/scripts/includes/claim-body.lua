@@ -36,12 +36,16 @@
 -- KEYS[18] the key's outbox of settled tickets whose callback job is still to add (see tracking.lua)
 -- ARGV[10] the key's rate limit: at most this many ids claimed in any ARGV[11] ms; 0: none
 -- ARGV[12] hold the key this many ms (a handler's retryAfter), before claiming; 0: no
+-- ARGV[13] with ARGV[9]: how many of BullMQ's keys follow ours, to complete the run's job in
+--          the call that ends the run (0: none; see finish-job.lua), and its arguments follow
+--          ARGV[13]
 --
--- Returns {1, waitMs, slice, waited, payloads, settled, id...}: a due failed slice (its JSON as
+-- Returns {1, waitMs, slice, waited, payloads, settled, finished, id...}: a due failed slice (its JSON as
 --         `slice`, its ids alone), or else pending ids ('' as `slice`); `waited` is how long the
 --         slice's mark (KEYS[11]) is old, -1 without one; `payloads` the JSON object of the
 --         claimed ids' data (see includes/payloads.lua), '' without; `settled` the tickets whose
---         last id the ack settled and that want a callback, space-separated ('' for none); when
+--         last id the ack settled and that want a callback, space-separated ('' for none);
+--         `finished` BullMQ's moveToFinished reply when this call completed the job, else ''; when
 --         nothing is claimed, waitMs is how long until
 --         something is due (0: nothing left at all; -1: paused until resumed)
 --         {-1, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was
@@ -52,6 +56,7 @@
 --- @include "settle-previous"
 --- @include "flow"
 --- @include "due"
+--- @include "finish-job"
 local early = settlePrevious(store, K, A)
 if early then return early end
 
@@ -60,7 +65,7 @@ holdFor(K.hold, A.holdMs)
 -- hold, failed slices, tickets, data).
 local plain = redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads) == 0
 
-local result = {1, 0, '', -1, '', table.concat(settledTickets, ' ')}
+local result = {1, 0, '', -1, '', table.concat(settledTickets, ' '), ''}
 local count = A.count
 local rateMax, window = A.rateMax, A.rateWindowMs
 -- A paused or held key claims nothing, and so does a limited one that has no room left: the
@@ -107,7 +112,7 @@ if count > 0 and not held and not limited then
     end
     if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
     if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
-    for i = 1, #ids do result[i + 6] = ids[i] end
+    for i = 1, #ids do result[i + 7] = ids[i] end
   elseif not limited then
     -- Nothing taken: a list's or set's pending is empty (or the key is blocked), so only a
     -- zset's pending can still say when.
@@ -122,8 +127,10 @@ if limited then
   holdFor(K.hold, limited)
 end
 
-if A.releaseIfEmpty and count > 0 and #result == 6 then
+if A.releaseIfEmpty and count > 0 and #result == 7 then
   redis.call('DEL', K.lock, K.lastClaim)
+  -- Nothing left and nothing due later: the run is over, and so is its job.
+  if A.finishKeys > 0 and result[2] == 0 then result[7] = finishJob(A.finishKeys) end
   return result
 end
 -- Remembered (with its waitMs) as long as the lock could live, so a resent claim changes

@@ -11,5 +11,7 @@ local A = {
   lock = ARGV[1], claimId = ARGV[2], settle = ARGV[3], count = tonumber(ARGV[4]),
   maxRetrying = tonumber(ARGV[5]), otherLanes = tonumber(ARGV[6]), lockTtlMs = ARGV[7],
   takeLock = ARGV[8] == '1', releaseIfEmpty = ARGV[9] == '1', rateMax = tonumber(ARGV[10]),
-  rateWindowMs = tonumber(ARGV[11]), holdMs = tonumber(ARGV[12]),
+  rateWindowMs = tonumber(ARGV[11]), holdMs = tonumber(ARGV[12]), finishKeys = tonumber(ARGV[13]),
 }
+-- BullMQ's keys and arguments to complete the run's job follow ours (see finish-job.lua).
+local OWN_KEYS, OWN_ARGS = 19, 13

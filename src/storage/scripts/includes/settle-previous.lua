@@ -44,6 +44,7 @@ local function settlePrevious(store, K, A)
   if last and string.sub(last, 1, #applied) == applied then
     local ids = store.inFlightIds(K.inFlight)
     table.insert(ids, 1, '')
+    table.insert(ids, 1, '')
     table.insert(ids, 1, inFlightPayloads(K.payloadsInFlight))
     table.insert(ids, 1, -1)
     table.insert(ids, 1, redis.call('GET', K.inFlightSlice) or '')
