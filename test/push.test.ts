@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
+import { Queue } from 'bullmq';
 import { batchByKey, withKey } from '../src';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
-import { keysMatching, keyspaceOf, onCluster, queueOf, range, Recorder, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
+import { keysMatching, keyspaceOf, onCluster, range, Recorder, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
 
 /**
  * A Redis of its own, so command counts are not mixed with other test files' commands. The counts
@@ -31,6 +32,7 @@ async function commandCounts(run: () => Promise<unknown>): Promise<Record<string
   return counts;
 }
 
+const isolatedQueue = (b: { name: string }) => track(new Queue(b.name, { connection: { host: '127.0.0.1', port: isolated.port } }));
 const isolatedBatcher = () => track(batchByKey({ name: uniqueName(), connection: isolated.url, eachIteration: () => {} }));
 
 describe('performBatchLater', () => {
@@ -70,6 +72,18 @@ describe('performBatchLater', () => {
     expect(await b.backlog('bulk')).toEqual({ pending: 5000, inFlight: 0, retrying: 0 });
   });
 
+  standaloneOnly('adds a new light key’s job in the push’s own call: one script call in all', async () => {
+    const rec = new Recorder();
+    const b = track(batchByKey({ name: uniqueName(), connection: isolated.url, eachIteration: rec.handler }));
+    const counts = await commandCounts(() => b.performBatchLater(['1', '2'], { key: 'fresh' }));
+    expect(counts.scripts).toBe(1); // push.lua ran BullMQ's addStandardJob inside
+    expect(await isolatedQueue(b).getJobCounts('waiting', 'prioritized', 'delayed')).toEqual({ waiting: 1, prioritized: 0, delayed: 0 });
+    // The job is BullMQ's own, as its add makes it: a worker runs it.
+    b.createWorker();
+    await waitFor(() => rec.all.length === 2, { what: 'both ids' });
+    expect(rec.idsOf('fresh')).toEqual(['1', '2']);
+  });
+
   standaloneOnly('adds no job when the key job is waiting: one call per push', async () => {
     const b = isolatedBatcher();
     await b.performBatchLater(['first'], { key: 'k' });
@@ -89,7 +103,7 @@ describe('performBatchLater', () => {
     await admin.set(names.lock, 'a run', 'PX', 60_000);
     const counts = await commandCounts(() => b.performBatchLater(['1'], { key: 'k' }));
     expect(counts.scripts).toBe(1);
-    expect(await queueOf(b).getJobCounts('waiting', 'prioritized', 'delayed')).toEqual({ waiting: 0, prioritized: 0, delayed: 0 });
+    expect(await isolatedQueue(b).getJobCounts('waiting', 'prioritized', 'delayed')).toEqual({ waiting: 0, prioritized: 0, delayed: 0 });
   });
 
   it('takes the key from the options resolver, then from withKey, explicit key first', async () => {

@@ -4,7 +4,7 @@ import { withDeadline } from '../core/deadline';
 import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError, TicketSealedError, UnknownTicketError } from '../core/errors';
 import { boolean } from '../core/validate';
 import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
-import { bullKeysOf, ensureJob, LEVEL, type KeyQueue } from '../storage/job';
+import { bullKeysOf, ensureJob, LEVEL, standardAdd, type KeyQueue } from '../storage/job';
 import { ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
 import { newTicket, parseTicket } from './progress';
 import { dueIn, push, type JobKeys, type PushCall } from '../storage/protocol';
@@ -111,7 +111,7 @@ async function store(
   // written first (so stored ids are always findable by recovery) and the job is always added.
   const cluster = client instanceof Cluster;
   if (cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
-  const pushed = await push(client, names, {
+  const call: PushCall = {
     store: kind,
     key,
     ids,
@@ -119,17 +119,23 @@ async function store(
     delayMs,
     ...(ticket && { ticket }),
     ...(!cluster && { job: jobKeys(deps.queue(), deps.keyspace.index, key) }),
-  });
+  };
+  // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
+  const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
+  // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
+  // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built).
+  const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(deps.queue(), key) : undefined;
+  const pushed = await push(client, names, { ...call, ...(add && { add: add.call }) });
+  await add?.done(pushed.added ?? null);
   if (pushed.refused === 'unknown_ticket')
     throw new UnknownTicketError(
       `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
     );
   if (pushed.refused === 'sealed_ticket')
     throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
-  if (pushed.covered) return;
+  if (pushed.covered || pushed.added !== undefined) return;
   const waitMs = Math.max(0, pushed.waitMs);
-  // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
-  await ensureJob(deps.queue(), key, waitMs, deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light);
+  await ensureJob(deps.queue(), key, waitMs, level);
   if (kind === 'zset') await bringForward(deps, key, names, waitMs);
 }
 

@@ -1,6 +1,11 @@
-import type { Queue } from 'bullmq';
+import { Job, type JobsOptions, type Queue } from 'bullmq';
+import type { BullmqCall } from './protocol';
+import type { ScriptArg } from './scripts';
 import { encodeKey } from './keys';
 import type { Key, KeyJobData } from '../core/types';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- BullMQ's script sources have no typed export.
+const STANDARD_ADD_KEYS = (require('bullmq/dist/cjs/scripts') as { addStandardJob: { keys: number } }).addStandardJob.keys;
 
 /** The name of every job this library adds; other names go to the fallback processor. */
 export const JOB_NAME = 'batch-by-key';
@@ -45,23 +50,59 @@ export function bullKeysOf(queue: KeyQueue): {
   };
 }
 
+/** The options of a key's job: one per key (deduplicated by key), retries are ours, per slice. */
+function jobOptions(key: Key, delayMs: number, level: Level): JobsOptions {
+  return {
+    deduplication: { id: encodeKey(key), keepLastIfActive: true, reschedule: true },
+    delay: delayMs,
+    ...(level !== LEVEL.light && { priority: level }),
+    // A run never fails for a slice.
+    attempts: 1,
+    removeOnComplete: true,
+    removeOnFail: { count: 1000 },
+  };
+}
+
 /**
  * Adds the key's job at `level` unless one exists. An existing delayed job (backing off, or
  * waiting for a zset time) is moved to `delayMs`: for new ids that are ready now, that brings it
  * forward.
  */
 export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number, level: Level = LEVEL.light): Promise<void> {
-  await queue.add(
-    JOB_NAME,
-    { key },
-    {
-      deduplication: { id: encodeKey(key), keepLastIfActive: true, reschedule: true },
-      delay: delayMs,
-      ...(level !== LEVEL.light && { priority: level }),
-      // Retries are ours, per slice; a run never fails for a slice.
-      attempts: 1,
-      removeOnComplete: true,
-      removeOnFail: { count: 1000 },
+  await queue.add(JOB_NAME, { key }, jobOptions(key, delayMs, level));
+}
+
+/**
+ * BullMQ's add of a light key's job that may start now, built by BullMQ (its `Job.addJob`) but
+ * not sent: `call` is its addStandardJob call (keys and arguments), for a push to make in its own
+ * script call (push.lua), and `done` takes that script's reply as BullMQ's and resolves when
+ * BullMQ has read it. Undefined when BullMQ did not build the call at once (then nothing is sent
+ * or pending, and the caller adds the job the usual way).
+ */
+export function standardAdd(queue: KeyQueue, key: Key): { call: BullmqCall; done: (reply: unknown) => Promise<void> } | undefined {
+  const job = new Job(queue, JOB_NAME, { key }, jobOptions(key, 0, LEVEL.light));
+  let call: BullmqCall | undefined;
+  let answer!: (reply: unknown) => void;
+  const reply = new Promise<unknown>((resolve) => (answer = resolve));
+  const keyCount = STANDARD_ADD_KEYS;
+  const capture = {
+    runCommand: (command: string, args: ScriptArg[]) => {
+      if (command.startsWith('addStandardJob:') && args.length === keyCount + 3)
+        call = { keys: args.slice(0, keyCount).map(String), args: args.slice(keyCount) };
+      return reply;
     },
-  );
+  };
+  const added = job.addJob(capture as unknown as Parameters<typeof job.addJob>[0]);
+  if (!call) {
+    answer(null);
+    added.catch(() => undefined);
+    return undefined;
+  }
+  return {
+    call,
+    done: async (result) => {
+      answer(result);
+      await added;
+    },
+  };
 }

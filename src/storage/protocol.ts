@@ -75,6 +75,8 @@ export interface PushCall {
   ticket?: { id: string; hash: string; ttlMs: number; open?: boolean; callback?: boolean };
   /** Standalone Redis only; on a Cluster the caller writes the index and adds the job itself. */
   job?: JobKeys;
+  /** With `job`: BullMQ's add of the key's job, made in the same call when one is needed (see job.ts standardAdd). */
+  add?: BullmqCall;
 }
 
 export interface PushResult {
@@ -84,6 +86,8 @@ export interface PushResult {
   covered: boolean;
   /** zset: ms until the key's earliest id or failed slice is due, -1 when none; 0 otherwise. */
   waitMs: number;
+  /** The call added the key's job with `PushCall.add`: BullMQ's reply. */
+  added?: unknown;
 }
 
 /** How a push's data is kept: one per push (list), or merged per id (set, zset). */
@@ -102,8 +106,8 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     names.hold,
     names.payloads,
   ];
-  if (p.job) keys.push(p.job.index, p.job.deduplication, p.job.active, p.job.delayed, p.job.jobPrefix);
-  const [covered, waitMs] = (await runScript(client, 'push', keys, [
+  if (p.job) keys.push(p.job.index, p.job.deduplication, p.job.active, p.job.delayed, p.job.jobPrefix, ...(p.add?.keys ?? []));
+  const [covered, waitMs, added] = (await runScript(client, 'push', keys, [
     p.store,
     p.delayMs,
     p.ticket?.id ?? '',
@@ -113,12 +117,14 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     p.payloads?.mode ?? '',
     p.ticket?.open ? 'open' : 'new',
     p.ticket?.callback ? '1' : '0',
+    p.add?.keys.length ?? 0,
+    ...(p.add?.args ?? ['', '', '']),
     ...p.ids,
     ...(p.payloads?.json ?? []),
-  ])) as [number, number];
+  ])) as [number, number, unknown];
   if (covered === -2) return { refused: 'unknown_ticket', covered: false, waitMs: 0 };
   if (covered === -3) return { refused: 'sealed_ticket', covered: false, waitMs: 0 };
-  return { covered: covered === 1, waitMs };
+  return { covered: covered === 1, waitMs, ...(added !== undefined && added !== null && { added }) };
 }
 
 /** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */
@@ -161,11 +167,14 @@ export interface ClaimCall {
   finish?: FinishCall;
 }
 
-/** BullMQ's moveToFinished keys and arguments for a job, as its worker's backend builds them. */
-export interface FinishCall {
+/** One of BullMQ's own script calls, its keys and arguments as BullMQ's backend builds them. */
+export interface BullmqCall {
   keys: readonly string[];
   args: readonly ScriptArg[];
 }
+
+/** BullMQ's moveToFinished for a job (see engine/finisher.ts). */
+export type FinishCall = BullmqCall;
 
 export type ClaimResult =
   | {

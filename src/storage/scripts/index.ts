@@ -47,23 +47,27 @@ function load(file: string, chain: ReadonlySet<string> = new Set(), included = n
     if (chain.has(name)) throw new Error(`script include cycle at ${name}`);
     if (included.has(name)) return '';
     included.add(name);
-    if (name === BULLMQ_FINISH) return bullmqFinish();
+    if (name.startsWith(BULLMQ)) return bullmqScript(name.slice(BULLMQ.length));
     return load(join('includes', `${name}.lua`), new Set([...chain, name]), included);
   });
 }
 
-/** The one include that is not a file here: BullMQ's own moveToFinished (see finish-job.lua). */
-const BULLMQ_FINISH = 'bullmq-move-to-finished';
-
 /**
- * The installed BullMQ's moveToFinished script, whole, as a Lua function of its KEYS and ARGV.
- * Taken from the installed package at load time, so it is always the version whose argument
- * builder (RedisQueueBackend.moveToCompletedArgs) fills it in; see engine/finisher.ts.
+ * Includes that are not files here: `bullmq-<script>` is the installed BullMQ's script of that
+ * name (kebab-case), whole, as a Lua function of its KEYS and ARGV named `bullmq<Script>`. Taken
+ * from the installed package at load time, so it is always the version whose backend builds its
+ * arguments (see engine/finisher.ts and storage/job.ts).
  */
-function bullmqFinish(): string {
+const BULLMQ = 'bullmq-';
+
+function bullmqScript(kebab: string): string {
+  const name = kebab.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- BullMQ's script sources have no typed export.
-  const scripts = require('bullmq/dist/cjs/scripts') as { moveToFinished: { content: string } };
-  return `local function bullmqMoveToFinished(KEYS, ARGV)\n${scripts.moveToFinished.content}\nend\n`;
+  const scripts = require('bullmq/dist/cjs/scripts') as Record<string, { content: string } | undefined>;
+  const script = scripts[name];
+  if (!script) throw new Error(`the installed BullMQ has no script ${name}`);
+  const fn = `bullmq${name[0]!.toUpperCase()}${name.slice(1)}`;
+  return `local function ${fn}(KEYS, ARGV)\n${script.content}\nend\n`;
 }
 
 let sources: Map<ScriptName, string> | undefined;

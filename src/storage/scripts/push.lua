@@ -18,6 +18,7 @@
   KEYS[11] BullMQ's deduplication key of the key's job (holds the job id)
   KEYS[12] BullMQ's active list   KEYS[13] BullMQ's delayed set
   KEYS[14] BullMQ's key prefix (a job's hash is the prefix followed by its id)
+  KEYS[15..] BullMQ's addStandardJob keys, when ARGV[10] says so
   ARGV[1] store: 'list' | 'set' | 'zset'
   ARGV[2] ms until the ids are ready (zset; 0 otherwise)
   ARGV[3] ticket, '' for an untracked push      ARGV[4] ms the ticket lives
@@ -27,18 +28,23 @@
   ARGV[8] with a ticket: 'new' (this push's own, sealed: its ids are all of it) or 'open' (an
           open ticket, which must exist and not be sealed yet; see seal-ticket.lua)
   ARGV[9] a new ticket wants a callback when it settles: '1' or '0' (see includes/tracking.lua)
-  ARGV[10..] ids, then (with data) as many payloads, '' for an id pushed without
+  ARGV[10] how many of BullMQ's keys follow ours in KEYS (0: none), to add the key's job in this
+          same call when it needs one and may start now (standalone; see job.ts standardAdd)
+  ARGV[11..13] BullMQ's addStandardJob arguments for that job ('' without)
+  ARGV[14..] ids, then (with data) as many payloads, '' for an id pushed without
 
-  Returns {covered, waitMs}: covered 1 when a run or a waiting job will claim these ids (no job
-  add needed), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
-  failed slice is due, -1 when none; for any store, at least until its pause or hold ends.
+  Returns {covered, waitMs, added}: covered 1 when a run or a waiting job will claim these ids (no
+  job add needed), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
+  failed slice is due, -1 when none; for any store, at least until its pause or hold ends; added
+  BullMQ's reply (the job's id) when this call added the job, else nil.
 ]]
 --- @include "clock"
 --- @include "chunked"
 --- @include "flow"
 --- @include "payloads"
 --- @include "due"
-local FIRST = 10
+--- @include "bullmq-add-standard-job"
+local FIRST = 14
 local mode = ARGV[7]
 local count = mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
 local LAST = FIRST + count - 1
@@ -100,15 +106,26 @@ local held = heldFor(KEYS[7], KEYS[8])
 if held == -1 then return {1, waitMs} end
 if held and held > waitMs then waitMs = held end
 
+-- Not covered: the job is added here when the caller sent BullMQ's add and it may start now;
+-- else the caller adds it (delayed, or at another level).
+local bullKeys = tonumber(ARGV[10])
+local function uncovered()
+  if bullKeys == 0 or waitMs ~= 0 then return {0, waitMs} end
+  local keys = {}
+  for i = 15, 14 + bullKeys do keys[#keys + 1] = KEYS[i] end
+  return {0, 0, bullmqAddStandardJob(keys, {ARGV[11], ARGV[12], ARGV[13]})}
+end
+
 if #KEYS < 11 then return {redis.call('EXISTS', KEYS[3]), waitMs} end
 -- One read for the lock and the job's id (standalone: any keys may share a call).
 local got = redis.call('MGET', KEYS[3], KEYS[11])
 if got[1] then return {1, waitMs} end
 -- A waiting (or prioritized) job will claim soon. An active one may be between its last claim
 -- and its completion, and a delayed one may be backing off or waiting for a zset time: for them
--- the caller adds the job (which brings a delayed job forward, or is kept as the next job of an
--- active one). A job id whose job is gone is no job.
+-- the job is added (which brings a delayed job forward, or is kept as the next job of an active
+-- one). A job id whose job is gone is no job.
 local jobId = got[2]
-if not jobId then return {0, waitMs} end
-if redis.call('LPOS', KEYS[12], jobId) or redis.call('ZSCORE', KEYS[13], jobId) then return {0, waitMs} end
-return {redis.call('EXISTS', KEYS[14] .. jobId), waitMs}
+if not jobId then return uncovered() end
+if redis.call('LPOS', KEYS[12], jobId) or redis.call('ZSCORE', KEYS[13], jobId) then return uncovered() end
+if redis.call('EXISTS', KEYS[14] .. jobId) == 1 then return {1, waitMs} end
+return uncovered()
