@@ -1,24 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey } from '../src';
-import { startRedis, type LocalRedis } from '../tools/redis-server';
-import { onCluster, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
+import { isolatedRedis, onCluster, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
 /**
  * A run's last claim completes its BullMQ job too (engine/finisher.ts). A Redis of its own, so
  * the command log holds only this file's commands. Standalone only: on a Cluster the run
  * completes its job with BullMQ's own call (BullMQ's keys are in another slot).
  */
-let isolated: LocalRedis;
+const server = isolatedRedis();
 const standaloneOnly = it.skipIf(onCluster());
-beforeAll(async () => {
-  if (!onCluster()) isolated = await startRedis();
-});
-afterAll(async () => {
-  await isolated?.stop();
-});
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- BullMQ's script sources have no typed export.
 const { moveToFinished } = require('bullmq/dist/cjs/scripts') as { moveToFinished: { content: string } };
@@ -44,10 +37,10 @@ async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[
 
 describe('a run completes its job in its last claim', () => {
   standaloneOnly('sends no moveToFinished of its own, and BullMQ still completes each job once and fetches the next', async () => {
-    const admin = track(new Redis(isolated.url));
+    const admin = track(new Redis(server().url));
     const rec = new Recorder();
     const name = uniqueName();
-    const b = track(batchByKey({ name, connection: isolated.url, eachIteration: rec.handler }));
+    const b = track(batchByKey({ name, connection: server().url, eachIteration: rec.handler }));
     const keys = range(60, 'k-');
     for (const key of keys) await b.performBatchLater([`${key}:a`, `${key}:b`], { key });
     const worker = b.createWorker({ concurrency: 3, autorun: false });
@@ -61,7 +54,7 @@ describe('a run completes its job in its last claim', () => {
     expect(calls.filter(([sha, key]) => sha === MOVE_TO_FINISHED && key.includes(`:${name}:`))).toEqual([]);
     expect([...completed].sort()).toEqual([...keys].sort());
     expect([...rec.all].sort()).toEqual(keys.flatMap((key) => [`${key}:a`, `${key}:b`]).sort());
-    const queue = track(new Queue(name, { connection: { host: '127.0.0.1', port: isolated.port } }));
+    const queue = track(new Queue(name, { connection: { host: '127.0.0.1', port: server().port } }));
     expect(await queue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'failed')).toEqual({
       active: 0,
       wait: 0,
@@ -72,12 +65,12 @@ describe('a run completes its job in its last claim', () => {
   });
 
   standaloneOnly('a worker of the caller’s own (processor()) completes its jobs with BullMQ’s call', async () => {
-    const admin = track(new Redis(isolated.url));
+    const admin = track(new Redis(server().url));
     const rec = new Recorder();
     const name = uniqueName();
-    const b = track(batchByKey({ name, connection: isolated.url, eachIteration: rec.handler }));
+    const b = track(batchByKey({ name, connection: server().url, eachIteration: rec.handler }));
     for (const key of range(5, 'k-')) await b.performBatchLater([key], { key });
-    const connection = { host: '127.0.0.1', port: isolated.port };
+    const connection = { host: '127.0.0.1', port: server().port };
     const calls = await scriptCalls(admin, async () => {
       track(new Worker(name, b.processor(), { connection, prefix: 'bull' }));
       await waitFor(() => rec.all.length >= 5, { what: 'every id' });

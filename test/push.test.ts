@@ -1,27 +1,31 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { Queue } from 'bullmq';
 import { batchByKey, withKey } from '../src';
-import { startRedis, type LocalRedis } from '../tools/redis-server';
-import { keysMatching, keyspaceOf, onCluster, range, Recorder, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
+import {
+  isolatedRedis,
+  keysMatching,
+  keyspaceOf,
+  onCluster,
+  range,
+  Recorder,
+  testBatcher,
+  track,
+  uniqueName,
+  waitFor,
+} from './helpers/redis';
 
 /**
  * A Redis of its own, so command counts are not mixed with other test files' commands. The counts
  * are those of the standalone push (one script call that also probes the job); a Cluster push
  * writes the index and adds the job separately.
  */
-let isolated: LocalRedis;
+const server = isolatedRedis();
 const standaloneOnly = it.skipIf(onCluster());
-beforeAll(async () => {
-  if (!onCluster()) isolated = await startRedis();
-});
-afterAll(async () => {
-  await isolated?.stop();
-});
 
 /** How many times Redis ran each command while `run` ran (INFO commandstats). */
 async function commandCounts(run: () => Promise<unknown>): Promise<Record<string, number>> {
-  const admin = track(new Redis(isolated.url));
+  const admin = track(new Redis(server().url));
   await admin.config('RESETSTAT');
   await run();
   const info = await admin.info('commandstats');
@@ -32,8 +36,8 @@ async function commandCounts(run: () => Promise<unknown>): Promise<Record<string
   return counts;
 }
 
-const isolatedQueue = (b: { name: string }) => track(new Queue(b.name, { connection: { host: '127.0.0.1', port: isolated.port } }));
-const isolatedBatcher = () => track(batchByKey({ name: uniqueName(), connection: isolated.url, eachIteration: () => {} }));
+const isolatedQueue = (b: { name: string }) => track(new Queue(b.name, { connection: { host: '127.0.0.1', port: server().port } }));
+const isolatedBatcher = () => track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: () => {} }));
 
 describe('performBatchLater', () => {
   it('processes every pushed id of a key, in push order, in slices of sliceSize', async () => {
@@ -74,7 +78,7 @@ describe('performBatchLater', () => {
 
   standaloneOnly('adds a new light key’s job in the push’s own call: one script call in all', async () => {
     const rec = new Recorder();
-    const b = track(batchByKey({ name: uniqueName(), connection: isolated.url, eachIteration: rec.handler }));
+    const b = track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: rec.handler }));
     const counts = await commandCounts(() => b.performBatchLater(['1', '2'], { key: 'fresh' }));
     expect(counts.scripts).toBe(1); // push.lua ran BullMQ's addStandardJob inside
     expect(await isolatedQueue(b).getJobCounts('waiting', 'prioritized', 'delayed')).toEqual({ waiting: 1, prioritized: 0, delayed: 0 });
@@ -99,7 +103,7 @@ describe('performBatchLater', () => {
   standaloneOnly("adds no job while a run holds the key's lock (its next claim sees the ids)", async () => {
     const b = isolatedBatcher();
     const names = keyspaceOf(b).forKey('k');
-    const admin = track(new Redis(isolated.url));
+    const admin = track(new Redis(server().url));
     await admin.set(names.lock, 'a run', 'PX', 60_000);
     const counts = await commandCounts(() => b.performBatchLater(['1'], { key: 'k' }));
     expect(counts.scripts).toBe(1);

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Queue, type ConnectionOptions } from 'bullmq';
 import { Cluster, Redis, type ClusterOptions } from 'ioredis';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { startRedis, type LocalRedis } from '../../tools/redis-server';
 import { batchByKey, type Batcher, type BatchByKeyOptions, type EachIteration, type KeyJobData } from '../../src';
 import { Keyspace } from '../../src/storage/keys';
 import { defaultPrefix } from '../../src/options';
@@ -130,4 +131,23 @@ export class Recorder {
   get all(): string[] {
     return this.calls.flatMap((c) => c.ids);
   }
+}
+
+/**
+ * A standalone redis-server of the calling test file's own (started before its tests, stopped
+ * after), for tests that read server-wide counters (INFO commandstats, SLOWLOG), which other
+ * files' commands would mix into. Not on a Cluster run: such tests are standalone only.
+ */
+export function isolatedRedis(): () => LocalRedis {
+  let server: LocalRedis | undefined;
+  beforeAll(async () => {
+    if (!onCluster()) server = await startRedis();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+  return () => {
+    if (!server) throw new Error('isolatedRedis: no server (a Cluster run, or called outside a test)');
+    return server;
+  };
 }
