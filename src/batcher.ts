@@ -233,9 +233,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         },
         finisher.factory(client() instanceof Cluster),
       );
-      finisher.serve(worker as unknown as Worker);
       // Typed for our job data to the caller; the bookkeeping here holds workers of any data.
       const untyped = worker as unknown as Worker;
+      finisher.serve(untyped);
       batcher.attach(untyped);
       workers.add(untyped);
       worker.on('closed', () => workers.delete(untyped));

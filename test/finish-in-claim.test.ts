@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey } from '../src';
+import { bullmqScript } from '../src/storage/scripts';
 import { isolatedRedis, onCluster, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
 /**
@@ -13,8 +14,7 @@ import { isolatedRedis, onCluster, range, Recorder, track, uniqueName, waitFor }
 const server = isolatedRedis();
 const standaloneOnly = it.skipIf(onCluster());
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- BullMQ's script sources have no typed export.
-const { moveToFinished } = require('bullmq/dist/cjs/scripts') as { moveToFinished: { content: string } };
+const moveToFinished = bullmqScript('moveToFinished');
 /** The SHA BullMQ sends its own moveToFinished by (ioredis's defineCommand hashes the source). */
 const MOVE_TO_FINISHED = createHash('sha1').update(moveToFinished.content).digest('hex');
 

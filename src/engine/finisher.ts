@@ -1,5 +1,5 @@
 import { createRedisBackend, type BackendFactory, type QueueBaseOptions, type RedisQueueBackend, type Worker } from 'bullmq';
-import type { FinishCall } from '../storage/protocol';
+import { bullmqCall, type BullmqCall } from '../storage/protocol';
 import type { KeyJob } from '../core/types';
 
 /**
@@ -50,18 +50,13 @@ export class JobFinisher {
   }
 
   /** BullMQ's moveToFinished call for a job of this worker, or undefined when it cannot be finished in a claim. */
-  callFor(job: KeyJob, token: string): FinishCall | undefined {
+  callFor(job: KeyJob, token: string): BullmqCall | undefined {
     const { backend, worker } = this;
     if (!backend || !worker || !job.id || !token) return undefined;
     // BullMQ fetches a next job only for a worker that is neither closing nor paused.
     const fetchNext = !(worker.closing || worker.isPaused());
     const flat = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete ?? false, token, fetchNext);
-    const count = backend.moveToFinishedKeys.length;
-    return {
-      keys: flat.slice(0, count).map(String),
-      // As ioredis sends them when BullMQ runs the script itself: an absent one as ''.
-      args: flat.slice(count).map((arg) => (arg === undefined ? '' : typeof arg === 'boolean' ? String(arg) : arg)),
-    };
+    return bullmqCall(flat, backend.moveToFinishedKeys.length);
   }
 
   /** The claim completed the job: BullMQ's own moveToFinished for it gets this reply. */

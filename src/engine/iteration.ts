@@ -6,7 +6,7 @@ import type { RetrySlice } from './failures';
 import { firstReason, follow, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from '../storage/keys';
 import type { KeyLock } from './lock';
-import { claim, settle, type ClaimResult, type FinishCall, type Payloads } from '../storage/protocol';
+import { claim, settle, type ClaimResult, type BullmqCall, type Payloads } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import type {
   EachIteration,
@@ -97,7 +97,7 @@ export interface IterationParams {
   /** Adds the callback jobs of tickets a claim's ack settled. */
   settled: (tickets: readonly string[]) => Promise<void>;
   /** BullMQ's call to complete the job, for the claim that may end a single-lane run (see finisher.ts). */
-  finish: () => FinishCall | undefined;
+  finish: () => BullmqCall | undefined;
 }
 
 /**
@@ -154,7 +154,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
   let emptied = false;
   for (let n = 1; ; n++) {
     const sliceId = sliceIdOf(p.lock.value, lane, n);
-    const finish: FinishCall | undefined = releaseIfEmpty && emptied ? p.finish() : undefined;
+    const finish: BullmqCall | undefined = releaseIfEmpty && emptied ? p.finish() : undefined;
     const claimed: ClaimResult =
       n === 1 && first
         ? first

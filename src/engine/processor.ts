@@ -12,8 +12,6 @@ import { KeyLock } from './lock';
 import type { JobFinisher } from './finisher';
 import { rateLimitOf } from './flow';
 import type { RunOptions } from './run-options';
-
-export type { RunOptions };
 import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } from '../push/tickets';
 import { log } from '../core/logger';
 import { MAX_CONCURRENCY_PER_KEY } from '../core/limits';
@@ -25,13 +23,15 @@ import {
   release,
   settle,
   type ClaimResult,
-  type FinishCall,
+  type BullmqCall,
   type LockRef,
   type Released,
 } from '../storage/protocol';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from '../storage/scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor, RateLimit } from '../core/types';
+
+export type { RunOptions };
 
 /** @internal */
 export interface ProcessorDeps {
@@ -143,7 +143,7 @@ async function runSlices(
   first: ClaimResult & { held: true },
   run: AbortController,
   rate: RateLimit | undefined,
-  finish: () => FinishCall | undefined,
+  finish: () => BullmqCall | undefined,
 ): Promise<RunOutcome> {
   const { options } = deps;
   return iterate(

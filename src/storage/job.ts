@@ -1,11 +1,11 @@
 import { Job, type JobsOptions, type Queue } from 'bullmq';
-import type { BullmqCall } from './protocol';
-import type { ScriptArg } from './scripts';
+import { bullmqCall, type BullmqCall } from './protocol';
+import { bullmqScript } from './scripts';
 import { encodeKey } from './keys';
 import type { Key, KeyJobData } from '../core/types';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- BullMQ's script sources have no typed export.
-const STANDARD_ADD_KEYS = (require('bullmq/dist/cjs/scripts') as { addStandardJob: { keys: number } }).addStandardJob.keys;
+/** BullMQ's addStandardJob: its keys, then packed arguments, the job's data and packed options (see push.lua). */
+const STANDARD_ADD = { keys: bullmqScript('addStandardJob').keys, args: 3 };
 
 /** The name of every job this library adds; other names go to the fallback processor. */
 export const JOB_NAME = 'batch-by-key';
@@ -84,11 +84,10 @@ export function standardAdd(queue: KeyQueue, key: Key): { call: BullmqCall; done
   let call: BullmqCall | undefined;
   let answer!: (reply: unknown) => void;
   const reply = new Promise<unknown>((resolve) => (answer = resolve));
-  const keyCount = STANDARD_ADD_KEYS;
   const capture = {
-    runCommand: (command: string, args: ScriptArg[]) => {
-      if (command.startsWith('addStandardJob:') && args.length === keyCount + 3)
-        call = { keys: args.slice(0, keyCount).map(String), args: args.slice(keyCount) };
+    runCommand: (command: string, flat: unknown[]) => {
+      if (command.startsWith('addStandardJob:') && flat.length === STANDARD_ADD.keys + STANDARD_ADD.args)
+        call = bullmqCall(flat, STANDARD_ADD.keys);
       return reply;
     },
   };

@@ -164,7 +164,7 @@ export interface ClaimCall {
    * With `releaseIfEmpty`: complete the run's BullMQ job in the same call when the run ends
    * (nothing claimed, nothing due later). Standalone Redis only; see engine/finisher.ts.
    */
-  finish?: FinishCall;
+  finish?: BullmqCall;
 }
 
 /** One of BullMQ's own script calls, its keys and arguments as BullMQ's backend builds them. */
@@ -173,8 +173,15 @@ export interface BullmqCall {
   args: readonly ScriptArg[];
 }
 
-/** BullMQ's moveToFinished for a job (see engine/finisher.ts). */
-export type FinishCall = BullmqCall;
+/**
+ * A BullMQ script call from BullMQ's flat list (its `keys` keys, then its arguments), each value
+ * as ioredis would send it when BullMQ runs the script itself (an absent one as '').
+ */
+export function bullmqCall(flat: readonly unknown[], keys: number): BullmqCall {
+  const asSent = (value: unknown): ScriptArg =>
+    value === undefined || value === null ? '' : typeof value === 'number' || Buffer.isBuffer(value) ? value : String(value);
+  return { keys: flat.slice(0, keys).map(String), args: flat.slice(keys).map(asSent) };
+}
 
 export type ClaimResult =
   | {

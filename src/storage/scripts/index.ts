@@ -47,7 +47,7 @@ function load(file: string, chain: ReadonlySet<string> = new Set(), included = n
     if (chain.has(name)) throw new Error(`script include cycle at ${name}`);
     if (included.has(name)) return '';
     included.add(name);
-    if (name.startsWith(BULLMQ)) return bullmqScript(name.slice(BULLMQ.length));
+    if (name.startsWith(BULLMQ)) return bullmqInclude(name.slice(BULLMQ.length));
     return load(join('includes', `${name}.lua`), new Set([...chain, name]), included);
   });
 }
@@ -60,14 +60,19 @@ function load(file: string, chain: ReadonlySet<string> = new Set(), included = n
  */
 const BULLMQ = 'bullmq-';
 
-function bullmqScript(kebab: string): string {
+function bullmqInclude(kebab: string): string {
   const name = kebab.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+  const fn = `bullmq${name[0]!.toUpperCase()}${name.slice(1)}`;
+  return `local function ${fn}(KEYS, ARGV)\n${bullmqScript(name).content}\nend\n`;
+}
+
+/** One of the installed BullMQ's Lua scripts, by its name (`moveToFinished`): its source and how many keys it takes. */
+export function bullmqScript(name: string): { content: string; keys: number } {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- BullMQ's script sources have no typed export.
-  const scripts = require('bullmq/dist/cjs/scripts') as Record<string, { content: string } | undefined>;
+  const scripts = require('bullmq/dist/cjs/scripts') as Record<string, { content: string; keys: number } | undefined>;
   const script = scripts[name];
   if (!script) throw new Error(`the installed BullMQ has no script ${name}`);
-  const fn = `bullmq${name[0]!.toUpperCase()}${name.slice(1)}`;
-  return `local function ${fn}(KEYS, ARGV)\n${script.content}\nend\n`;
+  return script;
 }
 
 let sources: Map<ScriptName, string> | undefined;

@@ -108,11 +108,11 @@ if held and held > waitMs then waitMs = held end
 
 -- Not covered: the job is added here when the caller sent BullMQ's add and it may start now;
 -- else the caller adds it (delayed, or at another level).
-local bullKeys = tonumber(ARGV[10])
+local OWN_KEYS, bullKeys = 14, tonumber(ARGV[10])
 local function uncovered()
   if bullKeys == 0 or waitMs ~= 0 then return {0, waitMs} end
   local keys = {}
-  for i = 15, 14 + bullKeys do keys[#keys + 1] = KEYS[i] end
+  for i = OWN_KEYS + 1, OWN_KEYS + bullKeys do keys[#keys + 1] = KEYS[i] end
   return {0, 0, bullmqAddStandardJob(keys, {ARGV[11], ARGV[12], ARGV[13]})}
 end
 
