@@ -15,7 +15,7 @@ import { log } from './core/logger';
 import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
 import { pause, paused, resume, type PauseDeps } from './ops/pause';
 import { keyProcessor } from './engine/processor';
-import { JobFinisher } from './engine/finisher';
+import { firstClaimConfig, JobFinisher } from './engine/finisher';
 import { progress, waitFor } from './push/progress';
 import { age, budgetOf } from './engine/scheduling';
 import { stats } from './ops/stats';
@@ -221,7 +221,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {
       validateWorkerConnection(workerOptions.connection, opts.prefix);
-      const finisher = new JobFinisher();
+      const config = firstClaimConfig(opts, keyspace.root);
+      const finisher = new JobFinisher(config && { client, config, agree: () => agreement.check('worker') });
       const worker = new Worker<KeyJobData, void, string>(
         opts.name,
         keyProcessorOf(undefined, finisher),

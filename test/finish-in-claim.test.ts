@@ -4,19 +4,22 @@ import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey } from '../src';
 import { bullmqScript } from '../src/storage/scripts';
-import { isolatedRedis, onCluster, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
+import { isolatedRedis, keyspaceOf, onCluster, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
 /**
- * A run's last claim completes its BullMQ job too (engine/finisher.ts). A Redis of its own, so
- * the command log holds only this file's commands. Standalone only: on a Cluster the run
- * completes its job with BullMQ's own call (BullMQ's keys are in another slot).
+ * A run's first claim rides on BullMQ's fetch, and its last claim completes its BullMQ job and
+ * claims the next job's first slice (engine/finisher.ts). A Redis of its own, so the command log
+ * holds only this file's commands. Standalone only: on a Cluster runs make their own claims and
+ * BullMQ its own calls (BullMQ's keys are in another slot).
  */
 const server = isolatedRedis();
 const standaloneOnly = it.skipIf(onCluster());
 
 const moveToFinished = bullmqScript('moveToFinished');
-/** The SHA BullMQ sends its own moveToFinished by (ioredis's defineCommand hashes the source). */
+const moveToActive = bullmqScript('moveToActive');
+/** The SHAs BullMQ sends its own moveToFinished and moveToActive by (ioredis's defineCommand hashes the source). */
 const MOVE_TO_FINISHED = createHash('sha1').update(moveToFinished.content).digest('hex');
+const MOVE_TO_ACTIVE = createHash('sha1').update(moveToActive.content).digest('hex');
 
 /** Every script call Redis logged while `run` ran, as [its SHA, its first key]. */
 async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[string, string][]> {
@@ -30,7 +33,16 @@ async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[
     const [command, script, , firstKey] = args;
     // A script's first call on a connection is an EVAL of its source (the log keeps 128 chars of it).
     if (command?.toLowerCase() === 'eval')
-      return [[script!.startsWith(moveToFinished.content.slice(0, 100)) ? MOVE_TO_FINISHED : script!, firstKey ?? '']];
+      return [
+        [
+          script!.startsWith(moveToFinished.content.slice(0, 100))
+            ? MOVE_TO_FINISHED
+            : script!.startsWith(moveToActive.content.slice(0, 100))
+              ? MOVE_TO_ACTIVE
+              : script!,
+          firstKey ?? '',
+        ],
+      ];
     return command?.toLowerCase() === 'evalsha' ? [[script!, firstKey ?? ''] as [string, string]] : [];
   });
 }
@@ -77,6 +89,111 @@ describe('a run completes its job in its last claim', () => {
       await waitFor(async () => (await track(new Queue(name, { connection })).getActiveCount()) === 0, { what: 'jobs completed' });
     });
     expect(calls.filter(([sha, key]) => sha === MOVE_TO_FINISHED && key.includes(`:${name}:`)).length).toBeGreaterThanOrEqual(5);
+    expect([...rec.all].sort()).toEqual(range(5, 'k-'));
+  });
+});
+
+describe('a fetch makes the fetched key’s first claim', () => {
+  standaloneOnly('one-id keys under a backlog: one script call per key, and no BullMQ fetch or completion of its own', async () => {
+    const admin = track(new Redis(server().url));
+    const rec = new Recorder();
+    const name = uniqueName();
+    const b = track(batchByKey({ name, connection: server().url, eachIteration: rec.handler }));
+    const keys = range(200, 'k-');
+    for (const key of keys) await b.performBatchLater([key], { key });
+    const worker = b.createWorker({ concurrency: 5, autorun: false });
+    const calls = await scriptCalls(admin, async () => {
+      void worker.run();
+      await waitFor(() => rec.all.length >= keys.length, { what: 'every id' });
+      await waitFor(
+        async () => (await track(new Queue(name, { connection: { host: '127.0.0.1', port: server().port } })).getActiveCount()) === 0,
+        {
+          what: 'every job completed',
+        },
+      );
+    });
+    const ours = calls.filter(([sha, key]) => sha !== MOVE_TO_ACTIVE && sha !== MOVE_TO_FINISHED && key.includes(name));
+    expect(calls.filter(([sha]) => sha === MOVE_TO_ACTIVE || sha === MOVE_TO_FINISHED)).toEqual([]);
+    // Each run's last claim fetches and claims the next; a few fetches start the slots, and a few
+    // more follow an idle fetch at the end. (Three calls per key before this: fetch, claim, finish.)
+    expect(ours.length).toBeLessThanOrEqual(keys.length + 20);
+    expect([...rec.all].sort()).toEqual([...keys].sort());
+    for (const key of keys) expect(rec.idsOf(key)).toEqual([key]);
+  });
+
+  standaloneOnly('a fetched job whose key another run holds claims nothing, waits out the lock, then runs once', async () => {
+    const redis = track(new Redis(server().url));
+    const rec = new Recorder();
+    const name = uniqueName();
+    const b = track(batchByKey({ name, connection: server().url, eachIteration: rec.handler }));
+    await b.performBatchLater(['1', '2'], { key: 'k' });
+    const names = keyspaceOf(b).forKey('k');
+    await redis.set(names.lock, 'another-run', 'PX', 600);
+    const worker = b.createWorker({ autorun: false });
+    const delayed = new Promise<void>((resolve) => worker.once('active', () => resolve()));
+    void worker.run();
+    await delayed;
+    // The fetch's claim was refused: the other run's lock and the ids are untouched.
+    await waitFor(
+      async () => (await track(new Queue(name, { connection: { host: '127.0.0.1', port: server().port } })).getDelayedCount()) === 1,
+      {
+        what: 'the job delayed behind the lock',
+      },
+    );
+    expect(await redis.get(names.lock)).toBe('another-run');
+    expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0, retrying: 0 });
+    expect(rec.all).toEqual([]);
+    await waitFor(() => rec.all.length === 2, { what: 'both ids once the lock expired' });
+    expect(rec.idsOf('k')).toEqual(['1', '2']);
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+  });
+
+  standaloneOnly('a stale holder of a fetched claim cannot commit: its slice is run again by the new holder', async () => {
+    const redis = track(new Redis(server().url));
+    const rec = new Recorder();
+    const name = uniqueName();
+    let names!: ReturnType<ReturnType<typeof keyspaceOf>['forKey']>;
+    let stolen = false;
+    const b = track(
+      batchByKey({
+        name,
+        connection: server().url,
+        lockTtlMs: 1000,
+        async eachIteration(ids, ctx) {
+          rec.handler(ids, ctx);
+          if (!stolen) {
+            stolen = true;
+            // The lock expired under this run and another took it.
+            await redis.set(names.lock, 'new-holder', 'PX', 400);
+          }
+        },
+      }),
+    );
+    names = keyspaceOf(b).forKey('k');
+    await b.performBatchLater(['a', 'b'], { key: 'k' });
+    b.createWorker();
+    await waitFor(() => stolen, { what: 'the first slice' });
+    // Its ack was refused: the slice stays in flight for the next holder to recover.
+    await waitFor(async () => (await b.backlog('k')).inFlight === 2, { what: 'the refused ack' });
+    await waitFor(() => rec.all.length === 4, { what: 'the slice run again once the new holder let go' });
+    expect(rec.all).toEqual(['a', 'b', 'a', 'b']);
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+  });
+
+  standaloneOnly('a rateLimit function of the key keeps BullMQ’s fetch: the run makes its own first claim', async () => {
+    const admin = track(new Redis(server().url));
+    const rec = new Recorder();
+    const name = uniqueName();
+    const b = track(
+      batchByKey({ name, connection: server().url, rateLimit: () => ({ max: 100, durationMs: 1000 }), eachIteration: rec.handler }),
+    );
+    for (const key of range(5, 'k-')) await b.performBatchLater([key], { key });
+    const worker = b.createWorker({ autorun: false });
+    const calls = await scriptCalls(admin, async () => {
+      void worker.run();
+      await waitFor(() => rec.all.length >= 5, { what: 'every id' });
+    });
+    expect(calls.filter(([sha]) => sha === MOVE_TO_ACTIVE).length).toBeGreaterThanOrEqual(1);
     expect([...rec.all].sort()).toEqual(range(5, 'k-'));
   });
 });

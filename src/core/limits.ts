@@ -6,3 +6,10 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Lanes per key at most: a run's first claim looks for this many lanes a crashed run left behind. */
 export const MAX_CONCURRENCY_PER_KEY = 16;
+
+/**
+ * While this many failed slices of a key back off, the key claims no new pending ids: a key
+ * whose every slice fails (an outage) waits for its retries instead of spending every id's
+ * attempts, while one bad slice never holds back the rest.
+ */
+export const MAX_RETRYING_SLICES = 10;

@@ -1,43 +1,111 @@
-import { createRedisBackend, type BackendFactory, type QueueBaseOptions, type RedisQueueBackend, type Worker } from 'bullmq';
-import { bullmqCall, type BullmqCall } from '../storage/protocol';
+import {
+  createRedisBackend,
+  raw2NextJobData,
+  type BackendFactory,
+  type QueueBaseOptions,
+  type RedisQueueBackend,
+  type Worker,
+} from 'bullmq';
+import {
+  bullmqCall,
+  claimResult,
+  fetch,
+  type BullmqCall,
+  type ClaimCall,
+  type ClaimResult,
+  type FirstClaimConfig,
+} from '../storage/protocol';
+import { bullmqScript, type RedisClient } from '../storage/scripts';
+import { KeyLock } from './lock';
+import type { RunOptions } from './run-options';
 import type { KeyJob } from '../core/types';
 
+/** How many of BullMQ's keys its moveToActive takes (its arguments follow them in the flat list its backend builds). */
+const MOVE_TO_ACTIVE_KEYS = bullmqScript('moveToActive').keys;
+
+/** First claims kept at most: far more than a worker's concurrency. */
+const MAX_KEPT = 10_000;
+
 /**
- * Completes a run's BullMQ job in the claim that ends the run, one round trip instead of two.
- *
- * A run of a few ids is three calls: the claim that takes them, the claim that acks them and,
- * finding nothing left, drops the lock, and BullMQ's moveToFinished (which fetches the next
- * job). The last two become one: the claim runs BullMQ's own moveToFinished script, inlined
- * (see includes/finish-job.lua), with the keys and arguments this worker's backend builds for
- * it. When the processor then returns, BullMQ completes the job as usual, and the backend
- * answers that moveToFinished with the claim's reply instead of sending it: BullMQ reads it
- * as its own (the next job, or an error code) and emits its events as usual.
+ * A key job's first claim, made in the call that fetched the job: the lock it took, when that
+ * call was sent, and its reply; no reply when the claim failed in Redis (the run then makes its
+ * own, with the same lock value, in case the failed one took the lock).
+ */
+export interface FirstClaim {
+  lock: string;
+  sentAt: number;
+  claim?: ClaimResult;
+}
+
+/**
+ * Where a fetch claims for the keys it fetches: our client, what a first claim needs, and the
+ * worker's store agreement (a worker on another store than the pushers' must touch no key).
+ */
+export interface Fusion {
+  client: () => RedisClient;
+  config: FirstClaimConfig;
+  agree: () => Promise<void>;
+}
+
+/**
+ * What a fetch needs to make a run's first claim, or undefined when that claim's arguments are
+ * not the same for every key: with a rateLimit function of the key, runs make their own.
+ */
+export function firstClaimConfig(options: RunOptions, root: string): FirstClaimConfig | undefined {
+  if (typeof options.rateLimit === 'function') return undefined;
+  return {
+    store: options.store,
+    root,
+    sliceSize: options.sliceSize,
+    lockTtlMs: options.lockTtlMs,
+    singleLane: options.concurrencyPerKey === 1,
+    rate: options.rateLimit,
+  };
+}
+
+/**
+ * Fuses a key job's run into BullMQ's own calls, so that in steady state a run of one slice is
+ * one round trip, as a BullMQ job is:
+ * - a fetch (BullMQ's moveToActive) also takes the fetched key's lock and claims its first slice
+ *   (fetch.lua), and the run starts from that claim (`takeFirst`) instead of sending its own;
+ * - the claim that ends a run (nothing left) also completes its job with BullMQ's own
+ *   moveToFinished (`callFor`), which fetches the next job, and claims that job's first slice
+ *   too. When the processor returns, BullMQ completes the job as usual, and the backend answers
+ *   with the claim's reply instead of sending it: BullMQ reads it as its own (the next job, or an
+ *   error code) and emits its events as usual.
  *
  * Only for workers made by `createWorker` on a standalone Redis: on a Cluster BullMQ's keys sit
  * in another slot than the key's, and a worker of the user's own (`processor()`) has BullMQ's
- * default backend. Either way the run completes as before.
+ * default backend. Either way runs work as before, with their own calls. Fetches claim only with
+ * a `fusion` (see `firstClaimConfig`), once the worker's store agreement holds.
  */
 export class JobFinisher {
   private backend: RedisQueueBackend | undefined;
   private worker: Worker | undefined;
-  /** moveToFinished replies of jobs completed by a claim, by job id, until BullMQ asks. */
-  private readonly replies = new Map<string, unknown>();
+  constructor(private readonly fusion?: Fusion) {}
 
-  /** A BullMQ backend factory: BullMQ's Redis backend, whose moveToFinished takes our replies. */
+  /** moveToFinished replies of jobs completed by a claim, by job id, until BullMQ asks. */
+  private readonly replies = new Map<string, { reply: unknown; finishedOn: number }>();
+  /** First claims made by the fetch of their job, by job id, until the job's run starts. */
+  private readonly firsts = new Map<string, FirstClaim>();
+
+  /** A BullMQ backend factory: BullMQ's Redis backend, whose fetches claim and whose completions take our replies. */
   factory(cluster: boolean): BackendFactory<RedisQueueBackend> {
     return (name: string, opts: QueueBaseOptions, options?: Parameters<BackendFactory>[2]) => {
       const backend = createRedisBackend(name, opts, options);
       if (cluster) return backend;
       const exec = backend.execCommand.bind(backend);
       backend.execCommand = (client, command, args: unknown[]) => {
-        // moveToFinished's arguments after its keys begin with the job id.
-        const jobId = command === 'moveToFinished' ? String(args[backend.moveToFinishedKeys.length]) : undefined;
-        if (jobId !== undefined && this.replies.has(jobId)) {
-          const reply = this.replies.get(jobId);
-          this.replies.delete(jobId);
-          return Promise.resolve(reply);
-        }
+        const fusion = this.fusion;
+        if (command === 'moveToActive' && fusion) return this.fetch(fusion, args, () => exec(client, command, args));
         return exec(client, command, args) as unknown;
+      };
+      const complete = backend.moveToCompleted.bind(backend);
+      backend.moveToCompleted = (job, ...rest) => {
+        const done = job.id === undefined ? undefined : this.replies.get(job.id);
+        if (!done) return complete(job, ...rest);
+        this.replies.delete(job.id!);
+        return Promise.resolve({ result: raw2NextJobData(done.reply as unknown[]), finishedOn: done.finishedOn });
       };
       this.backend = backend;
       return backend;
@@ -49,18 +117,56 @@ export class JobFinisher {
     this.worker = worker;
   }
 
-  /** BullMQ's moveToFinished call for a job of this worker, or undefined when it cannot be finished in a claim. */
-  callFor(job: KeyJob, token: string): BullmqCall | undefined {
+  /** The first claim the fetch of this job made, once: the run starts from it. */
+  takeFirst(jobId: string | undefined): FirstClaim | undefined {
+    if (jobId === undefined) return undefined;
+    const first = this.firsts.get(jobId);
+    if (first) this.firsts.delete(jobId);
+    return first;
+  }
+
+  /** The `finish` of a run's claim that may end it, or undefined when its job cannot be completed in a claim. */
+  callFor(job: KeyJob, token: string): NonNullable<ClaimCall['finish']> | undefined {
     const { backend, worker } = this;
     if (!backend || !worker || !job.id || !token) return undefined;
     // BullMQ fetches a next job only for a worker that is neither closing nor paused.
     const fetchNext = !(worker.closing || worker.isPaused());
     const flat = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete ?? false, token, fetchNext);
-    return bullmqCall(flat, backend.moveToFinishedKeys.length);
+    const call: BullmqCall = bullmqCall(flat, backend.moveToFinishedKeys.length);
+    const fusion = this.fusion;
+    return fetchNext && fusion?.config ? { call, next: { lock: KeyLock.newValue(), root: fusion.config.root } } : { call };
   }
 
-  /** The claim completed the job: BullMQ's own moveToFinished for it gets this reply. */
-  completed(jobId: string, reply: unknown): void {
-    this.replies.set(jobId, reply);
+  /**
+   * The claim completed the job with `finish` (from `callFor`): BullMQ's completion of it gets
+   * this reply, and the next job's first claim, if the reply carries one, waits for its run.
+   */
+  completed(jobId: string, finish: NonNullable<ClaimCall['finish']>, reply: unknown, sentAt: number): void {
+    // moveToFinished's second argument is the completion's timestamp (BullMQ's `finishedOn`).
+    this.replies.set(jobId, { reply, finishedOn: Number(finish.call.args[1]) });
+    if (finish.next) this.keepFirst(reply, finish.next.lock, sentAt);
+  }
+
+  private async fetch(fusion: Fusion, flat: unknown[], plain: () => unknown): Promise<unknown> {
+    try {
+      await fusion.agree();
+    } catch {
+      // The run of whatever this fetches fails on the same check, where it is logged.
+      return plain();
+    }
+    const lock = KeyLock.newValue();
+    const sentAt = Date.now();
+    const reply = await fetch(fusion.client(), fusion.config, lock, bullmqCall(flat, MOVE_TO_ACTIVE_KEYS));
+    this.keepFirst(reply, lock, sentAt);
+    return reply;
+  }
+
+  /** Keeps the first claim a fetch reply carries (its fifth element) for the fetched job's run. */
+  private keepFirst(reply: unknown, lock: string, sentAt: number): void {
+    if (!Array.isArray(reply) || reply[4] === undefined) return;
+    // Every fetched job is run, which takes its claim; a bound keeps a bug from growing this.
+    if (this.firsts.size >= MAX_KEPT) this.firsts.delete(this.firsts.keys().next().value!);
+    const claimed = reply[4] as unknown[];
+    this.firsts.set(String(reply[1]), { lock, sentAt, ...(claimed[0] !== 0 && { claim: claimResult(claimed) }) });
   }
 }

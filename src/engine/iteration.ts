@@ -6,7 +6,7 @@ import type { RetrySlice } from './failures';
 import { firstReason, follow, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from '../storage/keys';
 import type { KeyLock } from './lock';
-import { claim, settle, type ClaimResult, type BullmqCall, type Payloads } from '../storage/protocol';
+import { claim, settle, type ClaimCall, type ClaimResult, type Payloads } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import type {
   EachIteration,
@@ -46,10 +46,15 @@ export type RunOutcome =
   /** The lock was lost; nothing can be acked, the in-flight ids wait for the next holder. */
   | { kind: 'lock_lost' };
 
-/** What the claim that completed the job returned: BullMQ's reply, and the tickets its ack settled. */
+/**
+ * What the claim that completed the job returned: BullMQ's reply and the tickets its ack settled,
+ * with the `finish` it was sent with and when (see finisher.ts `completed`).
+ */
 export interface Finished {
   reply: unknown;
   settled: readonly string[];
+  finish: NonNullable<ClaimCall['finish']>;
+  sentAt: number;
 }
 
 /** A slice whose handler failed, for the run to settle. */
@@ -97,7 +102,7 @@ export interface IterationParams {
   /** Adds the callback jobs of tickets a claim's ack settled. */
   settled: (tickets: readonly string[]) => Promise<void>;
   /** BullMQ's call to complete the job, for the claim that may end a single-lane run (see finisher.ts). */
-  finish: () => BullmqCall | undefined;
+  finish: () => ClaimCall['finish'];
 }
 
 /**
@@ -154,23 +159,25 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
   let emptied = false;
   for (let n = 1; ; n++) {
     const sliceId = sliceIdOf(p.lock.value, lane, n);
-    const finish: BullmqCall | undefined = releaseIfEmpty && emptied ? p.finish() : undefined;
+    const finish: ClaimCall['finish'] = releaseIfEmpty && emptied ? p.finish() : undefined;
+    const sentAt = Date.now();
     const claimed: ClaimResult =
       n === 1 && first
         ? first
-        : await claim(p.client, p.store, names, {
+        : await claim(p.client, p.store, p.names, {
             lock: p.lock,
             claimId: sliceId,
             settle: 'ack',
             count: p.sliceSize,
+            lane,
             releaseIfEmpty,
             ...(p.rate && { rate: p.rate }),
             ...(finish && { finish }),
           });
     if (!claimed.held) return { kind: 'lock_lost' };
     // The job is complete already: from here on nothing may requeue it (see processor.ts).
-    if (claimed.finished !== undefined)
-      return { kind: 'drained', released: true, finished: { reply: claimed.finished, settled: claimed.settled ?? [] } };
+    if (claimed.finished !== undefined && finish)
+      return { kind: 'drained', released: true, finished: { reply: claimed.finished, settled: claimed.settled ?? [], finish, sentAt } };
     emptied = claimed.ids.length < p.sliceSize;
     if (claimed.settled) await p.settled(claimed.settled);
     if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
@@ -186,7 +193,8 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
         const settled = await settle(
           p.client,
           p.store,
-          names,
+          p.names,
+          lane,
           p.lock,
           `${sliceId}:end`,
           outcome.restore ? 'restore' : 'ack',

@@ -14,7 +14,6 @@ import { rateLimitOf } from './flow';
 import type { RunOptions } from './run-options';
 import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } from '../push/tickets';
 import { log } from '../core/logger';
-import { MAX_CONCURRENCY_PER_KEY } from '../core/limits';
 import { MAX_TICKET_ERRORS } from '../push/progress';
 import {
   claim,
@@ -22,8 +21,8 @@ import {
   failSlice,
   release,
   settle,
+  type ClaimCall,
   type ClaimResult,
-  type BullmqCall,
   type LockRef,
   type Released,
 } from '../storage/protocol';
@@ -81,42 +80,45 @@ export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor):
 async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSignal: AbortSignal | undefined): Promise<void> {
   const { client, keyspace, options } = deps;
   const names = keyspace.forKey(job.data.key);
-  const lockRef: LockRef = { value: KeyLock.newValue(), ttlMs: options.lockTtlMs };
-  const rate = rateLimitOf(options.rateLimit, job.data.key);
-  // The run's one signal (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
-  const run = onShutdown(bullSignal);
+  // The fetch of this job may have made its first claim already (see finisher.ts).
+  const fused = deps.finisher?.takeFirst(job.id);
+  const lockRef: LockRef = { value: fused?.lock ?? KeyLock.newValue(), ttlMs: options.lockTtlMs };
   const single = options.concurrencyPerKey === 1;
   const finish = () => (single ? deps.finisher?.callFor(job, token) : undefined);
   let lock: KeyLock | undefined;
   try {
-    const sentAt = Date.now();
+    const rate = rateLimitOf(options.rateLimit, job.data.key);
+    const sentAt = fused?.sentAt ?? Date.now();
     // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
-    const first = await claim(client, options.store, names, {
-      lock: lockRef,
-      claimId: sliceIdOf(lockRef.value, 0, 1),
-      settle: 'recover',
-      count: options.sliceSize,
-      otherLanes: MAX_CONCURRENCY_PER_KEY - 1,
-      takeLock: true,
-      releaseIfEmpty: single,
-      ...(rate && { rate }),
-    });
+    const first =
+      fused?.claim ??
+      (await claim(client, options.store, names, {
+        lock: lockRef,
+        claimId: sliceIdOf(lockRef.value, 0, 1),
+        settle: 'recover',
+        count: options.sliceSize,
+        takeLock: true,
+        releaseIfEmpty: single,
+        ...(rate && { rate }),
+      }));
     // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
     if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
     // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
     // so there is nothing to renew or iterate.
     if (first.ids.length === 0 && single) return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
-    lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => run.abort(error));
-    const outcome = await runSlices(deps, job, names, lock, first, run, rate, finish);
+    // The run's one signal (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
+    const stop = onShutdown(bullSignal);
+    lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => stop.abort(error));
+    const outcome = await runSlices(deps, job, names, lock, first, stop, rate, finish);
     // No renewal may race the release below (it would fail and log a spurious warning).
     lock.stop();
     await conclude(deps, job, token, names, lock, outcome);
   } catch (err) {
     if (err instanceof DelayedError) throw err;
-    // Redis trouble outside a slice. Failing the job would leave the key to the recovery sweep;
-    // retrying it is better. The in-flight ids (if any) are recovered by the next run. The lock
-    // is given back (fenced by its value) even if only the first claim's lost reply took it, or
-    // the key would wait out its TTL.
+    // Redis trouble outside a slice (or a rateLimit function that threw). Failing the job would
+    // leave the key to the recovery sweep; retrying it is better. The in-flight ids (if any) are
+    // recovered by the next run. The lock is given back (fenced by its value) even if only the
+    // first claim's lost reply took it, or the key would wait out its TTL.
     log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key: job.data.key });
     await release(client, names, lockRef.value, 'keep').catch(() => undefined);
     return await requeue(job, token, backoffDelay(options.backoff, 1, err));
@@ -143,7 +145,7 @@ async function runSlices(
   first: ClaimResult & { held: true },
   run: AbortController,
   rate: RateLimit | undefined,
-  finish: () => BullmqCall | undefined,
+  finish: () => ClaimCall['finish'],
 ): Promise<RunOutcome> {
   const { options } = deps;
   return iterate(
@@ -207,6 +209,7 @@ async function conclude(
           client,
           options.store,
           names,
+          0,
           lock,
           `${lock.value}:restore`,
           outcome.restore ? 'restore' : 'ack',
@@ -232,8 +235,8 @@ async function conclude(
  * claim's reply. Callbacks of tickets it settled are added now; if that fails they stay in the
  * key's outbox for the recovery sweep, since a completed job can no longer be requeued.
  */
-async function finished(deps: ProcessorDeps, job: KeyJob, { reply, settled }: Finished): Promise<void> {
-  if (job.id) deps.finisher?.completed(job.id, reply);
+async function finished(deps: ProcessorDeps, job: KeyJob, { reply, settled, finish, sentAt }: Finished): Promise<void> {
+  if (job.id) deps.finisher?.completed(job.id, finish, reply, sentAt);
   if (settled.length === 0) return;
   await addCallbacks(deps.tickets, job.data.key, settled).catch((err: unknown) =>
     log(deps.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', { err, key: job.data.key }),

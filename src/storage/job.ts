@@ -1,14 +1,13 @@
 import { Job, type JobsOptions, type Queue } from 'bullmq';
 import { bullmqCall, type BullmqCall } from './protocol';
 import { bullmqScript } from './scripts';
-import { encodeKey } from './keys';
+import { encodeKey, JOB_NAME } from './keys';
 import type { Key, KeyJobData } from '../core/types';
 
 /** BullMQ's addStandardJob: its keys, then packed arguments, the job's data and packed options (see push.lua). */
 const STANDARD_ADD = { keys: bullmqScript('addStandardJob').keys, args: 3 };
 
-/** The name of every job this library adds; other names go to the fallback processor. */
-export const JOB_NAME = 'batch-by-key';
+export { JOB_NAME } from './keys';
 
 /** The queue of a batcher's key jobs. */
 export type KeyQueue = Queue<KeyJobData, void, string>;

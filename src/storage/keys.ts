@@ -1,6 +1,12 @@
 import type { Key } from '../core/types';
 
 /**
+ * The name of every key job this library adds; other names go to the fallback processor. The
+ * claim scripts know a key job by it (see scripts/includes/fused-claim.lua).
+ */
+export const JOB_NAME = 'batch-by-key';
+
+/**
  * Builds every Redis key name of a batcher, so no call site spells one.
  *
  * A user's key is percent-encoded (injective, and never contains `{`, `}` or `:`) and wrapped
@@ -8,6 +14,8 @@ import type { Key } from '../core/types';
  * slot, different logical keys spread over slots, and no two logical keys share a name.
  */
 export interface KeyNames {
+  /** The key's base name, which every name below extends: the claim scripts get only this (see KEY_SUFFIXES). */
+  base: string;
   pending: string;
   inFlight: string;
   lock: string;
@@ -53,21 +61,45 @@ export interface KeyNames {
 }
 
 /**
- * The names a lane of a run uses for its own slice (with `concurrencyPerKey` > 1); lane 0 is the
- * key's own names. Lane n's are lane 0's followed by `:n`, which the claim scripts rely on to
- * recover every lane of a dead run.
+ * Every per-key name is its key's base (`${root}:{${encodeKey(key)}}`) followed by one of these
+ * suffixes. The claim scripts get the base alone and derive the rest in Lua from this same table
+ * (the loader generates their `key-names` include from it: see scripts/index.ts), so a name is
+ * spelled here only, and a claim sends one key name, not nineteen.
  */
+export const KEY_SUFFIXES = {
+  pending: ':pending',
+  inFlight: ':inflight',
+  lock: ':lock',
+  lastClaim: ':claim',
+  retry: ':retry',
+  retrySlices: ':retry:slices',
+  tracked: ':tracked',
+  trackedInFlight: ':tracked:inflight',
+  ticketPrefix: ':ticket:',
+  pushMarks: ':marks',
+  inFlightMark: ':marks:inflight',
+  inFlightSlice: ':inflight:slice',
+  paused: ':paused',
+  hold: ':hold',
+  rateLog: ':rate',
+  rateUsed: ':rate:used',
+  settledTickets: ':ticket-outbox',
+  payloads: ':data',
+  payloadsInFlight: ':data:inflight',
+} as const satisfies Record<Exclude<keyof KeyNames, 'base'>, string>;
+
+/**
+ * The names each lane of a run has of its own (with `concurrencyPerKey` > 1): lane n's are lane
+ * 0's followed by `:n`, which the claim scripts rely on to recover every lane of a dead run.
+ */
+export const LANE_NAMES = ['inFlight', 'lastClaim', 'trackedInFlight', 'inFlightMark', 'inFlightSlice', 'payloadsInFlight'] as const;
+
+/** The names a lane of a run uses for its own slice; lane 0 is the key's own names. */
 export function laneNames(names: KeyNames, lane: number): KeyNames {
   if (lane === 0) return names;
-  return {
-    ...names,
-    inFlight: laneInFlight(names, lane),
-    lastClaim: `${names.lastClaim}:${lane}`,
-    trackedInFlight: `${names.trackedInFlight}:${lane}`,
-    inFlightMark: `${names.inFlightMark}:${lane}`,
-    inFlightSlice: `${names.inFlightSlice}:${lane}`,
-    payloadsInFlight: `${names.payloadsInFlight}:${lane}`,
-  };
+  const own: Partial<KeyNames> = {};
+  for (const field of LANE_NAMES) own[field] = `${names[field]}:${lane}`;
+  return { ...names, ...own };
 }
 
 /** A lane's in-flight ids alone (`laneNames(names, lane).inFlight`, without the rest). */
@@ -147,27 +179,9 @@ export class Keyspace {
 
   forKey(key: Key): KeyNames {
     const base = `${this.root}:{${encodeKey(key)}}`;
-    return {
-      pending: `${base}:pending`,
-      inFlight: `${base}:inflight`,
-      lock: `${base}:lock`,
-      lastClaim: `${base}:claim`,
-      retry: `${base}:retry`,
-      retrySlices: `${base}:retry:slices`,
-      tracked: `${base}:tracked`,
-      trackedInFlight: `${base}:tracked:inflight`,
-      ticketPrefix: `${base}:ticket:`,
-      pushMarks: `${base}:marks`,
-      inFlightMark: `${base}:marks:inflight`,
-      inFlightSlice: `${base}:inflight:slice`,
-      paused: `${base}:paused`,
-      hold: `${base}:hold`,
-      rateLog: `${base}:rate`,
-      rateUsed: `${base}:rate:used`,
-      settledTickets: `${base}:ticket-outbox`,
-      payloads: `${base}:data`,
-      payloadsInFlight: `${base}:data:inflight`,
-    };
+    const names = { base } as KeyNames;
+    for (const field of Object.keys(KEY_SUFFIXES) as (keyof typeof KEY_SUFFIXES)[]) names[field] = base + KEY_SUFFIXES[field];
+    return names;
   }
 }
 

@@ -1,4 +1,4 @@
-import { MAX_TIMER_MS } from '../core/limits';
+import { MAX_RETRYING_SLICES, MAX_TIMER_MS } from '../core/limits';
 import { ticketHash, type KeyNames } from './keys';
 import { runScript, ScriptStatus, type RedisClient, type ScriptArg } from './scripts';
 import type { Id, RateLimit, StoreKind } from '../core/types';
@@ -41,13 +41,6 @@ export function enforcedWindowMs(limit: RateLimit): number {
   const d = limit.durationMs;
   return Math.min(MAX_TIMER_MS, d + Math.round(Math.min(d * 0.05, Math.max(20, d * 0.02))));
 }
-
-/**
- * While this many failed slices of a key back off, the key claims no new pending ids: a key
- * whose every slice fails (an outage) waits for its retries instead of spending every id's
- * attempts, while one bad slice never holds back the rest.
- */
-const MAX_RETRYING_SLICES = 10;
 
 /** BullMQ's names a push on a standalone Redis reads to tell whether the key's job waits. */
 export interface JobKeys {
@@ -160,11 +153,14 @@ export interface ClaimCall {
   rate?: RateLimit;
   /** Hold the key this long (a handler's retryAfter) before claiming: nothing is claimed until it ends. */
   holdMs?: number;
+  /** The run's lane (0, the default, for a single-lane run): the claim uses the lane's own names. */
+  lane?: number;
   /**
    * With `releaseIfEmpty`: complete the run's BullMQ job in the same call when the run ends
-   * (nothing claimed, nothing due later). Standalone Redis only; see engine/finisher.ts.
+   * (nothing claimed, nothing due later), and with `next`, make the first claim of the next key
+   * job BullMQ's completion fetches, with `next.lock`. Standalone Redis only; see engine/finisher.ts.
    */
-  finish?: BullmqCall;
+  finish?: { call: BullmqCall; next?: { lock: string; root: string } };
 }
 
 /** One of BullMQ's own script calls, its keys and arguments as BullMQ's backend builds them. */
@@ -201,56 +197,40 @@ export type ClaimResult =
       payloads?: Payloads;
       /** Tickets the ack settled that want a callback (in the key's outbox): add their jobs. */
       settled?: string[];
-      /** BullMQ's moveToFinished reply, when the call completed the job (see `ClaimCall.finish`). */
+      /**
+       * BullMQ's moveToFinished reply, when the call completed the job (see `ClaimCall.finish`),
+       * with the next key job's first claim as its fifth element when one was made.
+       */
       finished?: unknown;
     }
   /** Another value holds the lock for `lockTtlMs` more (-1: it has no TTL; -2: nobody holds it). */
   | { held: false; lockTtlMs: number };
 
-/** Settles the previous slice and claims up to `count` ids (or a due failed slice), in one call. */
+/** Settles the previous slice and claims up to `count` ids (or a due failed slice), in one call (see claim.lua). */
 export async function claim(client: RedisClient, store: StoreKind, names: KeyNames, c: ClaimCall): Promise<ClaimResult> {
-  const reply = (await runScript(
-    client,
-    `claim-${store}`,
-    [
-      names.pending,
-      names.inFlight,
-      names.lock,
-      names.lastClaim,
-      names.retry,
-      names.retrySlices,
-      names.tracked,
-      names.trackedInFlight,
-      names.ticketPrefix,
-      names.pushMarks,
-      names.inFlightMark,
-      names.inFlightSlice,
-      names.paused,
-      names.hold,
-      names.rateLog,
-      names.payloads,
-      names.payloadsInFlight,
-      names.settledTickets,
-      names.rateUsed,
-      ...(c.finish?.keys ?? []),
-    ],
-    [
-      c.lock.value,
-      c.claimId,
-      c.settle,
-      c.count,
-      MAX_RETRYING_SLICES,
-      c.otherLanes ?? 0,
-      c.lock.ttlMs,
-      c.takeLock ? '1' : '0',
-      c.releaseIfEmpty ? '1' : '0',
-      c.rate?.max ?? 0,
-      c.rate ? enforcedWindowMs(c.rate) : 0,
-      c.holdMs ?? 0,
-      c.finish?.keys.length ?? 0,
-      ...(c.finish?.args ?? []),
-    ],
-  )) as [number, number, string, number, string, string, unknown, ...Id[]];
+  const finish = c.finish;
+  const reply = await runScript(client, 'claim', finish ? [names.base, ...finish.call.keys] : [names.base], [
+    store,
+    c.lock.value,
+    c.claimId,
+    c.settle,
+    c.count,
+    c.lane ?? 0,
+    c.lock.ttlMs,
+    c.takeLock ? '1' : '0',
+    c.releaseIfEmpty ? '1' : '0',
+    c.rate?.max ?? 0,
+    c.rate ? enforcedWindowMs(c.rate) : 0,
+    c.holdMs ?? 0,
+    finish?.call.keys.length ?? 0,
+    ...(finish ? [finish.next?.lock ?? '', finish.next?.root ?? '', ...finish.call.args] : []),
+  ]);
+  return claimResult(reply);
+}
+
+/** A claim's reply (claim-key.lua's), as a ClaimResult. */
+export function claimResult(raw: unknown): ClaimResult {
+  const reply = raw as [number, number, string, number, string, string, unknown, ...Id[]];
   if (reply[0] !== ScriptStatus.Ok) return { held: false, lockTtlMs: reply[1] };
   const ids = reply.slice(7) as Id[];
   return {
@@ -266,6 +246,39 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
 }
 
 /**
+ * What a fetch that claims (see `fetch`) needs to make a fetched key's first claim as a run's
+ * first claim would: the batcher's store, root and slice size, the lock's TTL, whether runs are
+ * single-lane, and the rate limit when it is the same for every key.
+ */
+export interface FirstClaimConfig {
+  store: StoreKind;
+  root: string;
+  sliceSize: number;
+  lockTtlMs: number;
+  singleLane: boolean;
+  rate: RateLimit | undefined;
+}
+
+/**
+ * BullMQ's moveToActive with the fetched key job's first claim in the same call (fetch.lua),
+ * its lock taken with `lock`: BullMQ's reply, whose fifth element is the claim's reply (see
+ * `claimResult`) when it fetched a key job.
+ */
+export async function fetch(client: RedisClient, config: FirstClaimConfig, lock: string, bullmq: BullmqCall): Promise<unknown[]> {
+  return (await runScript(client, 'fetch', bullmq.keys, [
+    config.store,
+    config.root,
+    lock,
+    config.sliceSize,
+    config.lockTtlMs,
+    config.singleLane ? '1' : '0',
+    config.rate?.max ?? 0,
+    config.rate ? enforcedWindowMs(config.rate) : 0,
+    ...bullmq.args,
+  ])) as unknown[];
+}
+
+/**
  * Settles a lane's last slice without claiming: acks it, or restores it to the front of pending;
  * with `holdMs`, holds the key that long too. Undefined when the lock is lost; else the tickets
  * the ack settled that want a callback.
@@ -274,12 +287,13 @@ export async function settle(
   client: RedisClient,
   store: StoreKind,
   names: KeyNames,
+  lane: number,
   lock: LockRef,
   claimId: string,
   how: 'ack' | 'restore',
   holdMs?: number,
 ): Promise<string[] | undefined> {
-  const result = await claim(client, store, names, { lock, claimId, settle: how, count: 0, ...(holdMs !== undefined && { holdMs }) });
+  const result = await claim(client, store, names, { lock, claimId, settle: how, count: 0, lane, ...(holdMs !== undefined && { holdMs }) });
   return result.held ? (result.settled ?? []) : undefined;
 }
 

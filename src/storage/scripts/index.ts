@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
+import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES } from '../../core/limits';
+import { JOB_NAME, KEY_SUFFIXES, LANE_NAMES } from '../keys';
 
 import type { RedisClient } from '../../core/connection';
 
@@ -9,9 +11,8 @@ export type { RedisClient };
 /** One name per `.lua` file beside this module. */
 const NAMES = [
   'push',
-  'claim-list',
-  'claim-set',
-  'claim-zset',
+  'claim',
+  'fetch',
   'release',
   'fail-slice',
   'due-in',
@@ -48,6 +49,7 @@ function load(file: string, chain: ReadonlySet<string> = new Set(), included = n
     if (included.has(name)) return '';
     included.add(name);
     if (name.startsWith(BULLMQ)) return bullmqInclude(name.slice(BULLMQ.length));
+    if (name === 'keyspace') return keyspaceInclude();
     return load(join('includes', `${name}.lua`), new Set([...chain, name]), included);
   });
 }
@@ -73,6 +75,33 @@ export function bullmqScript(name: string): { content: string; keys: number } {
   const script = scripts[name];
   if (!script) throw new Error(`the installed BullMQ has no script ${name}`);
   return script;
+}
+
+/**
+ * The `keyspace` include, generated from keys.ts and the constants the scripts share with this
+ * code, so that neither spells a name or a limit the other could drift from: `keyNames(base,
+ * lane)` is `laneNames(keyspace.forKey(key), lane)` from the key's base, and `keyBase(root,
+ * encoded)` is that base from the batcher's root and the key as `encodeKey` encodes it.
+ */
+function keyspaceInclude(): string {
+  const lua = (value: string) => JSON.stringify(value);
+  const suffixes = Object.entries(KEY_SUFFIXES)
+    .map(([field, suffix]) => `${field} = ${lua(suffix)}`)
+    .join(', ');
+  return [
+    '-- Generated from storage/keys.ts and core/limits.ts (see scripts/index.ts).',
+    `local JOB_NAME, MAX_RETRYING_SLICES, OTHER_LANES = ${lua(JOB_NAME)}, ${MAX_RETRYING_SLICES}, ${MAX_CONCURRENCY_PER_KEY - 1}`,
+    `local KEY_SUFFIXES = { ${suffixes} }`,
+    `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
+    'local function keyBase(root, encoded) return root .. ":{" .. encoded .. "}" end',
+    'local function keyNames(base, lane)',
+    '  local names = { base = base }',
+    '  for field, suffix in pairs(KEY_SUFFIXES) do names[field] = base .. suffix end',
+    "  if lane > 0 then for _, field in ipairs(LANE_NAMES) do names[field] = names[field] .. ':' .. lane end end",
+    '  return names',
+    'end',
+    '',
+  ].join('\n');
 }
 
 let sources: Map<ScriptName, string> | undefined;

@@ -1,17 +1,27 @@
--- The claim scripts' keys and arguments by name (see claim-body.lua for what each is), read once
--- at the top of every claim script so that its store functions and its body never count KEYS.
-local K = {
-  pending = KEYS[1], inFlight = KEYS[2], lock = KEYS[3], lastClaim = KEYS[4],
-  retry = KEYS[5], retrySlices = KEYS[6], tracked = KEYS[7], trackedInFlight = KEYS[8],
-  ticketPrefix = KEYS[9], pushMarks = KEYS[10], inFlightMark = KEYS[11], inFlightSlice = KEYS[12],
-  paused = KEYS[13], hold = KEYS[14], rateLog = KEYS[15], payloads = KEYS[16],
-  payloadsInFlight = KEYS[17], settledTickets = KEYS[18], rateUsed = KEYS[19],
-}
-local A = {
-  lock = ARGV[1], claimId = ARGV[2], settle = ARGV[3], count = tonumber(ARGV[4]),
-  maxRetrying = tonumber(ARGV[5]), otherLanes = tonumber(ARGV[6]), lockTtlMs = ARGV[7],
-  takeLock = ARGV[8] == '1', releaseIfEmpty = ARGV[9] == '1', rateMax = tonumber(ARGV[10]),
-  rateWindowMs = tonumber(ARGV[11]), holdMs = tonumber(ARGV[12]), finishKeys = tonumber(ARGV[13]),
-}
--- BullMQ's keys and arguments to complete the run's job follow ours (see finish-job.lua).
-local OWN_KEYS, OWN_ARGS = 19, 13
+-- A claim's keys and arguments by name: K, the key's names, and A, the claim's arguments (see
+-- claim.lua's header for what each is). Declared before the stores and the claim, which read
+-- them; a script sets them for each key it claims for: its own, or the key of a job it fetched
+-- (see fused-claim.lua). The names come from the key's base alone (`keyNames`, generated from
+-- storage/keys.ts), never from KEYS by position.
+--- @include "keyspace"
+local K, A
+
+-- The arguments of claim.lua, from ARGV[1..13].
+local function claimArgs()
+  return {
+    store = ARGV[1], lock = ARGV[2], claimId = ARGV[3], settle = ARGV[4], count = tonumber(ARGV[5]),
+    lane = tonumber(ARGV[6]), lockTtlMs = ARGV[7], takeLock = ARGV[8] == '1', releaseIfEmpty = ARGV[9] == '1',
+    rateMax = tonumber(ARGV[10]), rateWindowMs = tonumber(ARGV[11]), holdMs = tonumber(ARGV[12]),
+    finishKeys = tonumber(ARGV[13]),
+  }
+end
+
+-- The arguments of a run's first claim: it takes the lock with `lock`, recovers what a dead run
+-- left in flight, and claims the first slice (as engine/processor.ts's first claim does).
+local function firstClaimArgs(store, lock, count, lockTtlMs, releaseIfEmpty, rateMax, rateWindowMs)
+  return {
+    store = store, lock = lock, claimId = lock .. ':0:1', settle = 'recover', count = count, lane = 0,
+    lockTtlMs = lockTtlMs, takeLock = true, releaseIfEmpty = releaseIfEmpty, rateMax = rateMax,
+    rateWindowMs = rateWindowMs, holdMs = 0, finishKeys = 0,
+  }
+end

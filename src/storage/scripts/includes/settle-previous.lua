@@ -74,10 +74,10 @@ local function settlePrevious(store, K, A)
     -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had. One EXISTS
     -- tells whether there is anything at all (rarely): every run starts here.
     local lanes = {K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight}
-    for lane = 1, A.otherLanes do lanes[#lanes + 1] = K.inFlight .. ':' .. lane end
+    for lane = 1, OTHER_LANES do lanes[#lanes + 1] = K.inFlight .. ':' .. lane end
     if redis.call('EXISTS', unpack(lanes)) > 0 then
       recoverLane(store, K, A, K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, 0)
-      for lane = 1, A.otherLanes do
+      for lane = 1, OTHER_LANES do
         local n = ':' .. lane
         recoverLane(store, K, A, K.inFlight .. n, K.trackedInFlight .. n, K.inFlightMark .. n, K.inFlightSlice .. n, K.payloadsInFlight .. n, lane)
       end

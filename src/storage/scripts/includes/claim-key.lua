@@ -1,0 +1,105 @@
+-- A claim of one key, for the holder of its lock (K: its names, A: the claim's arguments, see
+-- claim-keys.lua; `store`: its store's side, see stores.lua): settles the previous slice, then
+-- claims the next one. claim.lua runs it for its caller's key; fused-claim.lua for the key of a
+-- job just fetched. `finish`, when the run ends here (nothing claimed, nothing due later) and
+-- A.finishKeys asks, completes the run's BullMQ job and returns BullMQ's reply (finish-job.lua).
+--
+-- Returns {1, waitMs, slice, waited, payloads, settled, finished, id...}: a due failed slice (its
+--   JSON as `slice`, its ids alone), or else pending ids ('' as `slice`); `waited` is how long
+--   the slice's mark is old, -1 without one; `payloads` the JSON object of the claimed ids' data
+--   (see payloads.lua), '' without; `settled` the tickets whose last id the ack settled and that
+--   want a callback, space-separated ('' for none); `finished` BullMQ's moveToFinished reply when
+--   this call completed the job, else ''; when nothing is claimed, waitMs is how long until
+--   something is due (0: nothing left at all; -1: paused until resumed)
+-- {-1, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was not held
+--   at all and A.takeLock is false)
+--- @include "clock"
+--- @include "tracking"
+--- @include "payloads"
+--- @include "settle-previous"
+--- @include "flow"
+--- @include "due"
+local function claimKey(store, finish)
+  -- Tickets settled by an earlier claim of this call (another key's) are not this one's.
+  settledTickets = {}
+  local early = settlePrevious(store, K, A)
+  if early then return early end
+
+  holdFor(K.hold, A.holdMs)
+  -- Almost always none of these exists: one call spares the reads each would need (a pause or
+  -- hold, failed slices, tickets, data).
+  local plain = redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads) == 0
+
+  local result = {1, 0, '', -1, '', table.concat(settledTickets, ' '), ''}
+  local count = A.count
+  local rateMax, window = A.rateMax, A.rateWindowMs
+  -- A paused or held key claims nothing, and so does a limited one that has no room left: the
+  -- run ends and its job waits (a delayed job holds no worker slot) for as long as this says.
+  local held = count > 0 and not plain and heldFor(K.paused, K.hold) or nil
+  local allowance, limited
+  if count > 0 and not held and rateMax > 0 then
+    allowance, limited = rateAllowance(K.rateLog, K.rateUsed, rateMax, window, math.min(count, rateMax))
+    if allowance > 0 then count, limited = math.min(count, allowance), nil end
+  end
+
+  if count > 0 and not held and not limited then
+    local ids, mark
+    -- The retry set, when it exists, is almost always empty: one ZCARD spares the lookups below.
+    local retrying = plain and 0 or redis.call('ZCARD', K.retry)
+    local due = retrying > 0 and redis.call('ZRANGEBYSCORE', K.retry, '-inf', clockMs(), 'LIMIT', 0, 1)[1]
+    local slice = due and redis.call('HGET', K.retrySlices, due)
+    local decoded = slice and cjson.decode(slice)
+    if decoded and allowance and #decoded.ids > allowance and allowance < rateMax then
+      -- A failed slice runs again whole: it waits until the window has room for all of it.
+      limited = select(2, rateAllowance(K.rateLog, K.rateUsed, rateMax, window, math.min(#decoded.ids, rateMax)))
+    elseif due then
+      retrying = retrying - 1
+      redis.call('ZREM', K.retry, due)
+      redis.call('HDEL', K.retrySlices, due)
+      if decoded then
+        ids = decoded.ids
+        mark = clockMs()
+        store.toInFlight(ids, mark)
+        redis.call('SET', K.inFlightMark, mark)
+        -- Kept with the ids in flight: if the run dies, the slice's history survives it.
+        redis.call('SET', K.inFlightSlice, slice)
+        result[3] = slice
+      end
+    end
+    local blocked = retrying >= MAX_RETRYING_SLICES
+    if not ids and not blocked and not limited then
+      ids, mark = store.takePending(count)
+    end
+    if ids and #ids > 0 then
+      if not plain then
+        trackClaim(K.tracked, K.trackedInFlight, ids, store.perPush)
+        result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
+      end
+      if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
+      if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
+      for i = 1, #ids do result[i + 7] = ids[i] end
+    elseif not limited then
+      -- Nothing taken: a list's or set's pending is empty (or the key is blocked), so only a
+      -- zset's pending can still say when.
+      local due = dueAt(store.kind, K.pending, K.retry, blocked or store.kind ~= 'zset', retrying)
+      if due then result[2] = math.max(1, due - clockMs()) end
+    end
+  end
+  if held then result[2] = held end
+  if limited then
+    result[2] = limited
+    -- Held too, so pushes meanwhile leave its delayed job where it is (see push.lua).
+    holdFor(K.hold, limited)
+  end
+
+  if A.releaseIfEmpty and count > 0 and #result == 7 then
+    redis.call('DEL', K.lock, K.lastClaim)
+    -- Nothing left and nothing due later: the run is over, and so is its job.
+    if A.finishKeys > 0 and result[2] == 0 then result[7] = finish() end
+    return result
+  end
+  -- Remembered (with its waitMs) as long as the lock could live, so a resent claim changes
+  -- nothing and gets the same reply; another run's claim ids never match it.
+  redis.call('SET', K.lastClaim, A.claimId .. '|' .. result[2], 'PX', A.lockTtlMs)
+  return result
+end

@@ -1,0 +1,35 @@
+-- The set store's side of a claim: no order; a restored slice merges back into pending. Push
+-- mark: when pending last went from empty to non-empty, an upper bound of its oldest id's age
+-- (SPOP takes ids in no order, so no exact one is cheap). Reads the claim's keys as K.
+--- @include "marks"
+--- @include "chunked"
+local function setStore()
+  local store = {
+    kind = 'set',
+    perPush = false,
+    inFlightIds = function(inFlight) return redis.call('SMEMBERS', inFlight) end,
+    restore = function(inFlight, markKey)
+      if redis.call('EXISTS', inFlight) == 0 then return end
+      redis.call('SUNIONSTORE', K.pending, K.pending, inFlight)
+      redis.call('DEL', inFlight)
+      -- The restored ids have waited since their own mark, older than any later push's.
+      local mark = inFlightMark(markKey)
+      local since = redis.call('GET', K.pushMarks)
+      if not since or tonumber(since) > tonumber(mark) then redis.call('SET', K.pushMarks, mark) end
+    end,
+    toInFlight = function(ids) chunked('SADD', K.inFlight, ids) end,
+  }
+  store.takePending = function(count)
+    local ids = redis.call('SPOP', K.pending, count)
+    local since
+    if #ids > 0 then
+      since = redis.call('GET', K.pushMarks) or clockMs()
+      store.toInFlight(ids)
+      redis.call('SET', K.inFlightMark, since)
+    end
+    -- Fewer than asked: pending is empty, and the next push starts a new mark.
+    if #ids < count then redis.call('DEL', K.pushMarks) end
+    return ids, since
+  end
+  return store
+end
