@@ -15,6 +15,23 @@ describe('recovery of keys that have ids but no job', () => {
     expect(rec.idsOf('orphan')).toEqual(range(5));
   });
 
+  it('a slice a dead run left in a lane other than 0, with no lanes mark (an earlier version), is found and run', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 100 });
+    const redis = redisClient();
+    const keyspace = keyspaceOf(b);
+    const names = keyspace.forKey('laned');
+    // A crashed run of 4 lanes left lane 3's slice in flight; it set no mark (keys.ts `lanes`).
+    await redis.zadd(keyspace.index, Date.now() - 1000, 'laned');
+    await redis.rpush(`${names.inFlight}:3`, ...range(3));
+    expect(await redis.exists(names.lanes)).toBe(0);
+    b.createWorker();
+    await waitFor(() => rec.all.length === 3, { what: 'the sweep to mark the key and its run to recover lane 3' });
+    expect([...rec.idsOf('laned')].sort()).toEqual(range(3));
+    expect(await b.backlog('laned')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+    expect(await redis.exists(names.lanes)).toBe(0);
+  });
+
   it('recover() drops drained keys from the index and leaves keys with a running job alone', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const redis = redisClient();

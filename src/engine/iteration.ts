@@ -3,7 +3,7 @@ import { RateLimitedError, SliceCrashedError, SliceTimeoutError } from '../core/
 import { retryAfter } from './flow';
 import type { BatcherEmitter } from '../core/events';
 import type { RetrySlice } from './failures';
-import { firstReason, follow, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
+import { firstReason, Stop, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from '../storage/keys';
 import type { KeyLock } from './lock';
 import { claim, settle, type ClaimCall, type ClaimResult, type Payloads } from '../storage/protocol';
@@ -91,7 +91,7 @@ export interface IterationParams {
    * single lane uses it as its slices' ctx.signal, and a slice's timeout aborts it too (the
    * timeout ends the run anyway); with lanes each lane has its own, which follows it.
    */
-  stop: AbortController;
+  stop: Stop;
   interrupts: readonly InterruptCheck[];
   /** Retries, splits or dead-letters a failed slice; false when the lock was lost first. */
   settleFailure: (failed: FailedSlice) => Promise<boolean>;
@@ -151,7 +151,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
   const names = laneNames(p.names, lane);
   // One signal per lane and run: a timed-out slice ends its lane (and the run), so it never needs
   // resetting, and a timeout in one lane never aborts another lane's slice.
-  const signal = p.concurrency === 1 ? p.stop : follow(p.stop.signal);
+  const signal = p.concurrency === 1 ? p.stop : new Stop(undefined, p.stop);
   // With lanes, the lock is released once every lane has ended (see processor.ts `conclude`).
   const releaseIfEmpty = p.concurrency === 1;
   // Whether the last claim emptied pending, so that this one likely ends the run: only then is
@@ -210,7 +210,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
 interface LaneContext {
   names: KeyNames;
   /** The lane's ctx.signal: aborted by the run's stop, or by a slice's timeout. */
-  signal: AbortController;
+  signal: Stop;
 }
 
 /** Runs one claimed slice; an outcome when the slice ends the run. */
@@ -241,7 +241,7 @@ async function runOne(
   }
   const started = performance.now();
   try {
-    await runSlice(p, new SliceContext(slice, lane.signal.signal, claimed.payloads), lane.signal);
+    await runSlice(p, new SliceContext(slice, lane.signal, claimed.payloads), lane.signal);
     p.events.processed(slice.ids.length);
     if (p.events.wants('slice:done')) {
       p.events.emit('slice:done', {
@@ -256,7 +256,7 @@ async function runOne(
     if (!(thrown instanceof SliceFailure)) throw thrown;
     // A handler that gives up because ctx.signal fired for a shutdown or a lost lock is
     // stopping, not failing (a slice timeout is a failure).
-    const stop = stopReasonOf(p.stop.signal);
+    const stop = stopReasonOf(p.stop);
     if (stop === 'lock_lost') return { kind: 'lock_lost' };
     if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
     // The upstream said "not now": the slice goes back unchanged and the key waits, no attempt spent.
@@ -274,7 +274,7 @@ async function runOne(
     if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
     // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run
     // gets a fresh signal.
-    if (lane.signal.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
+    if (lane.signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
     return undefined;
   }
 }
@@ -293,13 +293,18 @@ class SliceContext implements IterationContext, SliceInfo {
 
   constructor(
     slice: SliceInfo,
-    readonly signal: AbortSignal,
+    private readonly stop: Stop,
     private readonly claimedPayloads: Payloads | undefined,
   ) {
     this.key = slice.key;
     this.ids = slice.ids;
     this.attempt = slice.attempt;
     this.job = slice.job;
+  }
+
+  /** Made on first read (see `Stop`). */
+  get signal(): AbortSignal {
+    return this.stop.signal;
   }
 
   retryAfter(ms: number): never {
@@ -357,7 +362,7 @@ export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
  * slot) forever. On timeout ctx.signal aborts with a SliceTimeoutError and the slice counts as
  * failed; the handler is not killed.
  */
-async function runSlice(p: IterationParams, ctx: SliceContext, timeout: AbortController): Promise<void> {
+async function runSlice(p: IterationParams, ctx: SliceContext, timeout: Stop): Promise<void> {
   try {
     const result: unknown = p.around.length === 0 ? p.handler(ctx.ids as string[], ctx) : wrap(p.around, 0, ctx, p.handler);
     // Any thenable, not only this realm's Promise: an async function from a vm context, a

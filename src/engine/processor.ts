@@ -1,10 +1,9 @@
 import { DelayedError, type Job } from 'bullmq';
 import type Redlock from 'redlock';
 import type { DeadLetterBox } from './dead-letters';
-import { ShutdownError } from '../core/errors';
 import type { BatcherEmitter } from '../core/events';
 import { backoffDelay, mayRetry, planFailure, serializeError } from './failures';
-import { maxRuntime, stopped } from './interrupt';
+import { maxRuntime, Stop, stopped } from './interrupt';
 import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type Finished, type RunOutcome } from './iteration';
 import { JOB_NAME, LEVEL } from '../storage/job';
 import type { Keyspace, KeyNames } from '../storage/keys';
@@ -106,8 +105,8 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
     // so there is nothing to renew or iterate.
     if (first.ids.length === 0 && single) return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
-    // The run's one signal (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
-    const stop = onShutdown(bullSignal);
+    // The run's one stop (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
+    const stop = new Stop(bullSignal);
     lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => stop.abort(error));
     const outcome = await runSlices(deps, job, names, lock, first, stop, rate, finish);
     // No renewal may race the release below (it would fail and log a spurious warning).
@@ -143,7 +142,7 @@ async function runSlices(
   names: KeyNames,
   lock: KeyLock,
   first: ClaimResult & { held: true },
-  run: AbortController,
+  run: Stop,
   rate: RateLimit | undefined,
   finish: () => ClaimCall['finish'],
 ): Promise<RunOutcome> {
@@ -165,7 +164,7 @@ async function runSlices(
       job,
       stop: run,
       interrupts: [
-        stopped(run.signal),
+        stopped(run),
         maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
         ...(options.scheduling === 'fair'
           ? [preemption(deps.client, deps.queueLists(), options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
@@ -334,16 +333,4 @@ async function releaseKey(deps: ProcessorDeps, key: string, names: KeyNames, loc
   }
   if (settled.length > 0) await addCallbacks(deps.tickets, key, settled);
   return released;
-}
-
-/**
- * A run's controller, aborted with a ShutdownError when BullMQ aborts the job's signal (with
- * whatever reason was given to cancelJob).
- */
-function onShutdown(bullSignal: AbortSignal | undefined): AbortController {
-  const controller = new AbortController();
-  const relay = () => controller.abort(new ShutdownError(`the worker is closing or cancelled the job: ${String(bullSignal?.reason)}`));
-  if (bullSignal?.aborted) relay();
-  else bullSignal?.addEventListener('abort', relay, { once: true });
-  return controller;
 }

@@ -77,6 +77,9 @@ async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Pro
     return false;
   }
   let recovered = false;
+  // Slices in flight and no run: a first claim recovers them, those of lanes other than 0 only
+  // while the key is marked (keys.ts `lanes`), which a run of an earlier version did not set.
+  if (inFlight && !locked) await client.set(names.lanes, '1');
   // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
   // paused until resumed (resume adds its job): fine.
   if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.queue(), key))) {

@@ -52,6 +52,12 @@ export interface KeyNames {
   /** The same for the ids of the slice in flight. */
   payloadsInFlight: string;
   /**
+   * Set by the claims of lanes other than 0 (a run with `concurrencyPerKey` > 1), deleted when
+   * such a run releases the key after acking every lane: while it exists, a run's first claim
+   * looks for slices a dead run left in those lanes (without it, lane 0's names alone).
+   */
+  lanes: string;
+  /**
    * The rate limit's window: a list of `claimMs count`, one per claim (or claims within 0.5 % of a
    * window), oldest first (see includes/flow.lua).
    */
@@ -86,6 +92,7 @@ export const KEY_SUFFIXES = {
   settledTickets: ':ticket-outbox',
   payloads: ':data',
   payloadsInFlight: ':data:inflight',
+  lanes: ':lanes',
 } as const satisfies Record<Exclude<keyof KeyNames, 'base'>, string>;
 
 /**

@@ -328,6 +328,7 @@ export async function release(
       names.paused,
       names.payloadsInFlight,
       names.settledTickets,
+      names.lanes,
     ],
     [lock, mode],
   )) as [number, string];

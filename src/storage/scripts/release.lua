@@ -8,6 +8,7 @@
   KEYS[7] pending ids                      KEYS[8] retry (failed slices)
   KEYS[9] paused (by an operator)          KEYS[10] data per id in flight
   KEYS[11] the key's outbox of settled tickets (see includes/tracking.lua)
+  KEYS[12] the mark of a run with lanes (see keys.ts `lanes`): with 'ack' every lane is settled
   ARGV[1] lock value
   ARGV[2] 'ack':  the in-flight slice succeeded: drop it (and count it done on its tickets)
           'keep': leave the in-flight ids for the next run to recover (a failed run of them)
@@ -21,7 +22,7 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1, ''} end
 redis.call('DEL', KEYS[1], KEYS[3])
 if ARGV[2] == 'ack' then
-  redis.call('DEL', KEYS[2], KEYS[6], KEYS[10])
+  redis.call('DEL', KEYS[2], KEYS[6], KEYS[10], KEYS[12])
   creditAll(KEYS[4], KEYS[5], KEYS[11], 'done')
 end
 local settled = table.concat(settledTickets, ' ')

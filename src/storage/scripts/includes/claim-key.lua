@@ -76,6 +76,8 @@ local function claimKey(store, finish)
         result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
       end
       if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
+    -- A dead run's slices in this lane must be found by the next run's first claim.
+    if A.lane > 0 then redis.call('SET', K.lanes, '1') end
       if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
       for i = 1, #ids do result[i + 7] = ids[i] end
     elseif not limited then
@@ -99,7 +101,8 @@ local function claimKey(store, finish)
     return result
   end
   -- Remembered (with its waitMs) as long as the lock could live, so a resent claim changes
-  -- nothing and gets the same reply; another run's claim ids never match it.
-  redis.call('SET', K.lastClaim, A.claimId .. '|' .. result[2], 'PX', A.lockTtlMs)
+  -- nothing and gets the same reply; another run's claim ids never match it. A claim made by a
+  -- fetch is never resent (see fused-claim.lua).
+  if not A.once then redis.call('SET', K.lastClaim, A.claimId .. '|' .. result[2], 'PX', A.lockTtlMs) end
   return result
 end

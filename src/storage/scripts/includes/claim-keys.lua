@@ -16,12 +16,14 @@ local function claimArgs()
   }
 end
 
--- The arguments of a run's first claim: it takes the lock with `lock`, recovers what a dead run
--- left in flight, and claims the first slice (as engine/processor.ts's first claim does).
+-- The arguments of a run's first claim made by a fetch (see fused-claim.lua): it takes the lock
+-- with `lock`, recovers what a dead run left in flight, and claims the first slice, as
+-- engine/processor.ts's own first claim does; `once`: it is never resent, so its claim id need
+-- not be remembered.
 local function firstClaimArgs(store, lock, count, lockTtlMs, releaseIfEmpty, rateMax, rateWindowMs)
   return {
     store = store, lock = lock, claimId = lock .. ':0:1', settle = 'recover', count = count, lane = 0,
     lockTtlMs = lockTtlMs, takeLock = true, releaseIfEmpty = releaseIfEmpty, rateMax = rateMax,
-    rateWindowMs = rateWindowMs, holdMs = 0, finishKeys = 0,
+    rateWindowMs = rateWindowMs, holdMs = 0, finishKeys = 0, once = true,
   }
 end

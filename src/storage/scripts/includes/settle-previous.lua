@@ -71,15 +71,17 @@ local function settlePrevious(store, K, A)
     redis.call('DEL', K.inFlightMark, K.inFlightSlice)
   else
     -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
-    -- (lane n's keys are lane 0's followed by ':n'), however many lanes it had. One EXISTS
-    -- tells whether there is anything at all (rarely): every run starts here.
-    local lanes = {K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight}
-    for lane = 1, OTHER_LANES do lanes[#lanes + 1] = K.inFlight .. ':' .. lane end
-    if redis.call('EXISTS', unpack(lanes)) > 0 then
+    -- (lane n's keys are lane 0's followed by ':n'). One EXISTS tells whether there is anything
+    -- at all (rarely): every run starts here. Lanes other than 0 are looked at only while a run
+    -- with lanes has marked the key (K.lanes; see keys.ts).
+    if redis.call('EXISTS', K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes) > 0 then
       recoverLane(store, K, A, K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, 0)
-      for lane = 1, OTHER_LANES do
-        local n = ':' .. lane
-        recoverLane(store, K, A, K.inFlight .. n, K.trackedInFlight .. n, K.inFlightMark .. n, K.inFlightSlice .. n, K.payloadsInFlight .. n, lane)
+      if redis.call('EXISTS', K.lanes) == 1 then
+        for lane = 1, OTHER_LANES do
+          local n = ':' .. lane
+          recoverLane(store, K, A, K.inFlight .. n, K.trackedInFlight .. n, K.inFlightMark .. n, K.inFlightSlice .. n, K.payloadsInFlight .. n, lane)
+        end
+        redis.call('DEL', K.lanes)
       end
     end
   end
