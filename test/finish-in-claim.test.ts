@@ -4,6 +4,8 @@ import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey } from '../src';
 import { bullmqScript } from '../src/storage/scripts';
+import { derivable } from '../src/engine/finisher';
+import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
 import { isolatedRedis, keyspaceOf, onCluster, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
 /**
@@ -21,8 +23,8 @@ const moveToActive = bullmqScript('moveToActive');
 const MOVE_TO_FINISHED = createHash('sha1').update(moveToFinished.content).digest('hex');
 const MOVE_TO_ACTIVE = createHash('sha1').update(moveToActive.content).digest('hex');
 
-/** Every script call Redis logged while `run` ran, as [its SHA, its first key]. */
-async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[string, string][]> {
+/** Every script call Redis logged while `run` ran, as [its SHA, its first key, how many keys it sent]. */
+async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[string, string, number][]> {
   await admin.config('SET', 'slowlog-log-slower-than', '0');
   await admin.config('SET', 'slowlog-max-len', '100000');
   await admin.slowlog('RESET');
@@ -30,7 +32,8 @@ async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[
   const log = (await admin.slowlog('GET', -1)) as [number, number, number, string[]][];
   await admin.config('SET', 'slowlog-log-slower-than', '10000');
   return log.flatMap(([, , , args]) => {
-    const [command, script, , firstKey] = args;
+    const [command, script, numkeys, firstKey] = args;
+    const keys = Number(numkeys);
     // A script's first call on a connection is an EVAL of its source (the log keeps 128 chars of it).
     if (command?.toLowerCase() === 'eval')
       return [
@@ -41,9 +44,10 @@ async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[
               ? MOVE_TO_ACTIVE
               : script!,
           firstKey ?? '',
+          keys,
         ],
       ];
-    return command?.toLowerCase() === 'evalsha' ? [[script!, firstKey ?? ''] as [string, string]] : [];
+    return command?.toLowerCase() === 'evalsha' ? [[script!, firstKey ?? '', keys] as [string, string, number]] : [];
   });
 }
 
@@ -117,6 +121,10 @@ describe('a fetch makes the fetched key’s first claim', () => {
     // Each run's last claim fetches and claims the next; a few fetches start the slots, and a few
     // more follow an idle fetch at the end. (Three calls per key before this: fetch, claim, finish.)
     expect(ours.length).toBeLessThanOrEqual(keys.length + 20);
+    // A claim sends its key's base name alone, BullMQ's keys included (the claim derives them).
+    const claims = ours.filter(([, key]) => key.includes(':bbk:{'));
+    expect(claims.length).toBeGreaterThanOrEqual(keys.length);
+    expect(claims.filter(([, , numkeys]) => numkeys !== 1)).toEqual([]);
     expect([...rec.all].sort()).toEqual([...keys].sort());
     for (const key of keys) expect(rec.idsOf(key)).toEqual([key]);
   });
@@ -195,5 +203,18 @@ describe('a fetch makes the fetched key’s first claim', () => {
     });
     expect(calls.filter(([sha]) => sha === MOVE_TO_ACTIVE).length).toBeGreaterThanOrEqual(1);
     expect([...rec.all].sort()).toEqual(range(5, 'k-'));
+  });
+});
+
+describe('a completion’s keys derived in the claim', () => {
+  it('are derived only when they are what BullMQ builds', () => {
+    const prefix = 'bull:q:';
+    const keys = BULLMQ_FINISH_KEYS.map((name) => prefix + (name === '' ? '7' : name));
+    const args = ['7', 1_700_000_000_000, 'returnvalue', 'null', 'completed', 1, prefix, Buffer.from('opts'), ''];
+    expect(derivable({ keys, args }, '7', true)).toBe(true);
+    // A BullMQ that orders its keys otherwise, or puts the job id elsewhere, gets its keys sent.
+    expect(derivable({ keys: [...keys.slice(1), keys[0]!], args }, '7', true)).toBe(false);
+    expect(derivable({ keys, args: ['x', ...args.slice(1)] }, '7', true)).toBe(false);
+    expect(derivable({ keys, args }, '7', false)).toBe(false);
   });
 });

@@ -15,7 +15,8 @@ import {
   type ClaimResult,
   type FirstClaimConfig,
 } from '../storage/protocol';
-import { bullmqScript, type RedisClient } from '../storage/scripts';
+import { bullmqScript, type RedisClient, type ScriptArg } from '../storage/scripts';
+import { BULLMQ_FINISH_KEYS } from '../storage/keys';
 import { KeyLock } from './lock';
 import type { RunOptions } from './run-options';
 import type { KeyJob } from '../core/types';
@@ -23,8 +24,30 @@ import type { KeyJob } from '../core/types';
 /** How many of BullMQ's keys its moveToActive takes (its arguments follow them in the flat list its backend builds). */
 const MOVE_TO_ACTIVE_KEYS = bullmqScript('moveToActive').keys;
 
-/** First claims kept at most: far more than a worker's concurrency. */
+/** First claims and argument templates kept at most: far more than a worker's concurrency. */
 const MAX_KEPT = 10_000;
+
+/** Where BullMQ's moveToFinished arguments hold what changes from one completion to the next. */
+const FINISH_ARG = { jobId: 0, timestamp: 1, fetchNext: 5, prefix: 6 } as const;
+
+/**
+ * Whether a completion's keys are what the claim derives from BullMQ's arguments (see
+ * finish-job.lua) and its arguments sit where `callFor` sets them: true for the BullMQ this was
+ * written against; a BullMQ that builds them otherwise gets its keys sent, as built.
+ * @internal
+ */
+export function derivable(call: BullmqCall, jobId: string, fetchNext: boolean): boolean {
+  const { keys, args } = call;
+  const prefix = args[FINISH_ARG.prefix];
+  return (
+    typeof prefix === 'string' &&
+    args[FINISH_ARG.jobId] === jobId &&
+    typeof args[FINISH_ARG.timestamp] === 'number' &&
+    args[FINISH_ARG.fetchNext] === (fetchNext ? 1 : 0) &&
+    keys.length === BULLMQ_FINISH_KEYS.length &&
+    BULLMQ_FINISH_KEYS.every((name, i) => keys[i] === prefix + (name === '' ? jobId : name))
+  );
+}
 
 /**
  * A key job's first claim, made in the call that fetched the job: the lock it took, when that
@@ -86,6 +109,8 @@ export class JobFinisher {
 
   /** moveToFinished replies of jobs completed by a claim, by job id, until BullMQ asks. */
   private readonly replies = new Map<string, { reply: unknown; finishedOn: number }>();
+  /** BullMQ's moveToFinished arguments for a completed key job, by worker token (see `callFor`). */
+  private readonly templates = new Map<string, { args: readonly ScriptArg[]; removeOnComplete: unknown; attempts: unknown }>();
   /** First claims made by the fetch of their job, by job id, until the job's run starts. */
   private readonly firsts = new Map<string, FirstClaim>();
 
@@ -131,10 +156,23 @@ export class JobFinisher {
     if (!backend || !worker || !job.id || !token) return undefined;
     // BullMQ fetches a next job only for a worker that is neither closing nor paused.
     const fetchNext = !(worker.closing || worker.isPaused());
+    const next = fetchNext && this.fusion ? { next: { lock: KeyLock.newValue(), root: this.fusion.config.root } } : {};
+    const template = this.templates.get(token);
+    if (template && template.removeOnComplete === job.opts.removeOnComplete && template.attempts === job.opts.attempts) {
+      const args = template.args.slice();
+      args[FINISH_ARG.jobId] = job.id;
+      args[FINISH_ARG.timestamp] = Date.now();
+      args[FINISH_ARG.fetchNext] = fetchNext ? 1 : 0;
+      return { call: { keys: [], args }, derived: true, ...next };
+    }
     const flat = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete ?? false, token, fetchNext);
-    const call: BullmqCall = bullmqCall(flat, backend.moveToFinishedKeys.length);
-    const fusion = this.fusion;
-    return fetchNext && fusion?.config ? { call, next: { lock: KeyLock.newValue(), root: fusion.config.root } } : { call };
+    const call = bullmqCall(flat, backend.moveToFinishedKeys.length);
+    if (!derivable(call, job.id, fetchNext)) return { call, ...next };
+    // BullMQ packs its options (the token among them) per call; they are the same for every key
+    // job this token completes, so later calls copy these arguments and set what changes.
+    if (this.templates.size >= MAX_KEPT) this.templates.clear();
+    this.templates.set(token, { args: call.args, removeOnComplete: job.opts.removeOnComplete, attempts: job.opts.attempts });
+    return { call: { keys: [], args: call.args }, derived: true, ...next };
   }
 
   /**

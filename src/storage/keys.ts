@@ -67,6 +67,29 @@ export interface KeyNames {
 }
 
 /**
+ * BullMQ's moveToFinished keys for a completed job, as its queue prefix (`${prefix}:${queue}:`)
+ * followed by each of these, '' standing for the job's id: what BullMQ's backend builds today. A
+ * claim that completes a job derives them in Lua from that prefix (see finish-job.lua) once the
+ * worker has checked they match what its BullMQ builds (engine/finisher.ts); else it sends them.
+ */
+export const BULLMQ_FINISH_KEYS = [
+  'wait',
+  'active',
+  'prioritized',
+  'events',
+  'stalled',
+  'limiter',
+  'delayed',
+  'paused',
+  'meta',
+  'pc',
+  'completed',
+  '',
+  'metrics:completed',
+  'marker',
+] as const;
+
+/**
  * Every per-key name is its key's base (`${root}:{${encodeKey(key)}}`) followed by one of these
  * suffixes. The claim scripts get the base alone and derive the rest in Lua from this same table
  * (the loader generates their `key-names` include from it: see scripts/index.ts), so a name is

@@ -160,7 +160,12 @@ export interface ClaimCall {
    * (nothing claimed, nothing due later), and with `next`, make the first claim of the next key
    * job BullMQ's completion fetches, with `next.lock`. Standalone Redis only; see engine/finisher.ts.
    */
-  finish?: { call: BullmqCall; next?: { lock: string; root: string } };
+  finish?: {
+    call: BullmqCall;
+    /** BullMQ's keys are not sent: the claim derives them from BullMQ's arguments (see finish-job.lua). */
+    derived?: boolean;
+    next?: { lock: string; root: string };
+  };
 }
 
 /** One of BullMQ's own script calls, its keys and arguments as BullMQ's backend builds them. */
@@ -209,7 +214,7 @@ export type ClaimResult =
 /** Settles the previous slice and claims up to `count` ids (or a due failed slice), in one call (see claim.lua). */
 export async function claim(client: RedisClient, store: StoreKind, names: KeyNames, c: ClaimCall): Promise<ClaimResult> {
   const finish = c.finish;
-  const reply = await runScript(client, 'claim', finish ? [names.base, ...finish.call.keys] : [names.base], [
+  const reply = await runScript(client, 'claim', finish && !finish.derived ? [names.base, ...finish.call.keys] : [names.base], [
     store,
     c.lock.value,
     c.claimId,
@@ -222,7 +227,7 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
     c.rate?.max ?? 0,
     c.rate ? enforcedWindowMs(c.rate) : 0,
     c.holdMs ?? 0,
-    finish?.call.keys.length ?? 0,
+    finish ? (finish.derived ? -1 : finish.call.keys.length) : 0,
     ...(finish ? [finish.next?.lock ?? '', finish.next?.root ?? '', ...finish.call.args] : []),
   ]);
   return claimResult(reply);

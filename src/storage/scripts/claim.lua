@@ -25,7 +25,8 @@
   ARGV[10] the key's rate limit: at most this many ids claimed in any ARGV[11] ms; 0: none
   ARGV[12] hold the key this many ms (a handler's retryAfter), before claiming; 0: no
   ARGV[13] with ARGV[9]: how many of BullMQ's keys follow ours, to complete the run's job in the
-           call that ends the run (0: none; see finish-job.lua). When > 0:
+           call that ends the run (0: none; -1: none sent, they are derived from BullMQ's
+           arguments; see finish-job.lua). When not 0:
   ARGV[14] the lock value for the first claim of the next job BullMQ's completion fetches, if it
            is a key job ('': none; see fused-claim.lua; it gets ARGV[1], [5], [7], [9]-[11])
   ARGV[15] the batcher's root name (key bases are built from it, see keys.ts)

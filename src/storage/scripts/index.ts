@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES } from '../../core/limits';
-import { JOB_NAME, KEY_SUFFIXES, LANE_NAMES } from '../keys';
+import { BULLMQ_FINISH_KEYS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES } from '../keys';
 
 import type { RedisClient } from '../../core/connection';
 
@@ -93,6 +93,7 @@ function keyspaceInclude(): string {
     `local JOB_NAME, MAX_RETRYING_SLICES, OTHER_LANES = ${lua(JOB_NAME)}, ${MAX_RETRYING_SLICES}, ${MAX_CONCURRENCY_PER_KEY - 1}`,
     `local KEY_SUFFIXES = { ${suffixes} }`,
     `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
+    `local BULLMQ_FINISH_KEYS = { ${BULLMQ_FINISH_KEYS.map(lua).join(', ')} }`,
     'local function keyBase(root, encoded) return root .. ":{" .. encoded .. "}" end',
     'local function keyNames(base, lane)',
     '  local names = { base = base }',

@@ -22,13 +22,16 @@
 local function claimKey(store, finish)
   -- Tickets settled by an earlier claim of this call (another key's) are not this one's.
   settledTickets = {}
-  local early = settlePrevious(store, K, A)
+  -- Almost always none of the rare keys exists (a pause or hold, failed slices, tickets, data),
+  -- nor, at a run's first claim, anything a dead run left: one call spares the reads each would
+  -- need. A first claim asks both at once (`quiet`).
+  local quiet = A.settle == 'recover' and
+    redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads, unpack(recoverable(K))) == 0
+  local early = settlePrevious(store, K, A, quiet)
   if early then return early end
 
   holdFor(K.hold, A.holdMs)
-  -- Almost always none of these exists: one call spares the reads each would need (a pause or
-  -- hold, failed slices, tickets, data).
-  local plain = redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads) == 0
+  local plain = quiet or redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads) == 0
 
   local result = {1, 0, '', -1, '', table.concat(settledTickets, ' '), ''}
   local count = A.count
@@ -97,7 +100,7 @@ local function claimKey(store, finish)
   if A.releaseIfEmpty and count > 0 and #result == 7 then
     redis.call('DEL', K.lock, K.lastClaim)
     -- Nothing left and nothing due later: the run is over, and so is its job.
-    if A.finishKeys > 0 and result[2] == 0 then result[7] = finish() end
+    if A.finishKeys ~= 0 and result[2] == 0 then result[7] = finish() end
     return result
   end
   -- Remembered (with its waitMs) as long as the lock could live, so a resent claim changes

@@ -3,12 +3,20 @@
 -- next job. A run of a few ids then costs one call less: the claim that finds nothing left and
 -- drops the lock is the job's completion too, where BullMQ would send moveToFinished after it.
 -- Standalone Redis only: BullMQ's keys live in other slots than the key's on a Cluster.
--- BullMQ's `nKeys` keys follow KEYS[firstKey], and its arguments ARGV[firstArg]; the caller's
--- worker built them (see engine/finisher.ts) and takes the reply as its moveToFinished's.
+-- BullMQ's arguments start at ARGV[firstArg]; its keys follow KEYS[firstKey], `nKeys` of them,
+-- or, with nKeys -1, are derived here from its queue prefix (its 7th argument) and the job id
+-- (its 1st) by BULLMQ_FINISH_KEYS (see scripts/index.ts; the caller's worker checked that this
+-- gives the keys BullMQ's backend builds: see engine/finisher.ts), which spares the call 14 key
+-- names. The worker takes the reply as its moveToFinished's.
 --- @include "bullmq-move-to-finished"
 local function finishJob(firstKey, nKeys, firstArg)
   local keys, args = {}, {}
-  for i = firstKey, firstKey + nKeys - 1 do keys[#keys + 1] = KEYS[i] end
   for i = firstArg, #ARGV do args[#args + 1] = ARGV[i] end
+  if nKeys < 0 then
+    local prefix, jobId = args[7], args[1]
+    for i, name in ipairs(BULLMQ_FINISH_KEYS) do keys[i] = prefix .. (name == '' and jobId or name) end
+  else
+    for i = firstKey, firstKey + nKeys - 1 do keys[#keys + 1] = KEYS[i] end
+  end
   return bullmqMoveToFinished(keys, args)
 end

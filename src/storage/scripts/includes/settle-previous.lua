@@ -37,7 +37,14 @@ local function holdLock(K, A)
   return false
 end
 
-local function settlePrevious(store, K, A)
+-- What a dead run may have left: its lane 0's keys, and the mark of a run with lanes.
+local function recoverable(K)
+  return {K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes}
+end
+
+-- `quiet`, for a first claim, is true when none of `recoverable` exists (the caller read them, and
+-- more, in one call; see claim-key.lua).
+local function settlePrevious(store, K, A, quiet)
   local held, last = holdLock(K, A)
   if not held then return {-1, redis.call('PTTL', K.lock)} end
   local applied = A.claimId .. '|'
@@ -74,7 +81,7 @@ local function settlePrevious(store, K, A)
     -- (lane n's keys are lane 0's followed by ':n'). One EXISTS tells whether there is anything
     -- at all (rarely): every run starts here. Lanes other than 0 are looked at only while a run
     -- with lanes has marked the key (K.lanes; see keys.ts).
-    if redis.call('EXISTS', K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes) > 0 then
+    if not quiet and redis.call('EXISTS', unpack(recoverable(K))) > 0 then
       recoverLane(store, K, A, K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, 0)
       if redis.call('EXISTS', K.lanes) == 1 then
         for lane = 1, OTHER_LANES do
