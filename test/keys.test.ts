@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { keyspaceOf, keysMatching, onCluster, Recorder, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, keysMatching, onCluster, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { encodeKey, KEY_SUFFIXES, Keyspace, laneNames } from '../src/storage/keys';
+import { keyspaceInclude } from '../src/storage/scripts';
 
 const WEIRD_KEYS = [
   'a',
@@ -64,5 +66,33 @@ describe('prefix', () => {
     expect(keys).toContain(`myapp:${b.name}:bbk:{k}:pending`);
     b.createWorker();
     await waitFor(() => rec.all.length === 1);
+  });
+});
+
+describe('key names in TypeScript and in Lua', () => {
+  it('every name of a key is its base and its suffix, and the claim scripts derive the same names, lane by lane', async () => {
+    const keyspace = new Keyspace('bull', 'q');
+    const redis = redisClient();
+    for (const key of WEIRD_KEYS) {
+      const names = keyspace.forKey(key);
+      expect(Object.keys(names).sort()).toEqual(['base', ...Object.keys(KEY_SUFFIXES)].sort());
+      for (const [field, suffix] of Object.entries(KEY_SUFFIXES))
+        expect(names[field as keyof typeof KEY_SUFFIXES]).toBe(names.base + suffix);
+      for (const lane of [0, 3]) {
+        // The base from the root and the encoded key, as a fetch builds it from a job's deduplication id.
+        const flat = (await redis.eval(
+          `${keyspaceInclude()}\nlocal names = keyNames(keyBase(ARGV[1], ARGV[2]), tonumber(ARGV[3]))\n` +
+            'local out = {}\nfor field, name in pairs(names) do out[#out + 1] = field; out[#out + 1] = name end\nreturn out',
+          1,
+          names.base,
+          keyspace.root,
+          encodeKey(key),
+          lane,
+        )) as string[];
+        const fromLua: Record<string, string> = {};
+        for (let i = 0; i < flat.length; i += 2) fromLua[flat[i]!] = flat[i + 1]!;
+        expect(fromLua).toEqual({ ...laneNames(names, lane) });
+      }
+    }
   });
 });

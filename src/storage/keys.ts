@@ -207,11 +207,33 @@ export class Keyspace {
     return `${this.root}:paused`;
   }
 
+  /** Every run builds these: one literal (not a loop over KEY_SUFFIXES) keeps it a plain, fast object. */
   forKey(key: Key): KeyNames {
     const base = `${this.root}:{${encodeKey(key)}}`;
-    const names = { base } as KeyNames;
-    for (const field of Object.keys(KEY_SUFFIXES) as (keyof typeof KEY_SUFFIXES)[]) names[field] = base + KEY_SUFFIXES[field];
-    return names;
+    const s = KEY_SUFFIXES;
+    return {
+      base,
+      pending: base + s.pending,
+      inFlight: base + s.inFlight,
+      lock: base + s.lock,
+      lastClaim: base + s.lastClaim,
+      retry: base + s.retry,
+      retrySlices: base + s.retrySlices,
+      tracked: base + s.tracked,
+      trackedInFlight: base + s.trackedInFlight,
+      ticketPrefix: base + s.ticketPrefix,
+      pushMarks: base + s.pushMarks,
+      inFlightMark: base + s.inFlightMark,
+      inFlightSlice: base + s.inFlightSlice,
+      paused: base + s.paused,
+      hold: base + s.hold,
+      rateLog: base + s.rateLog,
+      rateUsed: base + s.rateUsed,
+      settledTickets: base + s.settledTickets,
+      payloads: base + s.payloads,
+      payloadsInFlight: base + s.payloadsInFlight,
+      lanes: base + s.lanes,
+    };
   }
 }
 

@@ -82,8 +82,9 @@ export function bullmqScript(name: string): { content: string; keys: number } {
  * code, so that neither spells a name or a limit the other could drift from: `keyNames(base,
  * lane)` is `laneNames(keyspace.forKey(key), lane)` from the key's base, and `keyBase(root,
  * encoded)` is that base from the batcher's root and the key as `encodeKey` encodes it.
+ * @internal (exported for the test that holds both sides to one another)
  */
-function keyspaceInclude(): string {
+export function keyspaceInclude(): string {
   const lua = (value: string) => JSON.stringify(value);
   const suffixes = Object.entries(KEY_SUFFIXES)
     .map(([field, suffix]) => `${field} = ${lua(suffix)}`)
