@@ -14,7 +14,7 @@ let names: Map<string, string> | undefined;
 
 /**
  * Names every Lua script the compared systems run, by SHA1 (what EVALSHA carries), so a SLOWLOG of
- * a run can say "bbk claim-list" instead of a hash.
+ * a run can say "bbk claim" instead of a hash.
  */
 export function scriptNames(): Map<string, string> {
   if (names) return names;

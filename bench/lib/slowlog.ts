@@ -6,7 +6,7 @@ import { scriptNames } from './scripts';
 const MAX_ENTRIES = 200_000;
 
 export interface CommandProfile {
-  /** A Redis command, or "bbk claim-list" / "bullmq moveToActive" / ... for a script. */
+  /** A Redis command, or "bbk claim" / "bullmq moveToActive" / ... for a script. */
   command: string;
   calls: number;
   /** Time Redis spent executing these calls (a script's whole run, its inner commands included). */

@@ -15,7 +15,7 @@ const DRIFT_FACTOR = 0.01;
  * slice commit checks in Lua) with our own renewal loop (not `redlock.using`, whose timer crashes
  * on an already-expired lock and only aborts after a failed extension).
  *
- * It is taken by the run's first claim (claim-body.lua sets the same key, value and TTL that
+ * It is taken by the run's first claim (settle-previous.lua sets the same key, value and TTL that
  * redlock's acquire would) rather than by `redlock.acquire`: a separate acquire is one more round
  * trip and one more script per key cycle, and with many small keys the cycle is the cost that
  * matters. Renewals go through redlock's `extend`, which checks the value as its acquire would.

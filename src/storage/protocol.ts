@@ -8,12 +8,16 @@ import type { Id, RateLimit, StoreKind } from '../core/types';
  * each building its own key array from `KeyNames` (as BullMQ's `…Args` builders do), so the
  * processor and the iteration call verbs, never scripts with positional keys.
  *
- * One key's cycle is two calls on the push side and two on the run side, beside BullMQ's own:
- * - push: `push` (ids, lag mark, ticket, index, and "will a run or a waiting job claim these?"),
- *   then `Queue.add` only when nothing will;
- * - run: the first `claim` takes the lock, recovers what a dead run left and claims a slice;
- *   each next `claim` acks the previous slice and claims again; the `claim` that finds nothing
- *   releases the lock (single-lane runs; with lanes, `release` does it after the last lane).
+ * One key's cycle, on a standalone Redis with a worker from `createWorker`, is one call on each side:
+ * - push: `push` stores the ids (lag mark, ticket, index) and, when no run or waiting job will
+ *   claim them, adds the key's job in the same call (BullMQ's add, inlined; `Queue.add` after
+ *   it only for a job that must wait or start at another level, and on a Cluster);
+ * - run: `fetch` is BullMQ's fetch of the key's job and the run's first `claim` (lock taken, a
+ *   dead run's slices recovered, first slice claimed); each next `claim` acks the previous slice
+ *   and claims again; the `claim` that finds nothing releases the lock and completes the job,
+ *   which fetches the next job and makes its first claim too (single-lane runs; with lanes,
+ *   `release` ends the run after the last lane). Elsewhere the run's first claim is a call of its
+ *   own, and BullMQ completes the job with its own call.
  * `settle`, `failSlice` and `release` end slices and runs that stop early; `dueIn` tells a
  * delayed key's wait.
  */

@@ -7,7 +7,7 @@
   limit or a retryAfter, has nothing due before that ends: waitMs says so, and the job added
   (or moved) waits as long.
 
-  KEYS[1] pending ids           KEYS[2] push marks (lag; see includes/claim-body.lua)
+  KEYS[1] pending ids           KEYS[2] push marks (lag; see includes/store-list.lua)
   KEYS[3] the key's lock        KEYS[4] retry (failed slices, scored by when they are due)
   KEYS[5] tracked ids waiting (hash: id -> tickets, space-separated)
   KEYS[6] the ticket's hash (total, done, failed); unused when untracked

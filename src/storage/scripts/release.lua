@@ -4,7 +4,7 @@
 
   KEYS[1] lock    KEYS[2] in-flight ids    KEYS[3] id of the last claim applied
   KEYS[4] tracked ids in flight            KEYS[5] ticket prefix
-  KEYS[6] mark of the slice in flight (see includes/claim-body.lua)
+  KEYS[6] mark of the slice in flight (see includes/claim-key.lua)
   KEYS[7] pending ids                      KEYS[8] retry (failed slices)
   KEYS[9] paused (by an operator)          KEYS[10] data per id in flight
   KEYS[11] the key's outbox of settled tickets (see includes/tracking.lua)

@@ -1,4 +1,4 @@
--- Push marks (lag bookkeeping) for the claim scripts; KEYS as in claim-body.
+-- Push marks (lag bookkeeping) for the claims (see store-list.lua, store-set.lua).
 --- @include "clock"
 
 -- List store: consumes the marks of `n` ids claimed from the head; returns the push time of the

@@ -1,6 +1,6 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice. Its
 -- functions take the claim's keys and arguments by name (K, A: see claim-keys.lua).
--- (KEYS as in claim-body.) Returns the reply to send at once, or nil to go on:
+-- Returns the reply to send at once, or nil to go on:
 -- {-1, pttl} when the caller does not hold the lock (and cannot take it, see A.takeLock); when this
 -- claim was already applied, its reply again: {1, waitMs, slice, -1, payloads, '', id...} (the claim id is remembered with its waitMs,
 -- `claimId|waitMs`, and a failed slice's JSON is kept in flight with it).
