@@ -103,6 +103,37 @@ describe('data per id', () => {
     expect(rec.calls.at(-1)!.payloads).toEqual({ bad: [{ v: 1 }] });
   });
 
+  it.each(['list', 'set', 'zset'] as const)(
+    '%s: a retry keeps its own data when the id is pushed again, with other data, during its backoff',
+    async (store) => {
+      const rec = recorder();
+      let failed = false;
+      const b = testBatcher<Doc>({
+        store,
+        backoff: { type: 'fixed', delayMs: 400 },
+        eachIteration: (ids: string[], ctx: IterationContext<Doc>) => {
+          rec.handler(ids, ctx);
+          if (!failed) {
+            failed = true;
+            throw new Error('the upstream is down, once');
+          }
+        },
+      });
+      await b.performBatchLater([{ id: 'user-1', data: { v: 1, note: 'A' } }], { key: 'k' });
+      b.createWorker();
+      await waitFor(async () => (await b.backlog('k')).retrying === 1, { what: 'the failed run' });
+      await b.performBatchLater([{ id: 'user-1', data: { v: 2, note: 'B' } }], { key: 'k' });
+      await waitFor(() => rec.calls.length === 3, { what: 'the new push and the retry' });
+      // The push of B runs first (the retry backs off), with B's data alone; the retry gets A's.
+      expect(rec.calls.map((c) => [c.attempt, c.payloads['user-1']])).toEqual([
+        [1, [{ v: 1, note: 'A' }]],
+        [1, [{ v: 2, note: 'B' }]],
+        [2, [{ v: 1, note: 'A' }]],
+      ]);
+      expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+    },
+  );
+
   it("a slice given back at shutdown keeps its data, and so does a PermanentError's retried rest", async () => {
     const rec = recorder();
     const gate = new Gate();

@@ -25,6 +25,12 @@ export interface KeyNames {
   retry: string;
   /** Slice id → JSON `RetrySlice` (its ids and failure history), for the slices in `retry`. */
   retrySlices: string;
+  /**
+   * The data of failed slices' ids: `${sliceId}\n${id}` → the payloads the id's failed run had
+   * (see includes/payloads.lua), so data follows its id through a retry and a push of the same
+   * id meanwhile neither takes it nor gives it its own.
+   */
+  retryData: string;
   /** Tracked ids waiting (pending or backing off): id → the tickets of its pushes, space-separated. */
   tracked: string;
   /** The same for the ids of the slice in flight. */
@@ -102,6 +108,7 @@ export const KEY_SUFFIXES = {
   lastClaim: ':claim',
   retry: ':retry',
   retrySlices: ':retry:slices',
+  retryData: ':retry:data',
   tracked: ':tracked',
   trackedInFlight: ':tracked:inflight',
   ticketPrefix: ':ticket:',
@@ -219,6 +226,7 @@ export class Keyspace {
       lastClaim: base + s.lastClaim,
       retry: base + s.retry,
       retrySlices: base + s.retrySlices,
+      retryData: base + s.retryData,
       tracked: base + s.tracked,
       trackedInFlight: base + s.trackedInFlight,
       ticketPrefix: base + s.ticketPrefix,

@@ -378,6 +378,7 @@ export async function failSlice(
       names.payloads,
       names.payloadsInFlight,
       names.settledTickets,
+      names.retryData,
     ],
     [lock, JSON.stringify(plan), maxTicketErrors, settleId],
   )) as [number, string];

@@ -10,9 +10,10 @@
   KEYS[7] ticket prefix (ticket hashes are named from it, in this key's hash slot)
   KEYS[8] id of the last claim (or settle) applied in this lane
   KEYS[9] data per id waiting KEYS[10] data per id in flight (see includes/payloads.lua): a
-          retried part's data goes back with it; a dead id's goes with its letter (written
-          beforehand), so it is dropped here
+          retried part's data waits with the part (KEYS[12]); a dead id's goes with its letter
+          (written beforehand), so it is dropped here
   KEYS[11] the key's outbox of settled tickets (see includes/tracking.lua)
+  KEYS[12] the key's retry data (failed slices' payloads, by slice and id)
   ARGV[1] lock value
   ARGV[2] JSON { retry: [{ id, delayMs, slice }], dead: { ids, message } }, where `slice` is
           the JSON stored for the part (it holds the part's ids as `ids`), and each ticket of a
@@ -36,10 +37,9 @@ local now = clockMs()
 for _, part in ipairs(plan.retry) do
   redis.call('ZADD', KEYS[3], now + part.delayMs, part.id)
   redis.call('HSET', KEYS[4], part.id, part.slice)
-  for _, id in ipairs(cjson.decode(part.slice).ids) do
-    untrackOne(KEYS[5], KEYS[6], id)
-    unclaimPayload(KEYS[9], KEYS[10], id)
-  end
+  local ids = cjson.decode(part.slice).ids
+  for _, id in ipairs(ids) do untrackOne(KEYS[5], KEYS[6], id) end
+  keepForRetry(KEYS[12], KEYS[10], part.id, ids)
 end
 if redis.call('EXISTS', KEYS[6]) == 1 then
   for _, id in ipairs(plan.dead.ids) do

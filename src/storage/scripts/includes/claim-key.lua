@@ -46,7 +46,7 @@ local function claimKey(store, finish)
   end
 
   if count > 0 and not held and not limited then
-    local ids, mark
+    local ids, mark, retried
     -- The retry set, when it exists, is almost always empty: one ZCARD spares the lookups below.
     local retrying = plain and 0 or redis.call('ZCARD', K.retry)
     local due = retrying > 0 and redis.call('ZRANGEBYSCORE', K.retry, '-inf', clockMs(), 'LIMIT', 0, 1)[1]
@@ -56,6 +56,7 @@ local function claimKey(store, finish)
       -- A failed slice runs again whole: it waits until the window has room for all of it.
       limited = select(2, rateAllowance(K.rateLog, K.rateUsed, rateMax, window, math.min(#decoded.ids, rateMax)))
     elseif due then
+      retried = due
       retrying = retrying - 1
       redis.call('ZREM', K.retry, due)
       redis.call('HDEL', K.retrySlices, due)
@@ -76,7 +77,12 @@ local function claimKey(store, finish)
     if ids and #ids > 0 then
       if not plain then
         trackClaim(K.tracked, K.trackedInFlight, ids, store.perPush)
+        -- A failed slice's data waits with it (see payloads.lua), never with the ids pushed since.
+      if retried then
+        result[5] = claimRetryPayloads(K.retryData, K.payloadsInFlight, retried, ids)
+      else
         result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
+      end
       end
       if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
     -- A dead run's slices in this lane must be found by the next run's first claim.

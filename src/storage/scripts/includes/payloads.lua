@@ -3,7 +3,9 @@
 -- Payloads are moved as opaque strings, never decoded here: cjson would turn [] into {} and
 -- round large numbers. They follow their ids exactly as tickets do (see tracking.lua): waiting
 -- -> in flight on a claim (a list claims one push of an id, a set or zset all of them, merged),
--- dropped on an ack, back in front on a restore or a retry. Keys without data pay one EXISTS.
+-- dropped on an ack, back in front on a restore. A failed slice's data waits with the slice, in
+-- the key's retry data (`sliceId\nid` -> payloads), not with the ids pushed since, and comes back
+-- in flight when the slice runs again. Keys without data pay one EXISTS.
 
 -- The payloads of a field value, in order ('' for a push without data).
 local function splitPayloads(value)
@@ -75,4 +77,32 @@ end
 
 local function unclaimAllPayloads(data, inFlight)
   for _, id in ipairs(redis.call('HKEYS', inFlight)) do unclaimPayload(data, inFlight, id) end
+end
+
+-- A failed (or crashed, or restored retry) slice `sliceId` keeps its ids' in-flight payloads
+-- in the retry data until it runs again.
+local function keepForRetry(retryData, inFlight, sliceId, ids)
+  if redis.call('EXISTS', inFlight) == 0 then return end
+  for _, id in ipairs(ids) do
+    local moved = redis.call('HGET', inFlight, id)
+    if moved then
+      redis.call('HSET', retryData, sliceId .. '\n' .. id, moved)
+      redis.call('HDEL', inFlight, id)
+    end
+  end
+end
+
+-- A failed slice runs again: its ids' kept payloads go back in flight. Returns the reply's JSON
+-- of them (see inFlightPayloads).
+local function claimRetryPayloads(retryData, inFlight, sliceId, ids)
+  if redis.call('EXISTS', retryData) == 0 then return '' end
+  for _, id in ipairs(ids) do
+    local field = sliceId .. '\n' .. id
+    local kept = redis.call('HGET', retryData, field)
+    if kept then
+      redis.call('HSET', inFlight, id, kept)
+      redis.call('HDEL', retryData, field)
+    end
+  end
+  return inFlightPayloads(inFlight)
 end

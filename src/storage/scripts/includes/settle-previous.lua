@@ -20,6 +20,7 @@ local function recoverLane(store, K, A, inFlight, trackedInFlight, mark, sliceKe
     local id = 'crashed:' .. A.claimId .. ':' .. lane
     redis.call('ZADD', K.retry, now, id)
     redis.call('HSET', K.retrySlices, id, cjson.encode(slice))
+    keepForRetry(K.retryData, payloadsInFlight, id, ids)
     redis.call('DEL', inFlight)
   end
   untrackAll(K.tracked, trackedInFlight)
@@ -69,6 +70,7 @@ local function settlePrevious(store, K, A, quiet)
       local id = 'restored:' .. A.claimId
       redis.call('ZADD', K.retry, clockMs(), id)
       redis.call('HSET', K.retrySlices, id, slice)
+      keepForRetry(K.retryData, K.payloadsInFlight, id, cjson.decode(slice).ids)
       redis.call('DEL', K.inFlight)
     else
       store.restore(K.inFlight, K.inFlightMark)
