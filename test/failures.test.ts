@@ -2,6 +2,7 @@ import { UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { PermanentError, type BatcherEvents, type SliceMiddleware } from '../src';
 import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
+import { MAX_ERROR_TEXT, wellFormedText } from '../src/engine/failures';
 
 const fast = { attempts: 3, backoff: { type: 'fixed', delayMs: 1 } } as const;
 
@@ -181,6 +182,42 @@ describe('hooks', () => {
       'inner<ok',
       'outer<ok',
     ]);
+  });
+
+  it('an error text ending mid-emoji, with a 1 MB message, is dead-lettered at once, well-formed and capped', async () => {
+    const runs: string[][] = [];
+    const title = 'Ünïcode 🙂🙂🙂';
+    const b = testBatcher({
+      attempts: 1,
+      eachIteration(ids) {
+        runs.push([...ids]);
+        if (!ids.includes('bad')) return;
+        // title.slice(0, 9) ends with the first half of an emoji; the message is 1 MB.
+        const error = new Error(`${'m'.repeat(1_000_000)}`);
+        error.name = title.slice(0, 9);
+        error.message = title.slice(0, 9) + error.message + '🙂'.slice(0, 1);
+        throw error;
+      },
+    });
+    b.createWorker();
+    const { ticket } = await b.performBatchLater(['ok', 'bad', 'fine'], { key: 'k', track: true });
+    await b.waitFor(ticket!);
+    // Split down to 'bad' (one run of the slice, one per half): never the crash path, which runs it again whole.
+    expect(runs.filter((ids) => ids.includes('bad'))).toEqual([['ok', 'bad', 'fine'], ['ok', 'bad'], ['bad']]);
+    const [letter] = (await b.deadLetters.list()).letters;
+    expect(letter!.error.name).toBe('Ünïcode \uFFFD');
+    expect(letter!.error.message).toHaveLength(MAX_ERROR_TEXT.message);
+    expect(letter!.error.message.startsWith('Ünïcode \uFFFDmmm')).toBe(true);
+    expect(letter!.error.stack!.length).toBeLessThanOrEqual(MAX_ERROR_TEXT.stack);
+    const progress = await b.progress(ticket!);
+    expect(progress).toMatchObject({ total: 3, done: 2, failed: 1 });
+    expect(progress.errors[0]!.message).toHaveLength(MAX_ERROR_TEXT.message);
+  });
+
+  it('wellFormedText never splits a pair and replaces lone surrogates', () => {
+    expect(wellFormedText('ab🙂', 3)).toBe('ab');
+    expect(wellFormedText('ab🙂', 4)).toBe('ab🙂');
+    expect(wellFormedText('\uDC00x\uD800', 10)).toBe('\uFFFDx\uFFFD');
   });
 
   it('a middleware that throws fails the slice like the handler would', async () => {

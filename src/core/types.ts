@@ -430,7 +430,7 @@ export interface DeadLetter<Data = unknown> {
   data?: Data;
   /** Every payload it carried, oldest first (see `IterationContext.payloads`). */
   payloads?: Data[];
-  /** The last error; `stack` is cut to 2,000 characters. */
+  /** The last error: `name` cut to 200 UTF-16 code units, `message` and `stack` to 2,000, well-formed (lone surrogates become U+FFFD). */
   error: { name: string; message: string; stack?: string };
   /** Failed runs that included the id (since it was last pushed). */
   attempts: number;

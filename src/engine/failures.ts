@@ -83,15 +83,50 @@ export function mayRetry(attempts: number, isolating: boolean, policy: FailurePo
   return !isolating && attempts < policy.attempts;
 }
 
-/** Stacks are cut to this many characters in dead letters. */
-const MAX_STACK = 2_000;
+/**
+ * Error texts are cut to these many UTF-16 code units before they are written to Redis (dead
+ * letters, a ticket's errors): a 1 MB message on a 100-id slice would otherwise cost Redis
+ * 100 MB and more. Documented in docs/failures-and-flow.md.
+ */
+export const MAX_ERROR_TEXT = { name: 200, message: 2_000, stack: 2_000 } as const;
 
-/** What a dead letter keeps of an error (anything may be thrown). */
-export function serializeError(error: unknown): { name: string; message: string; stack?: string } {
-  if (error instanceof Error) {
-    return { name: error.name, message: error.message, ...(error.stack && { stack: error.stack.slice(0, MAX_STACK) }) };
+/** A lone surrogate (half of a pair whose other half is missing). */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * `text` cut to `max` code units, never between the halves of a pair, with any lone surrogate
+ * (a message may end mid-emoji: `title.slice(0, 13)`) replaced by U+FFFD: Redis's cjson refuses
+ * JSON holding a lone surrogate, and a refused failure would count as a crashed run.
+ */
+export function wellFormedText(text: string, max: number): string {
+  let cut = text;
+  if (text.length > max) {
+    const end = /[\uD800-\uDBFF]/.test(text[max - 1] ?? '') ? max - 1 : max;
+    cut = text.slice(0, end);
   }
-  return { name: typeof error, message: String(error) };
+  return cut.replace(LONE_SURROGATE, '\uFFFD');
+}
+
+/** What a dead letter (and a ticket's errors) keeps of an error (anything may be thrown): well-formed and capped. */
+export function serializeError(error: unknown): { name: string; message: string; stack?: string } {
+  const cap = MAX_ERROR_TEXT;
+  if (error instanceof Error) {
+    return {
+      name: wellFormedText(String(error.name), cap.name),
+      message: wellFormedText(String(error.message), cap.message),
+      ...(error.stack && { stack: wellFormedText(error.stack, cap.stack) }),
+    };
+  }
+  return { name: typeof error, message: wellFormedText(safeString(error), cap.message) };
+}
+
+/** String(value), or a placeholder when even that throws (an object whose toString throws). */
+function safeString(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return '(an unprintable value)';
+  }
 }
 
 /** What a backoff function that returns no finite number gets: the default backoff's first delay. */
