@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, NotPausedError, parseRetryAfter, RateLimitedError, type Batcher, type RateLimit } from '../src';
 import { Gate } from './helpers/gate';
+import { RETRY_AFTER_FLOOR_MS } from '../src/core/limits';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
 import {
   keysMatching,
@@ -146,6 +147,39 @@ async function queueState(b: Batcher): Promise<string | undefined> {
   return jobs.length === 1 ? await jobs[0]!.getState() : undefined;
 }
 
+describe('a rateLimit function that fails', () => {
+  it.each([
+    [
+      'throws',
+      () => {
+        throw new Error('limits service down');
+      },
+    ],
+    ['returns garbage', () => ({ max: -1, durationMs: Number.NaN }) as unknown as RateLimit],
+  ])(
+    '%s: the key is retried after the backoff, never failed or stranded, and its ids run once the function works',
+    async (_what, broken) => {
+      const rec = new Recorder();
+      const warnings: string[] = [];
+      let failing = true;
+      const b = testBatcher({
+        backoff: { type: 'fixed', delayMs: 50 },
+        rateLimit: (key) => (failing ? broken() : key === 'k' ? { max: 100, durationMs: 1000 } : undefined),
+        logger: { warn: (message) => void warnings.push(message) },
+        eachIteration: rec.handler,
+      });
+      b.createWorker();
+      await b.performBatchLater(['1', '2'], { key: 'k' });
+      await waitFor(() => warnings.filter((w) => w.includes('retrying the key')).length >= 2, { what: 'two retries' });
+      expect(rec.all).toEqual([]);
+      expect((await queueOf(b).getJobCounts('failed')).failed).toBe(0);
+      failing = false;
+      await waitFor(() => rec.all.length === 2, { what: 'the ids once the limit works' });
+      expect(rec.idsOf('k')).toEqual(['1', '2']);
+    },
+  );
+});
+
 describe('retryAfter', () => {
   it('puts the slice back unchanged, spends no attempt, and holds the key for the time asked', async () => {
     const seen: { ids: string[]; attempt: number; at: number }[] = [];
@@ -216,6 +250,28 @@ describe('retryAfter', () => {
     await b.performBatchLater(range(5), { key: 'a' });
     await waitFor(() => attempts.length === 3, { what: 'three runs' });
     expect(attempts).toEqual([1, 2, 2]);
+  });
+
+  it('retryAfter(0) over and over is held at a floor that doubles per ask, and a success ends the streak', async () => {
+    const starts: number[] = [];
+    let asking = true;
+    const b = testBatcher({
+      eachIteration(ids, ctx) {
+        starts.push(Date.now());
+        // An upstream answering 429 with a Retry-After date in the past: "wait 0 ms".
+        if (asking) ctx.retryAfter(0);
+      },
+    });
+    b.createWorker();
+    await b.performBatchLater(['x'], { key: 'k' });
+    await waitFor(() => starts.length >= 4, { what: 'four asks', timeoutMs: 10_000 });
+    const gaps = starts.slice(1).map((at, i) => at - starts[i]!);
+    // 100, 200, 400 ms (a few ms early at most: the hold is timed by Redis, the job's delay by BullMQ).
+    gaps.forEach((gap, i) => expect(gap).toBeGreaterThanOrEqual(RETRY_AFTER_FLOOR_MS * 2 ** i - 15));
+    asking = false;
+    await waitFor(async () => (await b.backlog('k')).pending === 0 && starts.length >= 5, { what: 'the slice to succeed' });
+    const names = keyspaceOf(b).forKey('k');
+    await waitFor(async () => (await redisClient().exists(names.retryAfterStreak)) === 0, { what: 'the streak to end' });
   });
 
   it('rejects a bad retryAfterMs', () => {

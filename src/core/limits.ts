@@ -13,3 +13,16 @@ export const MAX_CONCURRENCY_PER_KEY = 16;
  * attempts, while one bad slice never holds back the rest.
  */
 export const MAX_RETRYING_SLICES = 10;
+
+/**
+ * A handler's `retryAfter` (or `RateLimitedError`) holds its key at least this long, whatever it
+ * asks (0, or a Retry-After date in the past from a skewed clock): an upstream that says "wait"
+ * is never hammered.
+ */
+export const RETRY_AFTER_FLOOR_MS = 100;
+
+/**
+ * While a key's slices keep asking to wait with no slice succeeding between, the floor doubles
+ * with each ask, up to this (asks for longer holds are kept as asked).
+ */
+export const RETRY_AFTER_MAX_BACKOFF_MS = 60_000;

@@ -200,7 +200,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
           outcome.restore ? 'restore' : 'ack',
           outcome.holdMs,
         );
-        if (settled && settled.length > 0) await p.settled(settled);
+        if (settled && settled.settled.length > 0) await p.settled(settled.settled);
       }
       return outcome;
     }
@@ -260,8 +260,9 @@ async function runOne(
     if (stop === 'lock_lost') return { kind: 'lock_lost' };
     if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
     // The upstream said "not now": the slice goes back unchanged and the key waits, no attempt spent.
+    // At least 1 ms, so that an ask for 0 still holds the key (the claim applies the floor).
     if (thrown.error instanceof RateLimitedError)
-      return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: thrown.error.retryAfterMs };
+      return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: Math.max(1, thrown.error.retryAfterMs) };
     const failed = {
       slice,
       previous: claimed.retry,

@@ -199,10 +199,11 @@ async function conclude(
     case 'waiting':
       if (!outcome.released) await releaseKey(deps, key, names, lock.value, 'ack');
       return delayUntilReady(client, job, token, names, outcome.waitMs, options);
-    case 'stopped':
+    case 'stopped': {
       log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
       deps.events.emit('interrupted', { key, job, reason: outcome.reason });
       // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
+      let heldMs = 0;
       if (outcome.restore || outcome.holdMs) {
         const settled = await settle(
           client,
@@ -214,14 +215,17 @@ async function conclude(
           outcome.restore ? 'restore' : 'ack',
           outcome.holdMs,
         );
-        if (settled && settled.length > 0) await addCallbacks(deps.tickets, key, settled);
+        if (settled && settled.settled.length > 0) await addCallbacks(deps.tickets, key, settled.settled);
+        heldMs = settled?.heldMs ?? outcome.holdMs ?? 0;
       }
       await releaseKey(deps, key, names, lock.value, outcome.restore || outcome.holdMs ? 'keep' : 'ack');
-      // The upstream asked for a pause: the job waits it out (held, nothing is due before).
-      if (outcome.holdMs) return delayUntilReady(client, job, token, names, outcome.holdMs, options);
+      // The upstream asked for a pause: the job waits out the hold (its floor and backoff
+      // included; nothing is due before).
+      if (outcome.holdMs) return delayUntilReady(client, job, token, names, heldMs, options);
       // A key that had its turn goes behind keys that have not (a shutdown or a timeout is no turn).
       if (options.scheduling === 'fair' && (outcome.reason === 'max_runtime' || outcome.reason === 'preempted')) await demote(job);
       return requeue(job, token, 0);
+    }
     case 'lock_lost':
       log(options.logger, 'warn', 'batch-by-key: lost the key lock; the slice will be retried by the next run', { key });
       deps.events.emit('interrupted', { key, job, reason: 'lock_lost' });

@@ -51,6 +51,8 @@ export interface KeyNames {
   paused: string;
   /** Set while the key waits out a rate limit or a handler's `retryAfter`: nothing is claimed until it expires (PX). */
   hold: string;
+  /** How many times in a row the key's slices asked to wait (`retryAfter`) with none succeeding between: the hold's floor doubles with each. */
+  retryAfterStreak: string;
   /** Settled tickets (their ids) whose callback job is still to be added: a list, drained by workers and the recovery sweep. */
   settledTickets: string;
   /** Data per id waiting: id -> its payloads, each JSON text and a newline, oldest first (see includes/payloads.lua). */
@@ -117,6 +119,7 @@ export const KEY_SUFFIXES = {
   inFlightSlice: ':inflight:slice',
   paused: ':paused',
   hold: ':hold',
+  retryAfterStreak: ':hold:streak',
   rateLog: ':rate',
   rateUsed: ':rate:used',
   settledTickets: ':ticket-outbox',
@@ -235,6 +238,7 @@ export class Keyspace {
       inFlightSlice: base + s.inFlightSlice,
       paused: base + s.paused,
       hold: base + s.hold,
+      retryAfterStreak: base + s.retryAfterStreak,
       rateLog: base + s.rateLog,
       rateUsed: base + s.rateUsed,
       settledTickets: base + s.settledTickets,

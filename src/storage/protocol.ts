@@ -289,8 +289,9 @@ export async function fetch(client: RedisClient, config: FirstClaimConfig, lock:
 
 /**
  * Settles a lane's last slice without claiming: acks it, or restores it to the front of pending;
- * with `holdMs`, holds the key that long too. Undefined when the lock is lost; else the tickets
- * the ack settled that want a callback.
+ * with `holdMs` (a handler's retryAfter), holds the key at least that long (see flow.lua
+ * `holdAfter`: a floor, doubled per ask in a row). Undefined when the lock is lost; else the
+ * tickets the ack settled that want a callback, and how long the key is held (0: not).
  */
 export async function settle(
   client: RedisClient,
@@ -301,9 +302,9 @@ export async function settle(
   claimId: string,
   how: 'ack' | 'restore',
   holdMs?: number,
-): Promise<string[] | undefined> {
+): Promise<{ settled: string[]; heldMs: number } | undefined> {
   const result = await claim(client, store, names, { lock, claimId, settle: how, count: 0, lane, ...(holdMs !== undefined && { holdMs }) });
-  return result.held ? (result.settled ?? []) : undefined;
+  return result.held ? { settled: result.settled ?? [], heldMs: holdMs ? result.waitMs : 0 } : undefined;
 }
 
 /**

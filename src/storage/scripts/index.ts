@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
-import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES } from '../../core/limits';
+import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
 import { BULLMQ_FINISH_KEYS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES } from '../keys';
 
 import type { RedisClient } from '../../core/connection';
@@ -92,6 +92,7 @@ export function keyspaceInclude(): string {
   return [
     '-- Generated from storage/keys.ts and core/limits.ts (see scripts/index.ts).',
     `local JOB_NAME, MAX_RETRYING_SLICES, OTHER_LANES = ${lua(JOB_NAME)}, ${MAX_RETRYING_SLICES}, ${MAX_CONCURRENCY_PER_KEY - 1}`,
+    `local RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS = ${RETRY_AFTER_FLOOR_MS}, ${RETRY_AFTER_MAX_BACKOFF_MS}`,
     `local KEY_SUFFIXES = { ${suffixes} }`,
     `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
     `local BULLMQ_FINISH_KEYS = { ${BULLMQ_FINISH_KEYS.map(lua).join(', ')} }`,

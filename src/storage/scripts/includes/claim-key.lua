@@ -30,7 +30,7 @@ local function claimKey(store, finish)
   local early = settlePrevious(store, K, A, quiet)
   if early then return early end
 
-  holdFor(K.hold, A.holdMs)
+  local asked = A.holdMs > 0 and holdAfter(K.hold, K.retryAfterStreak, A.holdMs, A.settle == 'restore') or nil
   local plain = quiet or redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads) == 0
 
   local result = {1, 0, '', -1, '', table.concat(settledTickets, ' '), ''}
@@ -97,6 +97,8 @@ local function claimKey(store, finish)
     end
   end
   if held then result[2] = held end
+  -- A settle that holds the key (count 0) tells how long.
+  if asked then result[2] = asked end
   if limited then
     result[2] = limited
     -- Held too, so pushes meanwhile leave its delayed job where it is (see push.lua).

@@ -21,6 +21,22 @@ local function holdFor(hold, ms)
   if ms > 0 and redis.call('PTTL', hold) < ms then redis.call('SET', hold, 'held', 'PX', ms) end
 end
 
+-- A handler asked the key to wait `ms` (retryAfter): it waits at least RETRY_AFTER_FLOOR_MS, and,
+-- when this is one more ask in a row (`again`: the slice that asked goes back; an ack of a slice
+-- that succeeded ends the streak), at least the floor doubled per earlier ask, up to
+-- RETRY_AFTER_MAX_BACKOFF_MS. Returns the hold.
+local function holdAfter(hold, streak, ms, again)
+  local floor = RETRY_AFTER_FLOOR_MS
+  if again then
+    local asks = redis.call('INCR', streak)
+    floor = math.min(RETRY_AFTER_MAX_BACKOFF_MS, floor * 2 ^ (asks - 1))
+  end
+  local wait = math.max(ms, floor)
+  if again then redis.call('PEXPIRE', streak, wait + RETRY_AFTER_MAX_BACKOFF_MS) end
+  holdFor(hold, wait)
+  return wait
+end
+
 -- A sliding window: `log` lists `claimMs count` per claim, oldest first, and `used` holds their
 -- sum, so "at most `max` ids in any `windowMs`" holds exactly (a token bucket would let up to
 -- twice that through one window after an idle spell). Each claim drops the expired head entries

@@ -61,7 +61,8 @@ local function settlePrevious(store, K, A, quiet)
     return ids
   end
   if A.settle == 'ack' then
-    redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight)
+    -- A slice that succeeded also ends a streak of retryAfter asks (see flow.lua holdAfter).
+    redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.retryAfterStreak)
     creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
   elseif A.settle == 'restore' then
     local slice = redis.call('GET', K.inFlightSlice)
