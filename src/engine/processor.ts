@@ -318,14 +318,36 @@ async function delayUntilReady(
   // every heavy key (where it could wait a whole budget for a slot).
   if (options.scheduling === 'fair' && Number(job.priority ?? 0) !== LEVEL.light) await job.changePriority({ priority: LEVEL.light });
   await job.moveToDelayed(Date.now() + waitMs, token);
+  let delayMs = waitMs;
   try {
     const now = await dueIn(client, options.store, names);
-    if (now >= 0 && now < waitMs) await job.changeDelay(now);
+    if (now >= 0 && now < waitMs) {
+      await job.changeDelay(now);
+      delayMs = now;
+    }
   } catch (err) {
     // The job is delayed already; at worst a push that raced with it waits for its earlier time.
     log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: job.data.key });
   }
+  if (delayMs <= PROMPT_WAKE_MS) wakeWhenDue(job, delayMs);
   throw new DelayedError();
+}
+
+/**
+ * Waits up to this long are ended by a timer of the worker that set them, as well as by BullMQ.
+ * A worker blocked on BullMQ's marker wakes for a delayed job only at a timeout, which Redis
+ * serves on its timer tick (100 ms at the default `hz` 10): a key waiting out a 100 ms rate-limit
+ * window waited up to twice that, and ran at half its limit.
+ */
+const PROMPT_WAKE_MS = 1_000;
+
+/**
+ * Promotes the delayed job when its delay ends (a ms late, so the key's hold, timed by Redis,
+ * has ended too). If this worker dies first, or the job moved meanwhile, BullMQ's own promotion
+ * still runs it; a promote that finds it no longer delayed changes nothing.
+ */
+function wakeWhenDue(job: KeyJob, delayMs: number): void {
+  setTimeout(() => void job.promote().catch(() => undefined), delayMs + 1).unref();
 }
 
 async function releaseKey(deps: ProcessorDeps, key: string, names: KeyNames, lockValue: string, mode: 'ack' | 'keep'): Promise<Released> {
