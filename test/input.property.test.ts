@@ -1,8 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { batchByKey, InvalidIdsError, InvalidKeyError, InvalidOptionError, MAX_TIMER_MS } from '../src';
+import { batchByKey, InvalidIdsError, InvalidKeyError, InvalidOptionError, MAX_TIMER_MS, RateLimitedError } from '../src';
+import { MAX_ERROR_TEXT, wellFormedText } from '../src/engine/failures';
 import { MAX_ID_LENGTH, MAX_KEY_LENGTH } from '../src/core/input';
-import { keyspaceOf, redisClient, testBatcher, testConnection } from './helpers/redis';
+import { keyspaceOf, redisClient, testBatcher, testConnection, waitFor } from './helpers/redis';
 
 /**
  * The input surface, by property: every valid key and id list round-trips through Redis as given,
@@ -107,6 +108,91 @@ describe('the input surface, by property (fast-check)', () => {
           expect(make(option, value)).toThrow(InvalidOptionError);
         }),
       );
+    }
+  });
+
+  it('a rateLimit is { max, durationMs } with integers in [1, MAX_TIMER_MS]; anything else is refused with InvalidOptionError', () => {
+    const make = (rateLimit: unknown) => () =>
+      batchByKey({ name: 'props', connection: testConnection(), eachIteration: () => {}, rateLimit: rateLimit as never });
+    const valid = fc.integer({ min: 1, max: MAX_TIMER_MS });
+    fc.assert(fc.property(valid, valid, (max, durationMs) => void make({ max, durationMs })()));
+    const invalidNumber = fc.oneof(
+      fc.integer({ min: Number.MIN_SAFE_INTEGER, max: 0 }),
+      fc.integer({ min: MAX_TIMER_MS + 1, max: Number.MAX_SAFE_INTEGER }),
+      fc.double({ min: 1, max: 1000, noInteger: true, noNaN: true }),
+      fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, '10', null, undefined),
+    );
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.tuple(invalidNumber, valid).map(([max, durationMs]) => ({ max, durationMs })),
+          fc.tuple(valid, invalidNumber).map(([max, durationMs]) => ({ max, durationMs })),
+          fc.constantFrom(null, 10, 'fast', [], true),
+        ),
+        (limit) => {
+          expect(make(limit)).toThrow(InvalidOptionError);
+        },
+      ),
+    );
+  });
+
+  it('a retryAfter takes any ms in [0, MAX_TIMER_MS] (fractions round up) and refuses anything else with InvalidOptionError', () => {
+    fc.assert(
+      fc.property(fc.double({ min: 0, max: MAX_TIMER_MS, noNaN: true }), (ms) => {
+        expect(new RateLimitedError({ retryAfterMs: ms }).retryAfterMs).toBe(Math.ceil(ms));
+      }),
+    );
+    const invalid = fc.oneof(
+      fc.double({ max: -Number.MIN_VALUE, noNaN: true }),
+      fc.double({ min: MAX_TIMER_MS + 1, noNaN: true }),
+      fc.constantFrom(Number.NaN, '100', null, undefined),
+    );
+    fc.assert(
+      fc.property(invalid, (ms) => {
+        expect(() => new RateLimitedError({ retryAfterMs: ms as number })).toThrow(InvalidOptionError);
+      }),
+    );
+  });
+
+  it('any JSON data pushed with an id reaches the handler as JSON gives it back', async () => {
+    const seen = new Map<string, unknown>();
+    const b = testBatcher({ sliceSize: 50, eachIteration: (ids, ctx) => ids.forEach((id) => seen.set(id, ctx.data(id))) });
+    b.createWorker();
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.jsonValue({ maxDepth: 3 }), { minLength: 1, maxLength: 20 }), async (values) => {
+        seen.clear();
+        const key = `data-${Math.random()}`;
+        await b.performBatchLater(
+          values.map((data, i) => ({ id: `i${i}`, data })),
+          { key },
+        );
+        await waitFor(() => seen.size === values.length, { what: 'every id' });
+        values.forEach((data, i) => expect(seen.get(`i${i}`)).toEqual(JSON.parse(JSON.stringify(data)) as unknown));
+      }),
+      { numRuns: 15 },
+    );
+  });
+
+  it('any error text (lone surrogates, any length) is dead-lettered well-formed and capped, as wellFormedText gives it', async () => {
+    const texts = fc.sample(fc.oneof(anyString(40), loneSurrogate, anyString(3000)), { numRuns: 40, seed: 42 });
+    const b = testBatcher({
+      sliceSize: 1,
+      attempts: 1,
+      eachIteration: (ids) => {
+        throw new Error(texts[Number(ids[0])]);
+      },
+    });
+    b.createWorker();
+    await b.performBatchLater(
+      texts.map((_, i) => String(i)),
+      { key: 'errors' },
+    );
+    await waitFor(async () => (await b.deadLetters.count()) === texts.length, { what: 'every letter' });
+    const { letters } = await b.deadLetters.list({ limit: 1000 });
+    for (const letter of letters) {
+      const message = letter.error.message;
+      expect(message.isWellFormed()).toBe(true);
+      expect(message).toBe(wellFormedText(texts[Number(letter.id)]!, MAX_ERROR_TEXT.message));
     }
   });
 });
