@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { Queue } from 'bullmq';
+import { Queue, QueueKeys } from 'bullmq';
 import { batchByKey, withKey } from '../src';
+import { queuePrefixOf, standardAdd, type KeyQueue } from '../src/storage/job';
+import { addKeysDerivable } from '../src/storage/protocol';
 import {
   isolatedRedis,
   keysMatching,
@@ -86,6 +88,51 @@ describe('performBatchLater', () => {
     b.createWorker();
     await waitFor(() => rec.all.length === 2, { what: 'both ids' });
     expect(rec.idsOf('fresh')).toEqual(['1', '2']);
+  });
+
+  standaloneOnly(
+    'sends two key names (the key’s base and the index), and derives BullMQ’s as the installed BullMQ names them',
+    async () => {
+      const b = isolatedBatcher();
+      const queue = isolatedQueue(b) as unknown as KeyQueue;
+      // If BullMQ ever names these otherwise, pushes take the two-call path (test below): this says what moved.
+      const prefix = queuePrefixOf(queue);
+      expect(prefix, 'BullMQ names its de:/active/delayed keys as push.lua derives them').toBe(queue.toKey(''));
+      const add = standardAdd(queue, 'k');
+      expect(add && addKeysDerivable(add.call, prefix!), "BullMQ's addStandardJob keys are BULLMQ_ADD_KEYS under its prefix").toBe(true);
+      await add?.done(null);
+      const admin = track(new Redis(server().url));
+      await admin.config('SET', 'slowlog-log-slower-than', '0');
+      await admin.slowlog('RESET');
+      await b.performBatchLater(['1'], { key: 'fresh' });
+      const log = (await admin.slowlog('GET', -1)) as [number, number, number, string[]][];
+      await admin.config('SET', 'slowlog-log-slower-than', '10000');
+      const pushes = log.filter(([, , , args]) => /^eval/i.test(args[0]!) && String(args[3]).includes(':bbk:{fresh}'));
+      expect(pushes.map(([, , , args]) => Number(args[2]))).toEqual([2]);
+      expect(await isolatedQueue(b).getWaitingCount()).toBe(1);
+    },
+  );
+
+  standaloneOnly('a BullMQ that names its keys otherwise gets the two-call push: ids stored, then its job added, and run', async () => {
+    const rec = new Recorder();
+    const b = track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: rec.handler }));
+    // What a future BullMQ could do: its deduplication keys under another name (a queue's keys
+    // are made once, by QueueKeys, when the batcher's queue is made at its first push).
+    const getKeys = QueueKeys.prototype.getKeys;
+    QueueKeys.prototype.getKeys = function (this: QueueKeys, name: string) {
+      const keys = getKeys.call(this, name);
+      return { ...keys, de: `${keys.de}-v2` };
+    };
+    try {
+      const counts = await commandCounts(() => b.performBatchLater(['1', '2'], { key: 'k' }));
+      expect(counts.scripts).toBe(2); // our push, then BullMQ's add on its own
+      expect(counts.zadd).toBeGreaterThanOrEqual(1); // the index, written first as on a Cluster
+    } finally {
+      QueueKeys.prototype.getKeys = getKeys;
+    }
+    b.createWorker();
+    await waitFor(() => rec.all.length === 2, { what: 'both ids' });
+    expect(rec.idsOf('k')).toEqual(['1', '2']);
   });
 
   standaloneOnly('adds no job when the key job is waiting: one call per push', async () => {

@@ -4,10 +4,10 @@ import { withDeadline } from '../core/deadline';
 import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError, TicketSealedError, UnknownTicketError } from '../core/errors';
 import { boolean } from '../core/validate';
 import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
-import { bullKeysOf, ensureJob, LEVEL, standardAdd, type KeyQueue } from '../storage/job';
-import { ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
+import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
+import type { KeyNames, Keyspace } from '../storage/keys';
 import { newTicket, parseTicket } from './progress';
-import { dueIn, push, type JobKeys, type PushCall } from '../storage/protocol';
+import { dueIn, push, type PushCall } from '../storage/protocol';
 import { openTicket, sealTicket, type TicketDeps } from './tickets';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
@@ -73,8 +73,8 @@ export async function performBatchLater(
   };
   if (ids.length === 0) return result;
   const tracked = ticket
-    ? { id: ticket.id, hash: ticket.hash(names), ttlMs: deps.ticketTtlMs, callback }
-    : open && { id: open.id, hash: ticketHash(names, open.id), ttlMs: deps.ticketTtlMs, open: true };
+    ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
+    : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
   await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined));
   return result;
 }
@@ -109,7 +109,9 @@ async function store(
   const kind = deps.store.kind;
   // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
   // written first (so stored ids are always findable by recovery) and the job is always added.
-  const cluster = client instanceof Cluster;
+  // So it is with a BullMQ that names its keys otherwise than push.lua derives them.
+  const queuePrefix = client instanceof Cluster ? undefined : queuePrefixOf(deps.queue());
+  const cluster = queuePrefix === undefined;
   if (cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
   const call: PushCall = {
     store: kind,
@@ -118,7 +120,7 @@ async function store(
     ...(payloads && { payloads: { mode: kind === 'list' ? 'list' : deps.merge, json: payloads } }),
     delayMs,
     ...(ticket && { ticket }),
-    ...(!cluster && { job: jobKeys(deps.queue(), deps.keyspace.index, key) }),
+    ...(queuePrefix !== undefined && { job: { index: deps.keyspace.index, queuePrefix } }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
@@ -148,11 +150,6 @@ function pushTimedOut(key: Key, timeoutMs: number): PushTimeoutError {
     `performBatchLater for key ${JSON.stringify(key)} got no answer from Redis within pushTimeoutMs (${timeoutMs} ms); its ids may ` +
       `still land (at least once)`,
   );
-}
-
-function jobKeys(queue: KeyQueue, index: string, key: Key): JobKeys {
-  const bull = bullKeysOf(queue);
-  return { index, deduplication: bull.deduplication(key), active: bull.active, delayed: bull.delayed, jobPrefix: bull.jobPrefix };
 }
 
 /** A zset key's job is correct to within this much; closer readings are clock noise. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from '../core/errors';
 import { positiveMs } from '../core/validate';
-import { encodeKey, ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
+import { encodeKey, ticketHash, type Keyspace } from '../storage/keys';
 import type { RedisClient } from '../storage/scripts';
 import type { Id, Key, Progress, Ticket, WaitForOptions } from '../core/types';
 
@@ -9,9 +9,9 @@ import type { Id, Key, Progress, Ticket, WaitForOptions } from '../core/types';
 export const MAX_TICKET_ERRORS = 100;
 
 /** A new ticket for a push to `key`: it names the key, so progress() finds the key's hash slot. */
-export function newTicket(key: Key): { ticket: Ticket; id: string; hash: (names: KeyNames) => string } {
+export function newTicket(key: Key): { ticket: Ticket; id: string } {
   const id = randomUUID();
-  return { ticket: `${encodeKey(key)}.${id}`, id, hash: (names) => ticketHash(names, id) };
+  return { ticket: `${encodeKey(key)}.${id}`, id };
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -49,6 +49,18 @@ export function bullKeysOf(queue: KeyQueue): {
   };
 }
 
+/**
+ * BullMQ's queue prefix (`prefix:name:`), when BullMQ names the keys a push reads under it as
+ * push.lua derives them (its deduplication key `de:` + id, its active list and delayed set, a
+ * job's hash the prefix and the job id); undefined when the installed BullMQ names them
+ * otherwise, and then pushes take the general path (the job added after the push).
+ */
+export function queuePrefixOf(queue: KeyQueue): string | undefined {
+  const keys = queue.keys;
+  const prefix = queue.toKey('');
+  return keys.de === `${prefix}de` && keys.active === `${prefix}active` && keys.delayed === `${prefix}delayed` ? prefix : undefined;
+}
+
 /** The options of a key's job: one per key (deduplicated by key), retries are ours, per slice. */
 function jobOptions(key: Key, delayMs: number, level: Level): JobsOptions {
   return {

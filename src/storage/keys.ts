@@ -98,6 +98,13 @@ export const BULLMQ_FINISH_KEYS = [
 ] as const;
 
 /**
+ * BullMQ's addStandardJob keys, as its queue prefix followed by each of these: what its backend
+ * builds today. A push derives them in Lua (see push.lua) when they match what the installed
+ * BullMQ builds (checked per call, protocol.ts `push`); else the key's job is added after it.
+ */
+export const BULLMQ_ADD_KEYS = ['wait', 'paused', 'meta', 'id', 'completed', 'delayed', 'active', 'events', 'marker'] as const;
+
+/**
  * Every per-key name is its key's base (`${root}:{${encodeKey(key)}}`) followed by one of these
  * suffixes. The claim scripts get the base alone and derive the rest in Lua from this same table
  * (the loader generates their `key-names` include from it: see scripts/index.ts), so a name is

@@ -1,5 +1,5 @@
 import { MAX_RETRYING_SLICES, MAX_TIMER_MS } from '../core/limits';
-import { ticketHash, type KeyNames } from './keys';
+import { BULLMQ_ADD_KEYS, ticketHash, type KeyNames } from './keys';
 import { runScript, ScriptStatus, type RedisClient, type ScriptArg } from './scripts';
 import type { Id, RateLimit, StoreKind } from '../core/types';
 
@@ -46,16 +46,15 @@ export function enforcedWindowMs(limit: RateLimit): number {
   return Math.min(MAX_TIMER_MS, d + Math.round(Math.min(d * 0.05, Math.max(20, d * 0.02))));
 }
 
-/** BullMQ's names a push on a standalone Redis reads to tell whether the key's job waits. */
+/** What a push on a standalone Redis needs beside the key's own names (see push.lua). */
 export interface JobKeys {
   /** The batcher's index of keys with recent pushes (not BullMQ's, but also outside the key's slot). */
   index: string;
-  /** The deduplication key of the key's job (holds its id). */
-  deduplication: string;
-  active: string;
-  delayed: string;
-  /** A job's hash is this followed by its id. */
-  jobPrefix: string;
+  /**
+   * BullMQ's queue prefix (`prefix:name:`): push.lua reads and adds the key's job under the names
+   * BullMQ gives them there (the caller checked they are BullMQ's: see job.ts `queuePrefixOf`).
+   */
+  queuePrefix: string;
 }
 
 export interface PushCall {
@@ -66,10 +65,11 @@ export interface PushCall {
   payloads?: { mode: PayloadMode; json: readonly string[] };
   delayMs: number;
   /**
-   * A tracked push: its ticket's id and hash, and how long it lives; `open` for a push to an open
-   * ticket (which must exist and not be sealed), `callback` for a new ticket that wants one.
+   * A tracked push: its ticket's id (its hash is the key's ticket prefix followed by it) and how
+   * long it lives; `open` for a push to an open ticket (which must exist and not be sealed),
+   * `callback` for a new ticket that wants one.
    */
-  ticket?: { id: string; hash: string; ttlMs: number; open?: boolean; callback?: boolean };
+  ticket?: { id: string; ttlMs: number; open?: boolean; callback?: boolean };
   /** Standalone Redis only; on a Cluster the caller writes the index and adds the job itself. */
   job?: JobKeys;
   /** With `job`: BullMQ's add of the key's job, made in the same call when one is needed (see job.ts standardAdd). */
@@ -92,19 +92,11 @@ export type PayloadMode = 'list' | 'replace' | 'keep' | 'all';
 
 /** Stores one push, whole, in one call (see push.lua). */
 export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
-  const keys = [
-    names.pending,
-    names.pushMarks,
-    names.lock,
-    names.retry,
-    names.tracked,
-    p.ticket?.hash ?? names.ticketPrefix,
-    names.paused,
-    names.hold,
-    names.payloads,
-  ];
-  if (p.job) keys.push(p.job.index, p.job.deduplication, p.job.active, p.job.delayed, p.job.jobPrefix, ...(p.add?.keys ?? []));
-  const [covered, waitMs, added] = (await runScript(client, 'push', keys, [
+  const job = p.job;
+  // BullMQ's add keys are derived in the script from its prefix: sent only when they are what
+  // the installed BullMQ built (else the caller adds the job after this call).
+  const add = job && p.add && addKeysDerivable(p.add, job.queuePrefix) ? p.add : undefined;
+  const [covered, waitMs, added] = (await runScript(client, 'push', job ? [names.base, job.index] : [names.base], [
     p.store,
     p.delayMs,
     p.ticket?.id ?? '',
@@ -114,14 +106,20 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     p.payloads?.mode ?? '',
     p.ticket?.open ? 'open' : 'new',
     p.ticket?.callback ? '1' : '0',
-    p.add?.keys.length ?? 0,
-    ...(p.add?.args ?? ['', '', '']),
+    job?.queuePrefix ?? '',
+    add ? '1' : '0',
+    ...(add?.args ?? ['', '', '']),
     ...p.ids,
     ...(p.payloads?.json ?? []),
   ])) as [number, number, unknown];
   if (covered === -2) return { refused: 'unknown_ticket', covered: false, waitMs: 0 };
   if (covered === -3) return { refused: 'sealed_ticket', covered: false, waitMs: 0 };
   return { covered: covered === 1, waitMs, ...(added !== undefined && added !== null && { added }) };
+}
+
+/** Whether BullMQ's addStandardJob call uses the keys push.lua derives from the queue prefix. */
+export function addKeysDerivable(add: BullmqCall, queuePrefix: string): boolean {
+  return add.keys.length === BULLMQ_ADD_KEYS.length && BULLMQ_ADD_KEYS.every((name, i) => add.keys[i] === queuePrefix + name);
 }
 
 /** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */

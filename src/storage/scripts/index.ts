@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
-import { BULLMQ_FINISH_KEYS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES } from '../keys';
+import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES } from '../keys';
 
 import type { RedisClient } from '../../core/connection';
 
@@ -96,7 +96,10 @@ export function keyspaceInclude(): string {
     `local KEY_SUFFIXES = { ${suffixes} }`,
     `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
     `local BULLMQ_FINISH_KEYS = { ${BULLMQ_FINISH_KEYS.map(lua).join(', ')} }`,
+    `local BULLMQ_ADD_KEYS = { ${BULLMQ_ADD_KEYS.map(lua).join(', ')} }`,
     'local function keyBase(root, encoded) return root .. ":{" .. encoded .. "}" end',
+    '-- The encoded key of a base (an encoded key holds no braces, and a root none either).',
+    "local function encodedKeyOf(base) return string.match(base, '{([^{}]*)}$') end",
     'local function keyNames(base, lane)',
     '  local names = { base = base }',
     '  for field, suffix in pairs(KEY_SUFFIXES) do names[field] = base .. suffix end',
