@@ -37,7 +37,10 @@ export interface Workload {
   profile?: boolean;
   /** Concurrent callers filling the backlog (default 4); many small calls (one per key) need more. */
   fillCallers?: number;
-  /** Read INFO commandstats of the drain: reset after the fill, read once every id is processed. */
+  /**
+   * Read INFO commandstats and Redis CPU of the fill (reset before it, read after it) and of the
+   * drain (reset after the fill, read once every id is processed).
+   */
   commandstats?: boolean;
 }
 
@@ -65,6 +68,8 @@ export interface WorkloadResult {
   slowlog?: SlowlogProfile;
   /** With `commandstats`: INFO commandstats from the workers' start to the end of the run. */
   commandstats?: CommandStat[];
+  /** With `commandstats`: INFO commandstats of the fill, and redis-server CPU (µs) over it. */
+  fill?: { commandstats: CommandStat[]; redisCpuUs: number };
 }
 
 const mb = (bytes: number) => bytes / (1024 * 1024);
@@ -78,7 +83,12 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
     let light: LightPusher | undefined;
     try {
       const calls = backlogCalls(keyNames('heavy-', w.backlog.keys), w.backlog.idsPerKey, FILL_CALL_SIZE);
+      if (w.commandstats) await resetCommandStats(redis);
+      const fillCpuBefore = await redis.cpuMicros();
       const fill = await measuredFill(redis, producer, calls, w.fillCallers ?? FILL_CALLERS, w.timeoutMs, system.label);
+      const fillStats = w.commandstats
+        ? { commandstats: await readCommandStats(redis), redisCpuUs: (await redis.cpuMicros()) - fillCpuBefore }
+        : undefined;
       const backlogIds = fill.ids;
       pool = await WorkerPool.fork(w.processes, {
         system: w.system,
@@ -135,6 +145,7 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
         redisCpuUsPerId: redisCpu / Math.max(1, processed),
         ...(slowlog ? { slowlog } : {}),
         ...(commandstats ? { commandstats } : {}),
+        ...(fillStats ? { fill: fillStats } : {}),
       };
     } finally {
       light?.cancel();

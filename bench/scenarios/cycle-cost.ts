@@ -73,7 +73,7 @@ export const cycleCost: Scenario = {
             per(ours, (r) => r.usec),
             per(bullmq, (r) => r.usec),
           ),
-          target: '<= 1.5',
+          target: '<= 1.2',
         },
         {
           name: 'Redis CPU µs per key cycle: ours / bullmq-per-id',
