@@ -12,6 +12,7 @@ import { withTimeout } from './lib/clock';
 import { machineInfo } from './lib/machine';
 import { RedisNotInstalledError } from '../tools/redis-server';
 import { markdown, writeResults, type Results } from './report';
+import { controllerJump } from './scenarios/controller-jump';
 import { cycleCost } from './scenarios/cycle-cost';
 import { dataMemory } from './scenarios/data-memory';
 import { drain } from './scenarios/drain';
@@ -45,6 +46,8 @@ const SCENARIOS: readonly Scenario[] = [
   oneIdKeys,
   stream,
   cycleCost,
+  // A controller that pushes, under a sudden jump in load.
+  controllerJump,
   // Flow control: rateLimit and retryAfter.
   rateLimit,
   // What the dashboard's history costs Redis.
