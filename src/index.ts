@@ -34,6 +34,7 @@ export {
   ShutdownError,
   ClosedError,
   SliceTimeoutError,
+  CallbackTimeoutError,
   SliceCrashedError,
   PermanentError,
   UnknownTicketError,

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { batchByKey, PermanentError, TicketSealedError, UnknownTicketError, type TicketOutcome } from '../src';
+import {
+  batchByKey,
+  CallbackTimeoutError,
+  PermanentError,
+  ShutdownError,
+  TicketSealedError,
+  UnknownTicketError,
+  type TicketOutcome,
+} from '../src';
 import { claim, release } from '../src/storage/protocol';
 import { defineScripts } from '../src/storage/scripts';
 import { keyspaceOf, queueOf, range, redisClient, testBatcher, testConnection, track, uniqueName, waitFor } from './helpers/redis';
@@ -14,6 +22,50 @@ const ticketJob = async (b: Parameters<typeof queueOf>[0], ticket: string) =>
   queueOf(b).getJob(`bbk-ticket-${ticket.slice(ticket.lastIndexOf('.') + 1)}`);
 
 describe('onTicketSettled', () => {
+  it('a callback that never settles does not hold worker.close(): its signal aborts with a ShutdownError, and the job waits for the next worker', async () => {
+    const signals: AbortSignal[] = [];
+    const name = uniqueName();
+    const options = {
+      name,
+      connection: testConnection(),
+      eachIteration: () => {},
+      onTicketSettled: (_outcome: TicketOutcome, _ticket: string, signal: AbortSignal) => {
+        signals.push(signal);
+        return new Promise<void>(() => {}); // never settles, and ignores its signal
+      },
+    };
+    const b = track(batchByKey(options));
+    const worker = b.createWorker();
+    const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
+    await waitFor(() => signals.length === 1, { what: 'the callback to start' });
+    await worker.close(); // would never resolve if close waited for the callback
+    expect(signals[0]!.aborted).toBe(true);
+    expect(signals[0]!.reason).toBeInstanceOf(ShutdownError);
+    // No attempt spent: the job waits for a worker, which runs the callback again.
+    const job = await ticketJob(b, ticket!);
+    expect(job?.attemptsMade ?? 0).toBe(0);
+    const next = track(batchByKey({ ...options, onTicketSettled: () => void signals.push(new AbortController().signal) }));
+    next.createWorker();
+    await waitFor(() => signals.length === 2, { what: 'the callback on the next worker' });
+  });
+
+  it('a callback that runs past sliceTimeoutMs gets a CallbackTimeoutError on its signal and is retried', async () => {
+    const signals: AbortSignal[] = [];
+    const b = testBatcher({
+      sliceTimeoutMs: 200,
+      attempts: 2,
+      eachIteration: () => {},
+      onTicketSettled: (_outcome, _ticket, signal) => {
+        signals.push(signal);
+        return new Promise<void>(() => {});
+      },
+    });
+    b.createWorker();
+    await b.performBatchLater(['1'], { key: 'k', track: true });
+    await waitFor(() => signals.length === 2, { what: 'the retried callback', timeoutMs: 10_000 });
+    expect(signals[0]!.reason).toBeInstanceOf(CallbackTimeoutError);
+  });
+
   it('runs once per tracked push when its last id is done or dead, saying complete vs success', async () => {
     const cb = callbacks();
     const b = testBatcher({

@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'ERR_SHUTDOWN'
   | 'ERR_CLOSED'
   | 'ERR_SLICE_TIMEOUT'
+  | 'ERR_CALLBACK_TIMEOUT'
   | 'ERR_SLICE_CRASHED'
   | 'ERR_PERMANENT'
   | 'ERR_UNKNOWN_TICKET'
@@ -99,6 +100,16 @@ export class ShutdownError extends BatchByKeyError {
 export class SliceTimeoutError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_SLICE_TIMEOUT', message);
+  }
+}
+
+/**
+ * An `onTicketSettled` call ran longer than `sliceTimeoutMs`: the reason of its signal, and the
+ * callback's job fails that attempt (BullMQ retries it, `attempts` times in all).
+ */
+export class CallbackTimeoutError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_CALLBACK_TIMEOUT', message);
   }
 }
 

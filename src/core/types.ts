@@ -249,9 +249,12 @@ export interface BatchByKeyOptions<Data = unknown> {
    * Runs once per ticket that asked for it (a tracked push of this batcher, or `callback: true`),
    * in a worker, when its last id is done or dead (and, for an open ticket, it is sealed): as a
    * BullMQ job added exactly once, run at least once (retried `attempts` times on a throw), so
-   * make it idempotent by the ticket. Deploys and crashes neither lose nor double it.
+   * make it idempotent by the ticket. Deploys and crashes neither lose nor double it. Bounded as a
+   * slice is: `signal` aborts with a CallbackTimeoutError after `sliceTimeoutMs` (the attempt
+   * fails and is retried) or with a ShutdownError when the worker closes (the job goes back, no
+   * attempt spent, and `close()` does not wait for the callback).
    */
-  onTicketSettled?: (outcome: TicketOutcome, ticket: Ticket) => PromiseLike<unknown> | void;
+  onTicketSettled?: (outcome: TicketOutcome, ticket: Ticket, signal: AbortSignal) => PromiseLike<unknown> | void;
   /**
    * Workers sample the batcher's totals (pending, in flight, retrying, dead, lag, ids processed
    * per second, the top keys) into a capped series in Redis, one sample per interval whatever the

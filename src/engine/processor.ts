@@ -61,7 +61,10 @@ export interface ProcessorDeps {
 export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor): KeyProcessor {
   // Three declared parameters: BullMQ hands a cancellation signal only to processors of arity >= 3.
   return async function processKeyJob(job, token, signal): Promise<void> {
-    if (job.name === TICKET_JOB_NAME) return runTicketCallback(deps.tickets, job, deps.options.onTicketSettled, deps.options.logger);
+    if (job.name === TICKET_JOB_NAME) {
+      const { onTicketSettled, sliceTimeoutMs, logger } = deps.options;
+      return runTicketCallback(deps.tickets, job, token ?? '', signal, onTicketSettled, { timeoutMs: sliceTimeoutMs, logger });
+    }
     if (job.name !== JOB_NAME) {
       if (fallback) {
         await fallback(job as unknown as Job<unknown, unknown, string>, token, signal);

@@ -76,6 +76,9 @@ async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Pro
     await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
     return false;
   }
+  // A paused key missing from the paused index (a resume that raced a pause on a Cluster, where
+  // the two are written apart): listed again, with the pause's end (the marker holds it).
+  if (pausedTtl !== -2) await relistPaused(deps, key, names.paused, pausedTtl);
   let recovered = false;
   // Slices in flight and no run: a first claim recovers them, those of lanes other than 0 only
   // while the key is marked (keys.ts `lanes`), which a run of an earlier version did not set.
@@ -89,4 +92,12 @@ async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Pro
   // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.
   await client.zadd(keyspace.index, 'XX', Date.now(), key);
   return recovered;
+}
+
+async function relistPaused(deps: RecoveryDeps, key: string, marker: string, pttl: number): Promise<void> {
+  const { client, keyspace } = deps;
+  if ((await client.zscore(keyspace.pausedIndex, key)) !== null) return;
+  const value = await client.get(marker);
+  if (value === null) return;
+  await client.zadd(keyspace.pausedIndex, 'NX', pttl === -1 || value === '' ? '+inf' : value, key);
 }

@@ -4,14 +4,18 @@ import { ensureJob, type KeyQueue } from '../storage/job';
 import type { Keyspace } from '../storage/keys';
 import { MAX_TIMER_MS } from '../core/limits';
 import { duration } from '../core/validate';
-import { dueIn } from '../storage/protocol';
+import { Cluster } from 'ioredis';
+import { dueIn, pauseKey, resumeKey } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import type { Key, PausedKey, PauseOptions, StoreKind } from '../core/types';
 
 /**
  * Operators' pause of one key. The key's `paused` marker (in its own slot) is the truth every
- * claim, push and release reads (see includes/flow.lua); the batcher's paused index only lists
- * keys for `paused()`, so it is written before the marker and cleared after it.
+ * claim, push and release reads (see includes/flow.lua); the batcher's paused index lists keys
+ * for `paused()`. On a standalone server a pause or a resume writes both in one script call, so
+ * the two never disagree, whatever runs at the same moment. On a Cluster they are in different
+ * slots: the marker is written first, the index after it, and the recovery sweep lists a paused
+ * key whose entry a concurrent resume dropped (see recovery.ts).
  */
 
 /** @internal */
@@ -43,23 +47,26 @@ function pauseLength(options: PauseOptions, now: number): number | undefined {
 
 export async function pause(deps: PauseDeps, rawKey: Key, options: PauseOptions = {}): Promise<void> {
   const key = validateKey(rawKey, 'key');
-  const now = Date.now();
-  const ms = pauseLength(options, now);
+  const ms = pauseLength(options, Date.now());
   const { client, keyspace } = deps;
-  await client.zadd(keyspace.pausedIndex, ms === undefined ? '+inf' : now + ms, key);
-  const marker = keyspace.forKey(key).paused;
-  if (ms === undefined) await client.set(marker, '');
-  else await client.set(marker, String(now + ms), 'PX', ms);
+  const names = keyspace.forKey(key);
+  if (!(client instanceof Cluster)) {
+    await pauseKey(client, names, key, ms, keyspace.pausedIndex);
+    return;
+  }
+  const untilMs = await pauseKey(client, names, key, ms);
+  await client.zadd(keyspace.pausedIndex, untilMs ?? '+inf', key);
 }
 
-/** Ends the pause and, if the key has ids, starts (or brings forward) its job. */
+/** Ends the pause and, if the key has ids, starts (or brings forward) its job; a NotPausedError if it is not paused (a timed pause that ended is not). */
 export async function resume(deps: PauseDeps, rawKey: Key): Promise<void> {
   const key = validateKey(rawKey, 'key');
   const { client, keyspace } = deps;
   const names = keyspace.forKey(key);
-  const removed = await client.del(names.paused);
-  const listed = await client.zrem(keyspace.pausedIndex, key);
-  if (removed === 0 && listed === 0) throw new NotPausedError(`key ${JSON.stringify(key)} is not paused`);
+  const cluster = client instanceof Cluster;
+  const wasPaused = await resumeKey(client, names, key, cluster ? undefined : keyspace.pausedIndex);
+  if (cluster) await client.zrem(keyspace.pausedIndex, key);
+  if (!wasPaused) throw new NotPausedError(`key ${JSON.stringify(key)} is not paused`);
   // A key paused until resumed has no job (its last run completed it); a timed one waits delayed.
   const due = await dueIn(client, deps.store, names);
   if (due >= 0) await ensureJob(deps.queue(), key, due);
@@ -68,8 +75,9 @@ export async function resume(deps: PauseDeps, rawKey: Key): Promise<void> {
 /** Keys paused now; entries of timed pauses that ended are dropped on the way. */
 export async function paused(deps: PauseDeps): Promise<PausedKey[]> {
   const { client, keyspace } = deps;
-  const now = Date.now();
-  await client.zremrangebyscore(keyspace.pausedIndex, '-inf', now);
+  // Ended timed pauses, by the Redis clock (the index's scores are).
+  const [seconds, micros] = await client.time();
+  await client.zremrangebyscore(keyspace.pausedIndex, '-inf', Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
   const flat = await client.zrange(keyspace.pausedIndex, 0, -1, 'WITHSCORES');
   const listed: PausedKey[] = [];
   for (let i = 0; i < flat.length; i += 2) {

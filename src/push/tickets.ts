@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Job } from 'bullmq';
-import { InvalidOptionError, TicketSealedError, UnknownTicketError } from '../core/errors';
+import { DelayedError, type Job } from 'bullmq';
+import { CallbackTimeoutError, InvalidOptionError, ShutdownError, TicketSealedError, UnknownTicketError } from '../core/errors';
+import { withDeadline } from '../core/deadline';
 import { JOB_NAME, type KeyQueue } from '../storage/job';
 import { encodeKey, ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
@@ -85,12 +86,20 @@ export async function sealTicket(deps: TicketDeps, ticket: Ticket): Promise<void
   if (sealed === 'settled') await addCallbacks(deps, key, [id]);
 }
 
-/** Runs a ticket's callback job. Without a callback in this worker it fails (BullMQ retries it, perhaps on a worker that has one). */
+/**
+ * Runs a ticket's callback job, bounded as a slice is: the callback gets a signal that aborts
+ * with a CallbackTimeoutError after `timeoutMs` (then the job fails that attempt, and BullMQ
+ * retries it) or with a ShutdownError when the worker closes (then the job goes back to wait,
+ * no attempt spent, and `worker.close()` does not wait for a callback that never settles).
+ * Without a callback in this worker it fails (BullMQ retries it, perhaps on a worker that has one).
+ */
 export async function runTicketCallback(
   deps: TicketDeps,
   job: Job<{ key: Key; ticket?: Ticket }>,
-  callback: ((outcome: TicketOutcome, ticket: Ticket) => unknown) | undefined,
-  logger: Logger,
+  token: string,
+  bullSignal: AbortSignal | undefined,
+  callback: ((outcome: TicketOutcome, ticket: Ticket, signal: AbortSignal) => unknown) | undefined,
+  options: { timeoutMs: number; logger: Logger },
 ): Promise<void> {
   const ticket = job.data.ticket;
   if (ticket === undefined) throw new InvalidOptionError('a ticket callback job without a ticket');
@@ -98,6 +107,26 @@ export async function runTicketCallback(
     throw new InvalidOptionError(`ticket ${ticket} settled and asked for a callback, but this worker's batcher has no onTicketSettled`);
   }
   const p = await progress(deps.client, deps.keyspace, ticket);
-  log(logger, 'debug', 'batch-by-key: ticket settled, running its callback', { ticket });
-  await callback({ ...p, ticket, success: p.failed === 0 }, ticket);
+  log(options.logger, 'debug', 'batch-by-key: ticket settled, running its callback', { ticket });
+  const controller = new AbortController();
+  const closing = new Promise<'closing'>((resolve) => {
+    const relay = () => {
+      controller.abort(new ShutdownError(`the worker is closing or cancelled the job: ${String(bullSignal?.reason)}`));
+      resolve('closing');
+    };
+    if (bullSignal?.aborted) relay();
+    else bullSignal?.addEventListener('abort', relay, { once: true });
+  });
+  const call = Promise.resolve().then(() => callback({ ...p, ticket, success: p.failed === 0 }, ticket, controller.signal));
+  const ended = await withDeadline(Promise.race([call.then(() => 'done' as const), closing]), options.timeoutMs, () => {
+    const error = new CallbackTimeoutError(`onTicketSettled for ticket ${ticket} ran longer than sliceTimeoutMs (${options.timeoutMs} ms)`);
+    controller.abort(error);
+    return error;
+  });
+  if (ended === 'closing') {
+    // The callback is abandoned, not failed: it runs again, whole, on a worker that stays.
+    call.catch(() => undefined);
+    await job.moveToDelayed(Date.now(), token);
+    throw new DelayedError();
+  }
 }

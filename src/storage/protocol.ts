@@ -398,3 +398,24 @@ export async function sealTicket(client: RedisClient, names: KeyNames, ticketId:
 export async function dueIn(client: RedisClient, store: StoreKind, names: KeyNames): Promise<number> {
   return Number(await runScript(client, 'due-in', [names.pending, names.retry, names.paused, names.hold], [store, MAX_RETRYING_SLICES]));
 }
+
+/**
+ * Pauses a key for `ms` (undefined: until resumed), listing it in the paused index in the same call
+ * when `index` is given (standalone; see pause-key.lua). Returns the pause's end by the Redis
+ * clock (ms), or undefined for a pause until resumed.
+ */
+export async function pauseKey(
+  client: RedisClient,
+  names: KeyNames,
+  key: string,
+  ms: number | undefined,
+  index?: string,
+): Promise<number | undefined> {
+  const until = String(await runScript(client, 'pause-key', index ? [names.paused, index] : [names.paused], [key, ms ?? -1]));
+  return until === '+inf' ? undefined : Number(until);
+}
+
+/** Ends a key's pause (and, with `index`, its listing, in the same call; see resume-key.lua): false when it was not paused. */
+export async function resumeKey(client: RedisClient, names: KeyNames, key: string, index?: string): Promise<boolean> {
+  return Number(await runScript(client, 'resume-key', index ? [names.paused, index] : [names.paused], [key])) === 1;
+}

@@ -26,6 +26,8 @@ const NAMES = [
   'history-tick',
   'history-append',
   'reads',
+  'pause-key',
+  'resume-key',
 ] as const;
 
 export type ScriptName = (typeof NAMES)[number];
