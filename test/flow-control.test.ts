@@ -401,9 +401,8 @@ describe('pause and resume', () => {
     await b.pause('a', { forMs: 50 });
     await b.pause('b', { forMs: 50 });
     const names = keyspaceOf(b);
-    await waitFor(async () => (await redisClient().exists(names.forKey('a').paused, names.forKey('b').paused)) === 0, {
-      what: 'both pauses to end',
-    });
+    const ended = async (key: string) => (await redisClient().exists(names.forKey(key).paused)) === 0;
+    await waitFor(async () => (await ended('a')) && (await ended('b')), { what: 'both pauses to end' });
     await expect(b.resume('a')).rejects.toThrow(NotPausedError);
     expect(await b.paused()).toEqual([]);
     await expect(b.resume('b')).rejects.toThrow(NotPausedError);
