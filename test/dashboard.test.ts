@@ -169,9 +169,35 @@ describe('dashboard over HTTP', () => {
     expect((await post({}, { batcher: b.name, token: 'f'.repeat(48) })).status).toBe(403);
     expect((await post({}, { batcher: 'other', token: token! })).status).toBe(400);
     expect(await b.deadLetters.count()).toBe(1);
+    // Same host, another scheme or port: another origin.
+    const host = new URL(url).host;
+    expect((await post({ origin: `https://${host}` }, { batcher: b.name, token: token! })).status).toBe(403);
+    expect((await post({ origin: `http://${new URL(url).hostname}:1` }, { batcher: b.name, token: token! })).status).toBe(403);
+    // A token of as many characters but more bytes, and a JSON body that is no object: refused, never a 500.
+    expect((await post({}, { batcher: b.name, token: 'é'.repeat(token!.length) })).status).toBe(403);
+    const json = (body: string) =>
+      fetch(`${url}/actions/purge`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-csrf-token': token! }, body });
+    expect((await json('null')).status).toBe(400);
+    expect((await json('[1]')).status).toBe(400);
+    expect(await b.deadLetters.count()).toBe(1);
     const ok = await post({ origin: url, 'sec-fetch-site': 'same-origin' }, { batcher: b.name, token: token! });
     expect(await ok.json()).toEqual({ purged: 1 });
     expect(await b.deadLetters.count()).toBe(0);
+  });
+
+  it('a proxy that terminates TLS says so with X-Forwarded-Proto: its https origin passes; http does not', async () => {
+    const { b } = await workload();
+    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const token = /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())![1]!;
+    const host = new URL(url).host;
+    const post = (origin: string) =>
+      fetch(`${url}/actions/purge`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin, 'x-forwarded-proto': 'https' },
+        body: new URLSearchParams({ batcher: b.name, token }),
+      });
+    expect((await post(`http://${host}`)).status).toBe(403);
+    expect(await (await post(`https://${host}`)).json()).toEqual({ purged: 1 });
   });
 
   it('behind a proxy that rewrites Host, actions from a configured origin pass; an invalid key in an action is a 400', async () => {

@@ -42,7 +42,7 @@ class HttpError extends Error {
 
 function validate(
   options: DashboardOptions,
-): Required<Omit<DashboardOptions, 'stats' | 'origins'>> & { stats: StatsOptions; hosts: ReadonlySet<string> } {
+): Required<Omit<DashboardOptions, 'stats' | 'origins'>> & { stats: StatsOptions; origins: ReadonlySet<string> } {
   if (typeof options !== 'object' || options === null)
     throw new InvalidOptionError(`dashboard options must be an object, got ${describe(options)}`);
   const { batchers, readOnly = true, deadLetters = 50, stats = {}, origins = [] } = options;
@@ -56,11 +56,11 @@ function validate(
     readOnly: boolean('dashboard readOnly', readOnly, true),
     deadLetters: integer('dashboard deadLetters', deadLetters, 50, 0, 1000),
     stats,
-    hosts: new Set(validateOrigins(origins)),
+    origins: new Set(validateOrigins(origins)),
   };
 }
 
-/** The host part of each allowed origin (what an Origin header is compared by). */
+/** Each allowed origin (scheme, host and port: what an Origin header is compared with). */
 function validateOrigins(origins: unknown): string[] {
   if (!Array.isArray(origins))
     throw new InvalidOptionError(`dashboard origins must be an array of origins like 'https://ops.example.com', got ${describe(origins)}`);
@@ -70,7 +70,7 @@ function validateOrigins(origins: unknown): string[] {
       throw new InvalidOptionError(
         `dashboard origins must be origins like 'https://ops.example.com' (scheme, host, port; no path), got ${describe(origin)}`,
       );
-    return url.host;
+    return url.origin;
   });
 }
 
@@ -118,7 +118,7 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
     if (action) {
       if (req.method !== 'POST') throw new HttpError(405, 'use POST');
       if (opts.readOnly) throw new HttpError(403, 'this dashboard is read-only');
-      checkSameOrigin(req, opts.hosts);
+      checkSameOrigin(req, opts.origins);
       const form = await readForm(req);
       if (!sameToken(form.token, token)) throw new HttpError(403, 'missing or wrong token: reload the page');
       const batcher = byName.get(form.batcher ?? '');
@@ -174,25 +174,35 @@ function basePath(req: IncomingMessage, path: string): string {
 
 /**
  * A cross-site form post carries the operator's cookies; browsers say where it came from in
- * Sec-Fetch-Site and Origin. The token covers old browsers that send neither.
+ * Sec-Fetch-Site and Origin. The token covers old browsers that send neither. The Origin must be
+ * this server's own (scheme, host and port: a page served over http must not act on an https
+ * one, nor another port) or one of `origins`; the scheme is the connection's, or a proxy's
+ * X-Forwarded-Proto (a cross-site form post cannot set that header).
  */
 function checkSameOrigin(req: IncomingMessage, allowed: ReadonlySet<string>): void {
   const site = req.headers['sec-fetch-site'];
   if (site !== undefined && site !== 'same-origin') throw new HttpError(403, 'cross-site request refused');
   const origin = req.headers.origin;
   if (origin === undefined) return;
-  let host: string;
-  try {
-    host = new URL(origin).host;
-  } catch {
+  const forwarded = req.headers['x-forwarded-proto'];
+  const proto = (typeof forwarded === 'string' ? forwarded.split(',')[0]!.trim() : '') || (isEncrypted(req) ? 'https' : 'http');
+  const originOf = (url: string) => (URL.canParse(url) ? new URL(url).origin : undefined);
+  const given = originOf(origin);
+  const own = originOf(`${proto}://${req.headers.host ?? ''}`);
+  if (given === undefined || given === 'null' || (given !== own && !allowed.has(given)))
     throw new HttpError(403, 'cross-site request refused');
-  }
-  if (host !== req.headers.host && !allowed.has(host)) throw new HttpError(403, 'cross-site request refused');
 }
 
+function isEncrypted(req: IncomingMessage): boolean {
+  return (req.socket as { encrypted?: boolean }).encrypted === true;
+}
+
+/** Compares as bytes: a token of another byte length (non-ASCII) is simply wrong, never an error. */
 function sameToken(given: string | undefined, token: string): boolean {
-  if (given === undefined || given.length !== token.length) return false;
-  return timingSafeEqual(Buffer.from(given), Buffer.from(token));
+  if (given === undefined) return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 async function readForm(req: IncomingMessage): Promise<Record<string, string | undefined>> {
@@ -200,6 +210,8 @@ async function readForm(req: IncomingMessage): Promise<Record<string, string | u
   const parsed = (req as { body?: unknown }).body;
   const headerToken = typeof req.headers['x-csrf-token'] === 'string' ? req.headers['x-csrf-token'] : undefined;
   let fields: Record<string, unknown>;
+  // A body the host app parsed to something that is no object (JSON `null`, an array) is no form.
+  if (parsed === null || Array.isArray(parsed)) throw new HttpError(400, 'the body must be a form or a JSON object');
   if (parsed && typeof parsed === 'object' && !Buffer.isBuffer(parsed)) fields = parsed as Record<string, unknown>;
   else {
     const chunks: Buffer[] = [];
@@ -211,11 +223,14 @@ async function readForm(req: IncomingMessage): Promise<Record<string, string | u
     }
     const text = Buffer.concat(chunks).toString('utf8');
     if ((req.headers['content-type'] ?? '').includes('application/json')) {
+      let body: unknown;
       try {
-        fields = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+        body = text ? JSON.parse(text) : {};
       } catch {
         throw new HttpError(400, 'invalid JSON body');
       }
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'the JSON body must be an object');
+      fields = body as Record<string, unknown>;
     } else fields = Object.fromEntries(new URLSearchParams(text));
   }
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
