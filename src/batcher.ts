@@ -2,6 +2,7 @@ import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redlock from 'redlock';
 import { Cluster } from 'ioredis';
 import { commandClient, fromUrl } from './core/connection';
+import { onlyKnownOptions, optionNames } from './core/validate';
 import { performBatchLater, type EnqueueDeps } from './push/enqueue';
 import { DeadLetterBox } from './engine/dead-letters';
 import { StoreAgreement } from './storage/agreement';
@@ -38,6 +39,39 @@ import type {
   PushItem,
   StatsOptions,
 } from './core/types';
+
+/**
+ * BullMQ's WorkerOptions as createWorker takes them (its prefix is the batcher's): the compiler
+ * holds this list to BullMQ's type, so a BullMQ upgrade that adds an option fails the build here.
+ */
+const WORKER_OPTIONS = optionNames<CreateWorkerOptions>()([
+  'autorun',
+  'blockingConnection',
+  'concurrency',
+  'connection',
+  'drainDelay',
+  'limiter',
+  'lockDuration',
+  'lockRenewTime',
+  'maxStalledCount',
+  'maxStartedAttempts',
+  'maximumRateLimitDelay',
+  'metrics',
+  'name',
+  'removeOnComplete',
+  'removeOnFail',
+  'runRetryDelay',
+  'settings',
+  'skipLockRenewal',
+  'skipStalledCheck',
+  'skipVersionCheck',
+  'skipWaitingForReady',
+  'stalledInterval',
+  'telemetry',
+  'useWorkerThreads',
+  'workerForkOptions',
+  'workerThreadsOptions',
+]);
 
 /** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
 function bullConnection(connection: Connection): ConnectionOptions {
@@ -220,6 +254,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       sampler?.track(worker);
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {
+      if (typeof workerOptions === 'object' && workerOptions !== null)
+        onlyKnownOptions('createWorker options', workerOptions, WORKER_OPTIONS);
       validateWorkerConnection(workerOptions.connection, opts.prefix);
       const config = firstClaimConfig(opts, keyspace.root);
       const finisher = new JobFinisher(config && { client, config, agree: () => agreement.check('worker') });

@@ -4,7 +4,7 @@ import { fromUrl } from './core/connection';
 import { validateRateLimitOption } from './engine/flow';
 import type { RunOptions } from './engine/run-options';
 import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
-import { boolean, duration, integer, oneOf, optionalFunction } from './core/validate';
+import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, optionNames } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { silentLogger } from './core/logger';
 import type { Backoff, BatchByKeyOptions, EachIteration, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
@@ -122,11 +122,42 @@ function validateAround(around: unknown): readonly SliceMiddleware[] {
 }
 
 /** Validates everything up front, so a typo fails at startup and not at the first push. */
+/** Every option `batchByKey` takes (the compiler holds the list to the type). */
+const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
+  'name',
+  'connection',
+  'store',
+  'sliceSize',
+  'concurrencyPerKey',
+  'maxRuntimeMs',
+  'scheduling',
+  'weight',
+  'sliceTimeoutMs',
+  'lockTtlMs',
+  'key',
+  'eachIteration',
+  'merge',
+  'attempts',
+  'backoff',
+  'isolateFailures',
+  'maxDeadLetters',
+  'ticketTtlMs',
+  'around',
+  'prefix',
+  'recoveryIntervalMs',
+  'pushTimeoutMs',
+  'rateLimit',
+  'onTicketSettled',
+  'history',
+  'logger',
+]);
+
 export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionError(`options must be an object, got ${describe(options)}`);
   }
   const o = options as Partial<BatchByKeyOptions>;
+  onlyKnownOptions('batchByKey options', o, BATCH_BY_KEY_OPTIONS);
   if (typeof o.name !== 'string' || !NAME.test(o.name)) {
     throw new InvalidOptionError(
       `options.name must be 1-100 letters, digits, '.', '_' or '-' (it names the BullMQ queue), got ${describe(o.name)}`,

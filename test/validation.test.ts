@@ -14,7 +14,9 @@ import {
   type BatchByKeyOptions,
 } from '../src';
 import { resolveOptions } from '../src/options';
-import { keysMatching, testBatcher } from './helpers/redis';
+import fc from 'fast-check';
+import { dashboard } from '../src';
+import { keysMatching, testBatcher, testConnection, uniqueName } from './helpers/redis';
 
 /** Never connected to: the options below are refused or resolved before any connection. */
 const connection = () => ({ host: '127.0.0.1', port: 1 });
@@ -200,5 +202,42 @@ describe('invalid options throw InvalidOptionError at definition', () => {
 
   it('a non-object options value is refused', () => {
     expect(() => batchByKey(null as never)).toThrow(/options must be an object, got null/);
+  });
+});
+
+describe('unknown options', () => {
+  it('are refused with InvalidOptionError naming the closest known option, wherever options are taken, before any write', async () => {
+    const typo = (thrown: () => unknown, name: string, closest: string) =>
+      expect(thrown).toThrow(new RegExp(`unknown option "${name}"; did you mean ${closest}\\?`));
+    const base = { name: uniqueName(), connection: testConnection(), eachIteration: () => {} };
+    typo(() => batchByKey({ ...base, maxRuntimMs: 5 } as never), 'maxRuntimMs', 'maxRuntimeMs');
+    const b = testBatcher({ eachIteration: () => {} });
+    typo(() => b.createWorker({ concurency: 4 } as never), 'concurency', 'concurrency');
+    typo(() => dashboard({ batchers: [b], readOnyl: false } as never), 'readOnyl', 'readOnly');
+    await expect(b.performBatchLater(['1'], { key: 'k', delayMS: 5 } as never)).rejects.toThrow(/did you mean delayMs\?/);
+    await expect(b.pause('k', { forMS: 5 } as never)).rejects.toThrow(/did you mean forMs\?/);
+    await expect(b.waitFor('k.t', { timeout: 5 } as never)).rejects.toThrow(/did you mean timeoutMs\?/);
+    // Something no option resembles gets the list instead.
+    expect(() => batchByKey({ ...base, zzz: 1 } as never)).toThrow(InvalidOptionError);
+    expect(await keysMatching(`*${b.name}*`)).toEqual([]);
+  });
+
+  it('any misspelling of a batchByKey option is refused; every known option is taken (fast-check)', () => {
+    const known = ['maxRuntimeMs', 'sliceSize', 'lockTtlMs', 'recoveryIntervalMs', 'pushTimeoutMs', 'concurrencyPerKey'];
+    fc.assert(
+      fc.property(fc.constantFrom(...known), fc.nat(), fc.constantFrom('drop', 'double', 'swap'), (name, at, how) => {
+        const i = at % name.length;
+        const typo =
+          how === 'drop'
+            ? name.slice(0, i) + name.slice(i + 1)
+            : how === 'double'
+              ? name.slice(0, i) + name[i] + name.slice(i)
+              : name.slice(0, i) + (name[i + 1] ?? '') + name[i] + name.slice(i + 2);
+        fc.pre(typo !== name);
+        expect(() => batchByKey({ name: 'props', connection: testConnection(), eachIteration: () => {}, [typo]: 5 } as never)).toThrow(
+          InvalidOptionError,
+        );
+      }),
+    );
   });
 });

@@ -55,3 +55,51 @@ export function optionalFunction<F>(where: string, value: unknown, shape: string
   if (value !== undefined && typeof value !== 'function') fail(where, `a function ${shape}`, value);
   return value as F | undefined;
 }
+
+/**
+ * The names of an options type, checked by the compiler against the type itself: a name missing
+ * from the list (or one the type does not have) is a type error, so the list cannot drift.
+ */
+export function optionNames<T>() {
+  return <const L extends readonly (keyof T & string)[]>(
+    names: L & ([Exclude<keyof T, L[number]>] extends [never] ? unknown : { missing: Exclude<keyof T, L[number]> }),
+  ): L => names;
+}
+
+/**
+ * Refuses an option of `given` that is not in `known` (a typo such as `maxRuntimMs` would
+ * otherwise run with the default, silently, for JavaScript users and options read from a config
+ * file), naming the closest known option.
+ */
+export function onlyKnownOptions(where: string, given: object, known: readonly string[]): void {
+  for (const name of Object.keys(given)) {
+    if (known.includes(name)) continue;
+    const closest = closestName(name, known);
+    throw new InvalidOptionError(
+      `${where}: unknown option ${JSON.stringify(name)}${closest ? `; did you mean ${closest}?` : ''} (known: ${known.join(', ')})`,
+    );
+  }
+}
+
+/** The known name nearest to `name` by edit distance (case-blind), if it is near enough to be a typo. */
+function closestName(name: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(name.length / 3)) + 1;
+  for (const candidate of known) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}

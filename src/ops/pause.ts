@@ -3,7 +3,7 @@ import { validateKey } from '../core/input';
 import { ensureJob, type KeyQueue } from '../storage/job';
 import type { Keyspace } from '../storage/keys';
 import { MAX_TIMER_MS } from '../core/limits';
-import { duration } from '../core/validate';
+import { duration, onlyKnownOptions, optionNames } from '../core/validate';
 import { Cluster } from 'ioredis';
 import { dueIn, pauseKey, resumeKey } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
@@ -30,6 +30,7 @@ export interface PauseDeps {
 function pauseLength(options: PauseOptions, now: number): number | undefined {
   if (typeof options !== 'object' || options === null)
     throw new InvalidOptionError(`pause options must be an object, got ${describe(options)}`);
+  onlyKnownOptions('pause options', options, optionNames<PauseOptions>()(['untilMs', 'forMs']));
   const { untilMs, forMs } = options;
   if (untilMs !== undefined && forMs !== undefined) throw new InvalidOptionError('pause takes untilMs or forMs, not both');
   if (forMs !== undefined) return duration('pause forMs', forMs, 0);

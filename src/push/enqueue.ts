@@ -2,7 +2,7 @@ import { Cluster } from 'ioredis';
 import { currentKey } from './context';
 import { withDeadline } from '../core/deadline';
 import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError, TicketSealedError, UnknownTicketError } from '../core/errors';
-import { boolean } from '../core/validate';
+import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
 import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
 import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
@@ -45,11 +45,14 @@ export interface EnqueueDeps {
  * never trusted: it may be between its last (empty) claim and its completion, and the add, which
  * BullMQ keeps as the next job, is what covers that window. Waits at most `timeoutMs` for Redis.
  */
+const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback']);
+
 export async function performBatchLater(
   deps: EnqueueDeps,
   items: ReadonlyArray<PushItem>,
   options: PerformOptions = {},
 ): Promise<PerformResult> {
+  if (typeof options === 'object' && options !== null) onlyKnownOptions('performBatchLater options', options, PERFORM_OPTIONS);
   const { ids, payloads } = normalizeItems(items);
   const delayMs = validateDelay(deps.store, options.delayMs);
   const track = boolean('options.track', options.track, false);

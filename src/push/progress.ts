@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from '../core/errors';
-import { positiveMs } from '../core/validate';
+import { onlyKnownOptions, optionNames, positiveMs } from '../core/validate';
 import { encodeKey, ticketHash, type Keyspace } from '../storage/keys';
 import type { RedisClient } from '../storage/scripts';
 import type { Id, Key, Progress, Ticket, WaitForOptions } from '../core/types';
@@ -52,7 +52,10 @@ export async function progress(client: RedisClient, keyspace: Keyspace, ticket: 
 }
 
 /** Polls progress() until nothing is pending; a WaitTimeoutError (with the last progress) after `timeoutMs`. */
+const WAIT_FOR_OPTIONS = optionNames<WaitForOptions>()(['timeoutMs', 'pollMs']);
+
 export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: Ticket, options: WaitForOptions = {}): Promise<Progress> {
+  if (typeof options === 'object' && options !== null) onlyKnownOptions('waitFor options', options, WAIT_FOR_OPTIONS);
   const timeoutMs = positiveMs('waitFor options.timeoutMs', options.timeoutMs, 60_000);
   const pollMs = positiveMs('waitFor options.pollMs', options.pollMs, 100);
   const deadline = Date.now() + timeoutMs;
