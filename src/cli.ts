@@ -55,12 +55,35 @@ function open(global: Global): Batcher {
   );
 }
 
+/**
+ * A key as the shell takes it back after --key: bare when it is plain, in single quotes when it
+ * holds spaces or shell characters, and in bash's and zsh's $'…' when it holds control characters
+ * (a tab, a newline), so one key stays one line and one field, leading spaces and all.
+ */
+export function shellQuote(key: string): string {
+  if (/^[A-Za-z0-9._:@%+=,/-]+$/.test(key)) return key;
+  // eslint-disable-next-line no-control-regex -- control characters are what this looks for
+  if (!/[\u0000-\u001f\u007f]/.test(key)) return `'${key.replace(/'/g, `'\\''`)}'`;
+  const escaped = [...key]
+    .map((c) => {
+      const code = c.codePointAt(0)!;
+      if (c === '\\') return '\\\\';
+      if (c === "'") return "\\'";
+      if (c === '\n') return '\\n';
+      if (c === '\t') return '\\t';
+      if (c === '\r') return '\\r';
+      return code < 0x20 || code === 0x7f ? `\\x${code.toString(16).padStart(2, '0')}` : c;
+    })
+    .join('');
+  return `$'${escaped}'`;
+}
+
 function keyLine(k: KeyStats): string {
-  return `  ${k.key}  pending ${k.pending}  in flight ${k.inFlight}  retrying ${k.retrying}  lag ${formatMs(k.oldestPendingAgeMs)}`;
+  return `  ${shellQuote(k.key)}  pending ${k.pending}  in flight ${k.inFlight}  retrying ${k.retrying}  lag ${formatMs(k.oldestPendingAgeMs)}`;
 }
 
 function pausedLine(p: PausedKey): string {
-  return `  ${p.key}\t${p.untilMs === undefined ? 'until resumed' : `until ${new Date(p.untilMs).toISOString()}`}`;
+  return `  ${shellQuote(p.key)}\t${p.untilMs === undefined ? 'until resumed' : `until ${new Date(p.untilMs).toISOString()}`}`;
 }
 
 function formatStats(s: Stats): string {

@@ -136,6 +136,32 @@ describe('the batch-by-key CLI', () => {
     expect(again.stderr).toBe('batch-by-key: key "acct-1" is not paused\n');
   });
 
+  it('paused prints each key so that bash takes it back whole: leading spaces, tabs, newlines and quotes', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const keys = ['  lead', 'tab\tkey', "it's", 'line\nbreak', 'plain-1'];
+    for (const key of keys) await b.pause(key);
+    const listed = await cli([...on(b), 'paused']);
+    const lines = listed.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(keys.length);
+    const back = await Promise.all(
+      lines.map(
+        (line) =>
+          new Promise<string>((resolve) => {
+            const quoted = line.slice(0, line.lastIndexOf('\tuntil '));
+            const sh = spawn('bash', ['-c', `printf %s ${quoted}`]);
+            let out = '';
+            sh.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+            sh.on('close', () => resolve(out));
+          }),
+      ),
+    );
+    expect(back.sort()).toEqual([...keys].sort());
+    // And what it printed works after --key.
+    const lead = lines.find((line) => line.startsWith("'  lead'"))!;
+    expect(lead).toBeDefined();
+    expect((await cli([...on(b), 'resume', '--key', '  lead'])).code).toBe(0);
+  });
+
   it('exits 2 on usage errors and 1 with a one-line message when Redis is unreachable', async () => {
     const noName = await cli(['stats']);
     expect(noName.code).toBe(2);
