@@ -2,7 +2,8 @@ import { UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { PermanentError, type BatcherEvents, type SliceMiddleware } from '../src';
 import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
-import { MAX_ERROR_TEXT, wellFormedText } from '../src/engine/failures';
+import { MAX_ERROR_TEXT } from '../src/engine/failures';
+import { wellFormedText } from '../src/core/text';
 
 const fast = { attempts: 3, backoff: { type: 'fixed', delayMs: 1 } } as const;
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { batchByKey, DEFAULTS, InvalidOptionError, MAX_TIMER_MS, type EachIteration } from '../src';
-import { encodeSample } from '../src/ops/history';
+import { decodeSamples, encodeSample, MAX_SAMPLED_KEY } from '../src/ops/history';
+import type { Stats } from '../src';
 import { validateHistoryOption } from '../src/ops/history-options';
 import { defineScripts, runScript } from '../src/storage/scripts';
 import { Gate } from './helpers/gate';
@@ -251,5 +252,32 @@ describe('history option', () => {
     expect(validateHistoryOption({ intervalMs: 100 })).toEqual({ intervalMs: 100, retentionMs: 1_000_000, topKeys: 5 });
     expect(validateHistoryOption({ intervalMs: 7_200_000 })).toEqual({ intervalMs: 7_200_000, retentionMs: 7_200_000, topKeys: 5 });
     expect(validateHistoryOption(false)).toBe(false);
+  });
+});
+
+describe('history samples with long key names', () => {
+  it('keep at most MAX_SAMPLED_KEY code units of a name, well-formed, so a sample stays small', () => {
+    const long = '鍵🙂'.repeat(400); // 1,200 code units, surrogate pairs included
+    const stats = {
+      name: 'b',
+      keys: 1,
+      pending: 1,
+      inFlight: 0,
+      retrying: 0,
+      dead: 0,
+      oldestPendingAgeMs: 5,
+      truncated: false,
+      scannedKeys: 1,
+      topKeys: [{ key: long, pending: 1, inFlight: 0, retrying: 0, oldestPendingAgeMs: 5 }],
+      laggingKeys: [],
+      paused: [],
+    } as unknown as Stats;
+    const sample = encodeSample(Date.now(), 0, stats, 5);
+    expect(sample.length).toBeLessThan(1_000);
+    const [key] = decodeSamples([sample])[0]!.topKeys;
+    expect(key!.key.length).toBeLessThanOrEqual(MAX_SAMPLED_KEY);
+    expect(key!.key.isWellFormed()).toBe(true);
+    expect(key!.key.endsWith('…')).toBe(true);
+    expect(long.startsWith(key!.key.slice(0, -1))).toBe(true);
   });
 });

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { batchByKey, InvalidIdsError, InvalidKeyError, InvalidOptionError, MAX_TIMER_MS, RateLimitedError } from '../src';
-import { MAX_ERROR_TEXT, wellFormedText } from '../src/engine/failures';
+import { MAX_ERROR_TEXT } from '../src/engine/failures';
+import { wellFormedText } from '../src/core/text';
 import { MAX_ID_LENGTH, MAX_KEY_LENGTH } from '../src/core/input';
 import { keyspaceOf, redisClient, testBatcher, testConnection, waitFor } from './helpers/redis';
 

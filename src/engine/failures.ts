@@ -1,3 +1,4 @@
+import { wellFormedText } from '../core/text';
 import { UnrecoverableError } from 'bullmq';
 import { PermanentError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
@@ -89,23 +90,6 @@ export function mayRetry(attempts: number, isolating: boolean, policy: FailurePo
  * 100 MB and more. Documented in docs/failures-and-flow.md.
  */
 export const MAX_ERROR_TEXT = { name: 200, message: 2_000, stack: 2_000 } as const;
-
-/** A lone surrogate (half of a pair whose other half is missing). */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
-/**
- * `text` cut to `max` code units, never between the halves of a pair, with any lone surrogate
- * (a message may end mid-emoji: `title.slice(0, 13)`) replaced by U+FFFD: Redis's cjson refuses
- * JSON holding a lone surrogate, and a refused failure would count as a crashed run.
- */
-export function wellFormedText(text: string, max: number): string {
-  let cut = text;
-  if (text.length > max) {
-    const end = /[\uD800-\uDBFF]/.test(text[max - 1] ?? '') ? max - 1 : max;
-    cut = text.slice(0, end);
-  }
-  return cut.replace(LONE_SURROGATE, '\uFFFD');
-}
 
 /** What a dead letter (and a ticket's errors) keeps of an error (anything may be thrown): well-formed and capped. */
 export function serializeError(error: unknown): { name: string; message: string; stack?: string } {

@@ -2,6 +2,7 @@ import type { Worker } from 'bullmq';
 import { ClosedError } from '../core/errors';
 import { samplesKept, type ResolvedHistory } from './history-options';
 import { encodeKey, type HistoryNames } from '../storage/keys';
+import { wellFormedText } from '../core/text';
 import { log } from '../core/logger';
 import { runScript, type RedisClient } from '../storage/scripts';
 import { redisNow } from './stats';
@@ -29,6 +30,18 @@ import type { History, HistoryKey, HistorySample, Logger, Stats, StatsOptions } 
 /** The fields before the top keys, in order (see `encodeSample`). */
 const HEAD = 9;
 
+/**
+ * A sample keeps at most this many UTF-16 code units of a top key's name (then '…'): long
+ * non-ASCII names made a sample of 20 keys 184 KB (about 66 MB an hour per batcher); capped, a
+ * sample stays under about 12 KB whatever the keys. Documented in docs/operations.md.
+ */
+export const MAX_SAMPLED_KEY = 64;
+
+/** A key's name as a sample stores it (see MAX_SAMPLED_KEY). */
+function sampledKey(key: string): string {
+  return key.length <= MAX_SAMPLED_KEY ? key : `${wellFormedText(key, MAX_SAMPLED_KEY - 1)}…`;
+}
+
 /** The `top` keys with the most ids waiting and the `top` laggiest, merged, most waiting first. */
 function topKeysOf(s: Stats, top: number): HistoryKey[] {
   const merged = new Map<string, HistoryKey>();
@@ -45,7 +58,7 @@ function topKeysOf(s: Stats, top: number): HistoryKey[] {
  */
 export function encodeSample(at: number, processed: number, s: Stats, topKeys: number): string {
   const head = [at, processed, s.keys, s.pending, s.inFlight, s.retrying, s.dead, s.oldestPendingAgeMs, s.truncated ? 1 : 0];
-  const top = topKeysOf(s, topKeys).map((k) => `${encodeKey(k.key)} ${k.backlog} ${k.oldestPendingAgeMs}`);
+  const top = topKeysOf(s, topKeys).map((k) => `${encodeKey(sampledKey(k.key))} ${k.backlog} ${k.oldestPendingAgeMs}`);
   return [...head, ...top].join(' ');
 }
 
