@@ -152,6 +152,18 @@ describe('dashboard over HTTP', () => {
     expect((await fetch(`${url}/nope`)).status).toBe(404);
   });
 
+  it('many paused keys: paused() reads them all in pages; the page shows the first 100 and says how many more', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const keys = range(2_500, 'p-');
+    for (let i = 0; i < keys.length; i += 250) await Promise.all(keys.slice(i, i + 250).map((key) => b.pause(key)));
+    const listed = await b.paused();
+    expect(listed.map((p) => p.key).sort()).toEqual([...keys].sort());
+    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const html = await (await fetch(`${url}/`)).text();
+    expect(html.match(/name="key" value="p-/g)?.length).toBe(100);
+    expect(html).toContain('and 2400 more, not shown');
+  });
+
   it('refuses actions that are cross-site or lack the token', async () => {
     const { b } = await workload();
     const url = await serve(dashboard({ batchers: [b], readOnly: false }));

@@ -73,19 +73,43 @@ export async function resume(deps: PauseDeps, rawKey: Key): Promise<void> {
   if (due >= 0) await ensureJob(deps.queue(), key, due);
 }
 
-/** Keys paused now; entries of timed pauses that ended are dropped on the way. */
+/** Index entries read per page by `paused()`; each page's markers are read in one round trip (standalone). */
+const PAUSED_PAGE = 1_000;
+
+/**
+ * Keys paused now, by the end of their pause (those until resumed last); entries of timed pauses
+ * that ended are dropped on the way. Paged: one read of the index and one of the markers per
+ * 1,000 keys, so many paused keys never stall the caller (a worker's history sample reads this).
+ */
 export async function paused(deps: PauseDeps): Promise<PausedKey[]> {
   const { client, keyspace } = deps;
   // Ended timed pauses, by the Redis clock (the index's scores are).
   const [seconds, micros] = await client.time();
   await client.zremrangebyscore(keyspace.pausedIndex, '-inf', Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
-  const flat = await client.zrange(keyspace.pausedIndex, 0, -1, 'WITHSCORES');
   const listed: PausedKey[] = [];
-  for (let i = 0; i < flat.length; i += 2) {
-    const score = flat[i + 1] as string;
-    listed.push({ key: flat[i] as string, ...(score !== 'inf' && { untilMs: Number(score) }) });
+  for (let start = 0; ; start += PAUSED_PAGE) {
+    const flat = await client.zrange(keyspace.pausedIndex, start, start + PAUSED_PAGE - 1, 'WITHSCORES');
+    const page: PausedKey[] = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      const score = flat[i + 1] as string;
+      page.push({ key: flat[i] as string, ...(score !== 'inf' && { untilMs: Number(score) }) });
+    }
+    // The marker is the truth: a pause whose marker write never landed is not listed.
+    const markers = page.map((p) => keyspace.forKey(p.key).paused);
+    const live = await markersExist(client, markers);
+    listed.push(...page.filter((_, i) => live[i]));
+    if (flat.length < 2 * PAUSED_PAGE) return listed;
   }
-  // The marker is the truth: a pause whose marker write never landed is not listed.
-  const live = await Promise.all(listed.map(async (p) => (await client.exists(keyspace.forKey(p.key).paused)) === 1));
-  return listed.filter((_, i) => live[i]);
+}
+
+/** Which of these keys exist: one pipeline on a standalone server; on a Cluster (any slots), one call each. */
+async function markersExist(client: RedisClient, keys: readonly string[]): Promise<boolean[]> {
+  if (client instanceof Cluster) return Promise.all(keys.map(async (key) => (await client.exists(key)) === 1));
+  const pipeline = client.pipeline();
+  for (const key of keys) pipeline.exists(key);
+  const replies = (await pipeline.exec()) ?? [];
+  return replies.map(([err, n]) => {
+    if (err) throw err;
+    return n === 1;
+  });
 }
