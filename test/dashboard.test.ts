@@ -152,6 +152,27 @@ describe('dashboard over HTTP', () => {
     expect((await fetch(`${url}/nope`)).status).toBe(404);
   });
 
+  it('the page’s buttons act on keys and ids holding CR, LF or NUL, each on its own key (in Chromium)', async () => {
+    const { b } = await workload();
+    const keys = ['twin\nkey', 'twin\r\nkey', 'nul\u0000key'];
+    for (const key of keys) await b.pause(key);
+    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const page = await browser.newPage();
+    try {
+      for (const key of keys) {
+        await page.goto(`${url}/`);
+        const value = Buffer.from(key, 'utf8').toString('base64url');
+        await page.click(`form:has(input[name="key64"][value="${value}"]) button.resume`);
+        await page.waitForURL(`${url}/`);
+        const left = (await b.paused()).map((p) => p.key);
+        expect(left).not.toContain(key);
+        expect(left.length).toBe(keys.length - keys.indexOf(key) - 1);
+      }
+    } finally {
+      await page.close();
+    }
+  });
+
   it('many paused keys: paused() reads them all in pages; the page shows the first 100 and says how many more', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const keys = range(2_500, 'p-');
@@ -160,7 +181,7 @@ describe('dashboard over HTTP', () => {
     expect(listed.map((p) => p.key).sort()).toEqual([...keys].sort());
     const url = await serve(dashboard({ batchers: [b], readOnly: false }));
     const html = await (await fetch(`${url}/`)).text();
-    expect(html.match(/name="key" value="p-/g)?.length).toBe(100);
+    expect(html.match(/name="key64" value="/g)?.length).toBe(100);
     expect(html).toContain('and 2400 more, not shown');
   });
 

@@ -239,7 +239,19 @@ async function readForm(req: IncomingMessage): Promise<Record<string, string | u
     } else fields = Object.fromEntries(new URLSearchParams(text));
   }
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
-  return { batcher: str(fields.batcher), key: str(fields.key), id: str(fields.id), token: str(fields.token) ?? headerToken };
+  // The page's forms send keys and ids encoded (see ENCODED_FIELDS); API clients may send them as text.
+  const decoded = (name: string, v: unknown) => {
+    const text = str(v);
+    if (text === undefined) return undefined;
+    if (!/^[A-Za-z0-9_-]*$/.test(text)) throw new HttpError(400, `${name} must be base64url`);
+    return Buffer.from(text, 'base64url').toString('utf8');
+  };
+  return {
+    batcher: str(fields.batcher),
+    key: str(fields.key) ?? decoded('key64', fields.key64),
+    id: str(fields.id) ?? decoded('id64', fields.id64),
+    token: str(fields.token) ?? headerToken,
+  };
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string): void {
@@ -257,9 +269,20 @@ interface PageContext {
   nonce: string;
 }
 
+/**
+ * A key or id goes into a form as base64url of its UTF-8 (`key64`, `id64`): a browser turns LF
+ * into CRLF in a form post and NUL into U+FFFD in HTML, so a key holding them, sent as text,
+ * would come back as another key (or none). Every key string round-trips this way.
+ */
+const ENCODED_FIELDS: Readonly<Record<string, string>> = { key: 'key64', id: 'id64' };
+
 function actionForm(ctx: PageContext, action: Action, fields: Record<string, string>, label: string): string {
   const hidden = Object.entries({ ...fields, token: ctx.token })
-    .map(([name, value]) => `<input type="hidden" name="${esc(name)}" value="${esc(value)}">`)
+    .map(([name, value]) => {
+      const encoded = ENCODED_FIELDS[name];
+      const [field, text] = encoded ? [encoded, Buffer.from(value, 'utf8').toString('base64url')] : [name, value];
+      return `<input type="hidden" name="${esc(field)}" value="${esc(text)}">`;
+    })
     .join('');
   const confirm = action === 'purge' ? ' data-confirm="Delete these dead letters for good?"' : '';
   return (
