@@ -4,6 +4,9 @@ import { batchByKey, InvalidIdsError, InvalidKeyError, InvalidOptionError, MAX_T
 import { MAX_ERROR_TEXT } from '../src/engine/failures';
 import { wellFormedText } from '../src/core/text';
 import { MAX_ID_LENGTH, MAX_KEY_LENGTH } from '../src/core/input';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { dashboard } from '../src';
 import { keyspaceOf, redisClient, testBatcher, testConnection, waitFor } from './helpers/redis';
 
 /**
@@ -194,6 +197,34 @@ describe('the input surface, by property (fast-check)', () => {
       const message = letter.error.message;
       expect(message.isWellFormed()).toBe(true);
       expect(message).toBe(wellFormedText(texts[Number(letter.id)]!, MAX_ERROR_TEXT.message));
+    }
+  });
+
+  it('any key string round-trips through the dashboard’s forms: pause and resume act on exactly that key', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const handler = dashboard({ batchers: [b], readOnly: false });
+    const server = createServer(handler);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const token = /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())![1]!;
+      const act = (action: 'pause' | 'resume', key: string) =>
+        fetch(`${url}/actions/${action}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ batcher: b.name, token, key64: Buffer.from(key, 'utf8').toString('base64url') }),
+        });
+      await fc.assert(
+        fc.asyncProperty(fc.oneof(wellFormed(60), fc.constantFrom('a\nb', 'a\r\nb', 'nul\u0000', ' lead', '%61')), async (key) => {
+          expect((await act('pause', key)).status).toBe(200);
+          expect((await b.paused()).map((p) => p.key)).toEqual([key]);
+          expect((await act('resume', key)).status).toBe(200);
+          expect(await b.paused()).toEqual([]);
+        }),
+        { numRuns: 40 },
+      );
+    } finally {
+      server.close();
     }
   });
 });
