@@ -193,7 +193,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
           `eachIteration where workers run)`,
       );
     }
-    const queueLists = () => bullKeysOf(getQueue());
+    // Built once, not per run: the queue's names never change.
+    let lists: ReturnType<typeof bullKeysOf> | undefined;
+    const queueLists = () => (lists ??= bullKeysOf(getQueue()));
     return keyProcessor(
       {
         client: client(),

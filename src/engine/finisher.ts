@@ -180,8 +180,8 @@ export class JobFinisher {
    * this reply, and the next job's first claim, if the reply carries one, waits for its run.
    */
   completed(jobId: string, finish: NonNullable<ClaimCall['finish']>, reply: unknown, sentAt: number): void {
-    // moveToFinished's second argument is the completion's timestamp (BullMQ's `finishedOn`).
-    this.replies.set(jobId, { reply, finishedOn: Number(finish.call.args[1]) });
+    // The completion's timestamp is BullMQ's `finishedOn`.
+    this.replies.set(jobId, { reply, finishedOn: Number(finish.call.args[FINISH_ARG.timestamp]) });
     if (finish.next) this.keepFirst(reply, finish.next.lock, sentAt);
   }
 

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job } from 'bullmq';
 import { CallbackTimeoutError, InvalidOptionError, ShutdownError, TicketSealedError, UnknownTicketError } from '../core/errors';
 import { withDeadline } from '../core/deadline';
+import { Stop } from '../core/stop';
 import { JOB_NAME, type KeyQueue } from '../storage/job';
 import { encodeKey, ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
@@ -108,19 +109,18 @@ export async function runTicketCallback(
   }
   const p = await progress(deps.client, deps.keyspace, ticket);
   log(options.logger, 'debug', 'batch-by-key: ticket settled, running its callback', { ticket });
-  const controller = new AbortController();
+  // The callback's signal follows BullMQ's (a shutdown) as a run's does, and its timeout.
+  const stop = new Stop(bullSignal);
+  const signal = stop.signal;
   const closing = new Promise<'closing'>((resolve) => {
-    const relay = () => {
-      controller.abort(new ShutdownError(`the worker is closing or cancelled the job: ${String(bullSignal?.reason)}`));
-      resolve('closing');
-    };
-    if (bullSignal?.aborted) relay();
-    else bullSignal?.addEventListener('abort', relay, { once: true });
+    const onAbort = () => signal.reason instanceof ShutdownError && resolve('closing');
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
   });
-  const call = Promise.resolve().then(() => callback({ ...p, ticket, success: p.failed === 0 }, ticket, controller.signal));
+  const call = Promise.resolve().then(() => callback({ ...p, ticket, success: p.failed === 0 }, ticket, signal));
   const ended = await withDeadline(Promise.race([call.then(() => 'done' as const), closing]), options.timeoutMs, () => {
     const error = new CallbackTimeoutError(`onTicketSettled for ticket ${ticket} ran longer than sliceTimeoutMs (${options.timeoutMs} ms)`);
-    controller.abort(error);
+    stop.abort(error);
     return error;
   });
   if (ended === 'closing') {

@@ -28,25 +28,12 @@ export const LEVEL = {
 export type Level = (typeof LEVEL)[keyof typeof LEVEL];
 
 /**
- * BullMQ's key names a batcher reads (push.lua, queue-load.lua), from BullMQ's own `queue.keys`,
- * never spelled here: its wait, active and delayed structures, the prefix of a job's hash, and
- * the deduplication key that holds a key's job id (BullMQ's scripts name it `de` + ':' + id).
+ * BullMQ's key names fair scheduling reads (queue-load.lua), from BullMQ's own `queue.keys`, never
+ * spelled here: its wait, active and delayed structures, and the prefix of a job's hash.
  */
-export function bullKeysOf(queue: KeyQueue): {
-  wait: string;
-  active: string;
-  delayed: string;
-  jobPrefix: string;
-  deduplication: (key: Key) => string;
-} {
+export function bullKeysOf(queue: KeyQueue): { wait: string; active: string; delayed: string; jobPrefix: string } {
   const keys = queue.keys;
-  return {
-    wait: keys.wait!,
-    active: keys.active!,
-    delayed: keys.delayed!,
-    jobPrefix: queue.toKey(''),
-    deduplication: (key) => `${keys.de!}:${encodeKey(key)}`,
-  };
+  return { wait: keys.wait!, active: keys.active!, delayed: keys.delayed!, jobPrefix: queue.toKey('') };
 }
 
 /**
@@ -56,10 +43,19 @@ export function bullKeysOf(queue: KeyQueue): {
  * otherwise, and then pushes take the general path (the job added after the push).
  */
 export function queuePrefixOf(queue: KeyQueue): string | undefined {
-  const keys = queue.keys;
-  const prefix = queue.toKey('');
-  return keys.de === `${prefix}de` && keys.active === `${prefix}active` && keys.delayed === `${prefix}delayed` ? prefix : undefined;
+  if (!prefixes.has(queue)) {
+    const keys = queue.keys;
+    const prefix = queue.toKey('');
+    prefixes.set(
+      queue,
+      keys.de === `${prefix}de` && keys.active === `${prefix}active` && keys.delayed === `${prefix}delayed` ? prefix : undefined,
+    );
+  }
+  return prefixes.get(queue);
 }
+
+/** A queue's names never change: checked once per queue, not per push. */
+const prefixes = new WeakMap<KeyQueue, string | undefined>();
 
 /** The options of a key's job: one per key (deduplicated by key), retries are ours, per slice. */
 function jobOptions(key: Key, delayMs: number, level: Level): JobsOptions {

@@ -1,0 +1,63 @@
+import { ShutdownError } from './errors';
+
+/**
+ * A run's stop (or a lane's, which follows its run's; or a ticket callback's): aborted once, with a reason, by a lost
+ * lock, a shutdown (BullMQ's signal for the job, `source`) or a slice's timeout. Its AbortSignal
+ * is made only when read (a handler that reads ctx.signal): an AbortController and a listener on
+ * BullMQ's signal per run cost a small key's run a few percent of its CPU, and most handlers never
+ * look. Until then BullMQ's signal is polled where the run asks (`aborted`).
+ */
+export class Stop {
+  private controller: AbortController | undefined;
+  private why: { reason: unknown } | undefined;
+  private followers: Stop[] | undefined;
+  private relaying = false;
+
+  /** `source`: BullMQ's signal for the job (a shutdown, or cancelJob); `parent`: the run's stop, for a lane's. */
+  constructor(
+    private readonly source?: AbortSignal,
+    private readonly parent?: Stop,
+  ) {
+    if (parent) (parent.followers ??= []).push(this);
+  }
+
+  get aborted(): boolean {
+    if (!this.why) this.poll();
+    return this.why !== undefined;
+  }
+
+  get reason(): unknown {
+    return this.aborted ? this.why!.reason : undefined;
+  }
+
+  abort(reason: unknown): void {
+    if (this.why) return;
+    this.why = { reason };
+    this.controller?.abort(reason);
+    for (const follower of this.followers ?? []) follower.abort(reason);
+  }
+
+  /** The signal handlers see as ctx.signal, made on first read and aborted with this stop. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.why!.reason);
+      else this.relay();
+    }
+    return this.controller.signal;
+  }
+
+  /** From now on BullMQ's signal aborts the run (and its lanes) when it fires, not only when polled. */
+  private relay(): void {
+    if (this.parent) return this.parent.relay();
+    if (this.relaying || !this.source) return;
+    this.relaying = true;
+    this.source.addEventListener('abort', () => this.poll(), { once: true });
+  }
+
+  private poll(): void {
+    if (this.parent?.aborted) this.abort(this.parent.reason);
+    else if (this.source?.aborted)
+      this.abort(new ShutdownError(`the worker is closing or cancelled the job: ${String(this.source.reason)}`));
+  }
+}
