@@ -17,11 +17,17 @@
   Returns BullMQ's reply, with the first claim's reply (claim-key.lua's) as its fifth element
   when it fetched a key job.
 ]]
---- @include "claim-keys"
---- @include "fused-claim"
 --- @include "bullmq-move-to-active"
 local args = {}
 for i = 9, #ARGV do args[#args + 1] = ARGV[i] end
 local reply = bullmqMoveToActive(KEYS, args)
-claimFetched(reply, ARGV[2], firstClaimArgs(ARGV[1], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1', tonumber(ARGV[7]), tonumber(ARGV[8])))
+-- Most fetches of an idle worker find nothing: the claim's machinery (its includes' functions
+-- and tables, built on every call of a script) is built only when a job came.
+if type(reply[1]) ~= 'table' then return reply end
+local function claimFor(fetched)
+--- @include "claim-keys"
+--- @include "fused-claim"
+  claimFetched(fetched, ARGV[2], firstClaimArgs(ARGV[1], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1', tonumber(ARGV[7]), tonumber(ARGV[8])))
+end
+claimFor(reply)
 return reply
