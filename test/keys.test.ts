@@ -82,7 +82,8 @@ describe('key names in TypeScript and in Lua', () => {
         // The base from the root and the encoded key, as a fetch builds it from a job's deduplication id.
         const flat = (await redis.eval(
           `${keyspaceInclude()}\nlocal names = keyNames(keyBase(ARGV[1], ARGV[2]), tonumber(ARGV[3]))\n` +
-            'local out = {}\nfor field, name in pairs(names) do out[#out + 1] = field; out[#out + 1] = name end\nreturn out',
+            // Names are built as they are read (see keyspaceInclude): read every one.
+            "local out = {'base', names.base}\nfor field in pairs(KEY_SUFFIXES) do out[#out + 1] = field; out[#out + 1] = names[field] end\nreturn out",
           1,
           names.base,
           keyspace.root,
@@ -94,5 +95,9 @@ describe('key names in TypeScript and in Lua', () => {
         expect(fromLua).toEqual({ ...laneNames(names, lane) });
       }
     }
+  });
+
+  it('a script that reads a name keys.ts does not define fails loudly instead of using nil', async () => {
+    await expect(redisClient().eval(`${keyspaceInclude()}\nreturn keyNames('q:{k}', 0).pendng`, 0)).rejects.toThrow(/no key name pendng/);
   });
 });

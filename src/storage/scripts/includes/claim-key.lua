@@ -23,10 +23,15 @@ local function claimKey(store, finish)
   -- Tickets settled by an earlier claim of this call (another key's) are not this one's.
   settledTickets = {}
   -- Almost always none of the rare keys exists (a pause or hold, failed slices, tickets, data),
-  -- nor, at a run's first claim, anything a dead run left: one call spares the reads each would
-  -- need. A first claim asks both at once (`quiet`).
-  local quiet = A.settle == 'recover' and
-    redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads, unpack(recoverable(K))) == 0
+  -- nor, at a run's first claim, anything a dead run left, nor, at an ack, a ticket of an id in
+  -- flight: one call spares the reads each would need (`quiet`). A restore changes the rare keys
+  -- (its ids go back, with their tickets and data), so it asks after settling.
+  local quiet
+  if A.settle == 'recover' then
+    quiet = redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads, unpack(recoverable(K))) == 0
+  elseif A.settle == 'ack' then
+    quiet = redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads, K.trackedInFlight) == 0
+  end
   local early = settlePrevious(store, K, A, quiet)
   if early then return early end
 

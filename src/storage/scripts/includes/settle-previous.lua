@@ -43,8 +43,9 @@ local function recoverable(K)
   return {K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes}
 end
 
--- `quiet`, for a first claim, is true when none of `recoverable` exists (the caller read them, and
--- more, in one call; see claim-key.lua).
+-- `quiet` is true when the caller read, in one call with more (see claim-key.lua), that nothing
+-- this settle looks at exists: for a first claim, none of `recoverable`; for an ack, no ticket of
+-- an id in flight.
 local function settlePrevious(store, K, A, quiet)
   local held, last = holdLock(K, A)
   if not held then return {-1, redis.call('PTTL', K.lock)} end
@@ -63,7 +64,7 @@ local function settlePrevious(store, K, A, quiet)
   if A.settle == 'ack' then
     -- A slice that succeeded also ends a streak of retryAfter asks (see flow.lua holdAfter).
     redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.retryAfterStreak)
-    creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
+    if not quiet then creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done') end
   elseif A.settle == 'restore' then
     local slice = redis.call('GET', K.inFlightSlice)
     if slice then
