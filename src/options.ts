@@ -123,7 +123,7 @@ function validateAround(around: unknown): readonly SliceMiddleware[] {
 
 /** Validates everything up front, so a typo fails at startup and not at the first push. */
 /** Every option `batchByKey` takes (the compiler holds the list to the type). */
-const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
+export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'name',
   'connection',
   'store',

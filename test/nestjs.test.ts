@@ -321,6 +321,61 @@ describe('BatchByKeyModule in a Nest application', () => {
   });
 });
 
+describe('BatchByKeyModule and the application bootstrap', () => {
+  /** An application with a @BatchProcessor, a root module with a bootstrap hook of its own, and a feature module's provider whose hook may throw. */
+  function bootstrapApp(name: string, failing: boolean) {
+    const order: string[] = [];
+    @BatchProcessor(name)
+    class Processor {
+      eachIteration(ids: string[]): void {
+        order.push(`slice ${ids.join(',')}`);
+      }
+    }
+    @Injectable()
+    class Migrations {
+      onApplicationBootstrap(): void {
+        order.push('feature hook');
+        if (failing) throw new Error('migrations failed');
+      }
+    }
+    @Module({ providers: [Migrations] })
+    class FeatureModule {}
+    @Module({
+      imports: [BatchByKeyModule.forRoot({ connection: testConnection() }), BatchByKeyModule.registerBatcher({ name }), FeatureModule],
+      providers: [Processor],
+    })
+    class AppModule {
+      onApplicationBootstrap(): void {
+        order.push('root hook');
+      }
+    }
+    return { AppModule, order };
+  }
+
+  it("when another provider's onApplicationBootstrap throws, the start fails and no worker runs: the ids pushed stay pending", async () => {
+    const name = uniqueName('nest-boot');
+    const { AppModule, order } = bootstrapApp(name, true);
+    const app = await boot(NestFactory.create<INestApplication>(AppModule, quiet));
+    const batcher = app.get<Batcher>(getBatcherToken(name));
+    await batcher.performBatchLater(['1', '2'], { key: 'k' });
+    await expect(app.init()).rejects.toThrow('migrations failed');
+    expect(order).toEqual(['feature hook']);
+    // A worker shows in Redis as a named client of the queue from its start.
+    expect(await queueOf(batcher).getWorkersCount()).toBe(0);
+    expect((await batcher.stats()).pending).toBe(2);
+  });
+
+  it("workers start after every bootstrap hook, the root module's own included, which runs once", async () => {
+    const name = uniqueName('nest-boot');
+    const { AppModule, order } = bootstrapApp(name, false);
+    const app = await boot(NestFactory.create<INestApplication>(AppModule, quiet));
+    await app.get<Batcher>(getBatcherToken(name)).performBatchLater(['1', '2'], { key: 'k' });
+    await app.init();
+    await waitFor(() => order.includes('slice 1,2'), { what: 'the slice' });
+    expect(order).toEqual(['feature hook', 'root hook', 'slice 1,2']);
+  });
+});
+
 describe('BatchByKeyModule configuration errors', () => {
   it('a registration is checked when the module is defined, with the option named', () => {
     expect(() => BatchByKeyModule.registerBatcher({ name: 'no spaces' })).toThrow(InvalidOptionError);
@@ -331,6 +386,37 @@ describe('BatchByKeyModule configuration errors', () => {
     expect(() => BatchByKeyModule.forRootAsync({} as never)).toThrow(InvalidOptionError);
     expect(() => BatchProcessor('')).toThrow(InvalidOptionError);
     expect(() => OnBatchEvent('pushed' as never)).toThrow(/OnBatchEvent\(event\) takes one of/);
+  });
+
+  it('an unknown option name fails where it is given, naming the closest known one (a typo would otherwise run with the default)', async () => {
+    const typo = <T>(options: T) => options as never;
+    expect(() => BatchByKeyModule.registerBatcher(typo({ name: 'x', sliceSzie: 5 }))).toThrow(
+      /BatchByKeyModule\.registerBatcher options: unknown option "sliceSzie"; did you mean sliceSize\?/,
+    );
+    expect(() => BatchByKeyModule.forRoot(typo({ connection: testConnection(), prefx: 'app' }))).toThrow(
+      /BatchByKeyModule\.forRoot options: unknown option "prefx"; did you mean prefix\?/,
+    );
+    expect(() => BatchByKeyModule.forRootAsync(typo({ useFactory: () => ({ connection: testConnection() }), injects: [] }))).toThrow(
+      /BatchByKeyModule\.forRootAsync options: unknown option "injects"; did you mean inject\?/,
+    );
+
+    // What forRootAsync's factory answers is known only at the start, and checked there.
+    @Module({ imports: [BatchByKeyModule.forRootAsync({ useFactory: () => typo({ connection: testConnection(), prefx: 'app' }) })] })
+    class AsyncTypo {}
+    await expect(createContext(AsyncTypo)).rejects.toThrow(/BatchByKeyModule root options: unknown option "prefx"/);
+
+    // A processor's worker options are BullMQ's, checked when its worker is created: the start fails.
+    const name = uniqueName('nest-typo');
+    @BatchProcessor(name, typo({ concurency: 2 }))
+    class Processor {
+      eachIteration(): void {}
+    }
+    @Module({
+      imports: [BatchByKeyModule.forRoot({ connection: testConnection() }), BatchByKeyModule.registerBatcher({ name })],
+      providers: [Processor],
+    })
+    class WorkerTypo {}
+    await expect(createContext(WorkerTypo)).rejects.toThrow(/unknown option "concurency"; did you mean concurrency\?/);
   });
 
   it("forRoot without a connection fails the start; its prefix is every batcher's default, and a batcher's own wins", async () => {

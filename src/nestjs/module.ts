@@ -1,10 +1,13 @@
 import { Module, type DynamicModule, type FactoryProvider, type ModuleMetadata, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { describe, InvalidOptionError } from '../core/errors';
-import { resolveOptions } from '../options';
+import { onlyKnownOptions, optionNames } from '../core/validate';
+import { BATCH_BY_KEY_OPTIONS, resolveOptions } from '../options';
 import { getBatcherToken } from './decorators';
-import type { BatchByKeyRootAsyncOptions, BatchByKeyRootOptions, RegisterBatcherOptions } from './options';
+import { ROOT_OPTION_NAMES, type BatchByKeyRootAsyncOptions, type BatchByKeyRootOptions, type RegisterBatcherOptions } from './options';
 import { BatchByKeyRegistry, ROOT_OPTIONS } from './registry';
+
+const ASYNC_OPTION_NAMES = optionNames<BatchByKeyRootAsyncOptions>()(['imports', 'inject', 'useFactory']);
 
 function rootModule(options: Provider, imports: NonNullable<ModuleMetadata['imports']>): DynamicModule {
   return {
@@ -31,6 +34,11 @@ function validateRegistration(options: RegisterBatcherOptions): void {
       );
     }
   }
+  onlyKnownOptions(
+    'BatchByKeyModule.registerBatcher options',
+    options,
+    BATCH_BY_KEY_OPTIONS.filter((name) => name !== 'connection' && name !== 'eachIteration'),
+  );
   // The connection is not known yet (forRootAsync); an options object stands in for it. The
   // prefix's Cluster rule is checked again once the batcher is built with the real connection.
   resolveOptions({ ...options, connection: {} });
@@ -50,6 +58,8 @@ function validateRegistration(options: RegisterBatcherOptions): void {
 export class BatchByKeyModule {
   /** The Redis connection (and prefix) of every batcher in the application. */
   static forRoot(options: BatchByKeyRootOptions): DynamicModule {
+    // The connection itself is checked when the registry is built (forRootAsync's comes later).
+    if (typeof options === 'object' && options !== null) onlyKnownOptions('BatchByKeyModule.forRoot options', options, ROOT_OPTION_NAMES);
     return rootModule({ provide: ROOT_OPTIONS, useValue: options }, []);
   }
 
@@ -58,6 +68,7 @@ export class BatchByKeyModule {
     if (typeof options?.useFactory !== 'function') {
       throw new InvalidOptionError(`BatchByKeyModule.forRootAsync needs a useFactory function, got ${describe(options?.useFactory)}`);
     }
+    onlyKnownOptions('BatchByKeyModule.forRootAsync options', options, ASYNC_OPTION_NAMES);
     const provider: FactoryProvider<BatchByKeyRootOptions | Promise<BatchByKeyRootOptions>> = {
       provide: ROOT_OPTIONS,
       // Nest calls it with the `inject` providers, which are the factory's declared parameters.

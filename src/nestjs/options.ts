@@ -1,5 +1,6 @@
 import type { InjectionToken, ModuleMetadata, OptionalFactoryDependency } from '@nestjs/common';
 import type { BatchByKeyOptions, Connection } from '../core/types';
+import { optionNames } from '../core/validate';
 
 /** What `BatchByKeyModule.forRoot` takes: the Redis every registered batcher uses. */
 export interface BatchByKeyRootOptions {
@@ -12,6 +13,9 @@ export interface BatchByKeyRootOptions {
   /** BullMQ's key prefix for every registered batcher that sets none itself. @default as `batchByKey` ('bull', or 'bull:{name}' on a Cluster) */
   prefix?: string;
 }
+
+/** @internal Every name `BatchByKeyRootOptions` has (the compiler holds the list to the type). */
+export const ROOT_OPTION_NAMES = optionNames<BatchByKeyRootOptions>()(['connection', 'prefix']);
 
 /** `BatchByKeyModule.forRootAsync`: the root options from a factory, with Nest's dependency injection. */
 export interface BatchByKeyRootAsyncOptions {

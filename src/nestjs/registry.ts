@@ -6,15 +6,16 @@ import {
   type OnModuleDestroy,
   type OnModuleInit,
 } from '@nestjs/common';
-import { DiscoveryService } from '@nestjs/core';
+import { DiscoveryService, ModulesContainer } from '@nestjs/core';
 import type { Worker } from 'bullmq';
 import { createBatcher } from '../batcher';
 import { describe, InvalidOptionError } from '../core/errors';
 import { log } from '../core/logger';
+import { onlyKnownOptions } from '../core/validate';
 import type { Batcher, EachIteration, Logger } from '../core/types';
 import { listenersOf, processorOf, type BatchHandler, type ProcessorMetadata } from './decorators';
 import { nestLogger } from './logger';
-import type { BatchByKeyRootOptions, RegisterBatcherOptions } from './options';
+import { ROOT_OPTION_NAMES, type BatchByKeyRootOptions, type RegisterBatcherOptions } from './options';
 
 /** @internal The injection token of the root options (forRoot's, or forRootAsync's factory's). */
 export const ROOT_OPTIONS = Symbol('batch-by-key:root-options');
@@ -50,6 +51,20 @@ function sameOptions(a: unknown, b: unknown): boolean {
   return keys.length === Object.keys(b).filter((k) => b[k] !== undefined).length && keys.every((k) => sameOptions(a[k], b[k]));
 }
 
+type BootstrapHook = { onApplicationBootstrap?: () => unknown };
+
+/**
+ * The instance of the application's root module class, whose `onApplicationBootstrap` Nest calls
+ * after every other module's: the module at distance 1 (Nest's own distance, from the root; global
+ * modules are at Number.MAX_VALUE), when Nest will call its hook (a static singleton).
+ */
+function rootModuleClass(modules: ModulesContainer): BootstrapHook | undefined {
+  const root = [...modules.values()].find((module) => module.distance === 1);
+  const host = root?.providers.get(root.metatype);
+  if (!host?.isDependencyTreeStatic() || typeof host.instance !== 'object' || host.instance === null) return undefined;
+  return host.instance as BootstrapHook;
+}
+
 /**
  * Owns every batcher of the application: creates them (one per name) for `registerBatcher`'s
  * providers, gives the ones that have a `@BatchProcessor` their handler and a worker, and closes
@@ -65,12 +80,15 @@ export class BatchByKeyRegistry implements OnModuleInit, OnApplicationBootstrap,
   constructor(
     @Inject(ROOT_OPTIONS) private readonly root: BatchByKeyRootOptions,
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
+    @Inject(ModulesContainer) private readonly modules: ModulesContainer,
   ) {
     if (typeof root !== 'object' || root === null || root.connection === undefined || root.connection === null) {
       throw new InvalidOptionError(
         `BatchByKeyModule.forRoot needs { connection }: a Redis URL, ioredis options or an ioredis client; got ${root === null || typeof root !== 'object' ? describe(root) : 'no connection'}`,
       );
     }
+    // forRoot's were checked when the module was defined; forRootAsync's factory answers only now.
+    onlyKnownOptions('BatchByKeyModule root options', root, ROOT_OPTION_NAMES);
   }
 
   /** The batcher registered as `options.name`, created on the first registration of that name. */
@@ -152,8 +170,27 @@ export class BatchByKeyRegistry implements OnModuleInit, OnApplicationBootstrap,
     }
   }
 
-  /** Workers start once every module is initialised (connections opened in `onModuleInit` are ready). */
+  /**
+   * Workers start once the application has bootstrapped: a provider whose own
+   * `onApplicationBootstrap` throws fails the start, and then nothing may run. Nest calls this
+   * hook module by module, global modules (this one) first and the root module's class last, so
+   * the workers start at the end of the root module's own hook. Where that hook is not reached
+   * (a root module class that is not a static singleton), they start here, as before.
+   */
   onApplicationBootstrap(): void {
+    const root = rootModuleClass(this.modules);
+    if (!root) return this.startWorkers();
+    const own = Object.getOwnPropertyDescriptor(root, 'onApplicationBootstrap');
+    const inherited = root.onApplicationBootstrap;
+    root.onApplicationBootstrap = async () => {
+      if (own) Object.defineProperty(root, 'onApplicationBootstrap', own);
+      else delete root.onApplicationBootstrap;
+      await inherited?.call(root);
+      this.startWorkers();
+    };
+  }
+
+  private startWorkers(): void {
     for (const { batcher, processor, logger } of this.registered.values()) {
       if (processor) this.workers.push({ worker: batcher.createWorker(processor.meta.workerOptions), logger });
     }
