@@ -103,7 +103,7 @@ export function keyspaceInclude(): string {
     '-- The encoded key of a base (an encoded key holds no braces, and a root none either).',
     "local function encodedKeyOf(base) return string.match(base, '{([^{}]*)}$') end",
     '-- A name is built when first read: a claim reads about half of them, and a one-id run builds',
-    '-- names for two keys (its own and the next job\'s). A field with no suffix is a bug: it fails.',
+    "-- names for two keys (its own and the next job's). A field with no suffix is a bug: it fails.",
     'local LANE_FIELD = {}',
     'for _, field in ipairs(LANE_NAMES) do LANE_FIELD[field] = true end',
     'local KEY_NAMES = { __index = function(names, field)',
