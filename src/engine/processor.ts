@@ -29,8 +29,6 @@ import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from '../storage/scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor, RateLimit } from '../core/types';
 
-export type { RunOptions };
-
 /** @internal */
 export interface ProcessorDeps {
   client: RedisClient;
