@@ -123,7 +123,6 @@ function validateAround(around: unknown): readonly SliceMiddleware[] {
   throw new InvalidOptionError('options.around must be a middleware (slice, next) => Promise<void>, or an array of them');
 }
 
-/** Validates everything up front, so a typo fails at startup and not at the first push. */
 /** Every option `batchByKey` takes (the compiler holds the list to the type). */
 const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'name',
@@ -154,6 +153,7 @@ const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'logger',
 ]);
 
+/** Validates everything up front, so a typo fails at startup and not at the first push. */
 export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionError(`options must be an object, got ${describe(options)}`);
