@@ -45,7 +45,7 @@ export const DEFAULTS = {
   history: HISTORY_DEFAULTS,
 } as const satisfies Partial<ResolvedOptions>;
 
-const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
+export const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
 /** Ids per slice at most: a slice is moved by one Lua call, which blocks Redis while it runs. */
 const MAX_SLICE_SIZE = 10_000;
