@@ -20,7 +20,7 @@ import { firstClaimConfig, JobFinisher } from './engine/finisher';
 import { progress, waitFor } from './push/progress';
 import { age, budgetOf } from './engine/scheduling';
 import { stats } from './ops/stats';
-import { closeAfterReconnect } from './engine/worker-close';
+import { AttachedWorkers } from './engine/attach';
 import { recoverStrandedKeys, type RecoveryDeps } from './engine/recovery';
 import { defineScripts } from './storage/scripts';
 import { backlog, storeFor } from './storage/store';
@@ -79,7 +79,8 @@ function bullConnection(connection: Connection): ConnectionOptions {
 }
 
 /**
- * Wires one batcher: options, Redis clients, the BullMQ queue, and the workers it creates.
+ * Wires one batcher: options, Redis clients, the BullMQ queue, and the workers it creates (what
+ * it does for a worker while the worker lives is engine/attach.ts).
  * `handler` is late-bound so the class form can supply its method; without one the batcher is a
  * producer (it pushes and reads, and refuses to make a worker).
  * @internal
@@ -89,16 +90,17 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const connection = bullConnection(opts.connection);
   const keyspace = new Keyspace(opts.prefix, opts.name);
   const store = storeFor(opts.store);
-  const workers = new Set<Worker>();
-  const timers = new Set<NodeJS.Timeout>();
   let queue: KeyQueue | undefined;
   let redis: ReturnType<typeof commandClient> | undefined;
   let redlock: Redlock | undefined;
   let closed = false;
 
+  const assertOpen = () => {
+    if (closed) throw new ClosedError(`batcher ${opts.name} is closed; create a new one`);
+  };
   // Connections open on first use, so building a batcher (e.g. at import time) costs nothing.
   const client = () => {
-    if (closed) throw new ClosedError(`batcher ${opts.name} is closed; create a new one`);
+    assertOpen();
     if (!redis) {
       redis = commandClient(opts.connection, opts.logger);
       defineScripts(redis.client);
@@ -185,6 +187,19 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       })
     : undefined;
 
+  const attached = new AttachedWorkers({
+    logger: opts.logger,
+    intervalMs: opts.recoveryIntervalMs,
+    assertOpen,
+    // Async, so that a sweep that cannot even start (a closed client) rejects rather than throws in a timer.
+    recover: async () => recoverStrandedKeys(recoveryDeps()),
+    age:
+      opts.scheduling === 'fair'
+        ? async () => age(getQueue(), opts.maxRuntimeMs, (key) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger))
+        : undefined,
+    sampler,
+  });
+
   /** A processor for BullMQ workers; `finisher` for our own workers (see engine/finisher.ts). */
   function keyProcessorOf(fallback?: FallbackProcessor, finisher?: JobFinisher): KeyProcessor {
     if (!handler) {
@@ -221,39 +236,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       return keyProcessorOf(fallback);
     },
     attach(worker) {
-      // Its recovery timer would otherwise throw ClosedError from a timer, uncaught.
-      if (closed) throw new ClosedError(`batcher ${opts.name} is closed; create a new one`);
-      closeAfterReconnect(worker);
-      worker.on('error', (err) => log(opts.logger, 'error', 'batch-by-key: worker error', { err }));
-      worker.on('failed', (job, err) =>
-        log(opts.logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }),
-      );
-      // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
-      // after the current slice, release the key and requeue it for another worker at once.
-      worker.on('closing', () => worker.cancelAllJobs('worker closing'));
-      // BullMQ could not renew a job's lock (a blocked event loop?): another worker may take the
-      // job as stalled, so stop our run after its slice instead of running on beside it.
-      worker.on('lockRenewalFailed', (jobIds: string[]) => {
-        for (const id of jobIds) worker.cancelJob(id, 'BullMQ lost the job lock');
-      });
-      const timer = setInterval(() => {
-        recoverStrandedKeys(recoveryDeps()).catch((err: unknown) =>
-          log(opts.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }),
-        );
-        if (opts.scheduling === 'fair') {
-          const budget = (key: string) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger);
-          age(getQueue(), opts.maxRuntimeMs, budget).catch((err: unknown) =>
-            log(opts.logger, 'warn', 'batch-by-key: aging sweep failed', { err }),
-          );
-        }
-      }, opts.recoveryIntervalMs);
-      timer.unref();
-      timers.add(timer);
-      worker.on('closed', () => {
-        clearInterval(timer);
-        timers.delete(timer);
-      });
-      sampler?.track(worker);
+      attached.attach(worker);
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {
       if (typeof workerOptions === 'object' && workerOptions !== null)
@@ -275,9 +258,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       // Typed for our job data to the caller; the bookkeeping here holds workers of any data.
       const untyped = worker as unknown as Worker;
       finisher.serve(untyped);
-      batcher.attach(untyped);
-      workers.add(untyped);
-      worker.on('closed', () => workers.delete(untyped));
+      attached.adopt(untyped);
       return worker;
     },
     stats: readStats,
@@ -310,9 +291,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     async close() {
       if (closed) return;
       closed = true;
-      for (const timer of timers) clearInterval(timer);
-      sampler?.stop();
-      await Promise.all([...workers].map((w) => w.close()));
+      await attached.close();
       await queue?.close();
       if (redis?.owned) {
         const own = redis.client;

@@ -1,117 +1,90 @@
 import { createBatcher } from './batcher';
 import { resolveOptions } from './options';
-import type {
-  Backlog,
-  Batcher,
-  BatcherEvents,
-  History,
-  Stats,
-  StatsOptions,
-  DeadLetters,
-  BatchByKeyOptions,
-  CreateWorkerOptions,
-  FallbackProcessor,
-  Id,
-  IterationContext,
-  Key,
-  KeyProcessor,
-  PausedKey,
-  PauseOptions,
-  PerformOptions,
-  PerformResult,
-  Progress,
-  Ticket,
-  WaitForOptions,
-} from './core/types';
-import type { Worker } from 'bullmq';
+import type { Batcher, BatchByKeyOptions, EachIteration, Id, IterationContext } from './core/types';
 
-type JobClass = new () => { eachIteration(ids: Id[], ctx: IterationContext): PromiseLike<unknown> | void };
+/** The names of the batcher's methods: all of `Batcher` but its properties `name` and `deadLetters`. */
+export type BatcherMethod = {
+  [K in keyof Batcher]-?: Batcher[K] extends (...args: never[]) => unknown ? K : never;
+}[keyof Batcher];
+
+/** The statics a class form gets: the batcher's every method, with the batcher's own types. */
+export type BatcherStatics<Data = unknown> = Pick<Batcher<Data>, BatcherMethod>;
+
+/**
+ * Every method name, as a value to define the statics from. The compiler holds it to `Batcher`
+ * (a method missing here, or one Batcher lacks, fails the build), so the class form cannot drift
+ * from the function form again.
+ */
+const METHODS = {
+  performBatchLater: true,
+  createWorker: true,
+  processor: true,
+  attach: true,
+  backlog: true,
+  stats: true,
+  history: true,
+  progress: true,
+  waitFor: true,
+  openTicket: true,
+  sealTicket: true,
+  on: true,
+  off: true,
+  pause: true,
+  resume: true,
+  paused: true,
+  pauseAll: true,
+  resumeAll: true,
+  recover: true,
+  close: true,
+} as const satisfies Record<BatcherMethod, true>;
 
 /**
  * The class form, for people coming from the Ruby concern:
  * `class SegmentRefresher extends BatchByKey({ ... }) { async eachIteration(ids, ctx) {} }`.
- * Each subclass gets its own batcher on first use; one instance serves one job run.
+ * Each subclass gets its own batcher on first use, and every method of a batcher as a static
+ * (its `name` stays the class's own name: the batcher's is `SegmentRefresher.batcher.name`);
+ * one instance serves one job run.
  */
-export function BatchByKey(options: Omit<BatchByKeyOptions, 'eachIteration'>) {
-  resolveOptions(options); // fail at class definition, not at the first push
-  const batchers = new WeakMap<JobClass, Batcher>();
-  const batcherOf = (cls: JobClass): Batcher => {
+export function BatchByKey<Data = unknown>(options: Omit<BatchByKeyOptions<Data>, 'eachIteration'>) {
+  resolveOptions(options as BatchByKeyOptions); // fail at class definition, not at the first push
+  type JobClass = new () => { eachIteration(ids: Id[], ctx: IterationContext<Data>): PromiseLike<unknown> | void };
+  const batchers = new WeakMap<JobClass, Batcher<Data>>();
+  const batcherOf = (cls: JobClass): Batcher<Data> => {
     let batcher = batchers.get(cls);
     if (!batcher) {
-      batcher = createBatcher(options, () => {
+      // The batcher moves data as opaque JSON; only the caller's types know its shape.
+      const handler = (): EachIteration => {
         const instance = new cls();
-        return (ids, ctx) => instance.eachIteration(ids, ctx);
-      });
+        return (ids, ctx) => instance.eachIteration(ids, ctx as IterationContext<Data>);
+      };
+      batcher = createBatcher(options as BatchByKeyOptions, handler) as Batcher<Data>;
       batchers.set(cls, batcher);
     }
     return batcher;
   };
 
   abstract class BatchByKeyJob {
-    abstract eachIteration(ids: Id[], ctx: IterationContext): PromiseLike<unknown> | void;
+    abstract eachIteration(ids: Id[], ctx: IterationContext<Data>): PromiseLike<unknown> | void;
 
-    static performBatchLater(this: JobClass, ids: ReadonlyArray<Id | number>, opts?: PerformOptions): Promise<PerformResult> {
-      return batcherOf(this).performBatchLater(ids, opts);
-    }
-    static createWorker(this: JobClass, opts?: CreateWorkerOptions): ReturnType<Batcher['createWorker']> {
-      return batcherOf(this).createWorker(opts);
-    }
-    static processor(this: JobClass, fallback?: FallbackProcessor): KeyProcessor {
-      return batcherOf(this).processor(fallback);
-    }
-    static attach(this: JobClass, worker: Worker): void {
-      batcherOf(this).attach(worker);
-    }
-    static backlog(this: JobClass, key: Key): Promise<Backlog> {
-      return batcherOf(this).backlog(key);
-    }
     /** The subclass's batcher, for `dashboard` and `prometheusMetrics`. */
-    static get batcher(): Batcher {
+    static get batcher(): Batcher<Data> {
       return batcherOf(this as unknown as JobClass);
     }
-    static stats(this: JobClass, opts?: StatsOptions): Promise<Stats> {
-      return batcherOf(this).stats(opts);
-    }
-    static history(this: JobClass): Promise<History> {
-      return batcherOf(this).history();
-    }
-    static recover(this: JobClass): Promise<number> {
-      return batcherOf(this).recover();
-    }
-    static pause(this: JobClass, key: Key, opts?: PauseOptions): Promise<void> {
-      return batcherOf(this).pause(key, opts);
-    }
-    static resume(this: JobClass, key: Key): Promise<void> {
-      return batcherOf(this).resume(key);
-    }
-    static paused(this: JobClass): Promise<PausedKey[]> {
-      return batcherOf(this).paused();
-    }
-    static pauseAll(this: JobClass): Promise<void> {
-      return batcherOf(this).pauseAll();
-    }
-    static resumeAll(this: JobClass): Promise<void> {
-      return batcherOf(this).resumeAll();
-    }
-    static get deadLetters(): DeadLetters {
+    static get deadLetters(): Batcher<Data>['deadLetters'] {
       return batcherOf(this as unknown as JobClass).deadLetters;
     }
-    static progress(this: JobClass, ticket: Ticket): Promise<Progress> {
-      return batcherOf(this).progress(ticket);
-    }
-    static waitFor(this: JobClass, ticket: Ticket, opts?: WaitForOptions): Promise<Progress> {
-      return batcherOf(this).waitFor(ticket, opts);
-    }
-    static on<E extends keyof BatcherEvents>(this: JobClass, event: E, listener: (...args: BatcherEvents[E]) => void): void {
-      batcherOf(this).on(event, listener);
-    }
-    static off<E extends keyof BatcherEvents>(this: JobClass, event: E, listener: (...args: BatcherEvents[E]) => void): void {
-      batcherOf(this).off(event, listener);
-    }
-    /** Closes the subclass's batcher for good: every later call throws `ClosedError`, as the function form's do. */
-    static close(this: JobClass): Promise<void> {
-      return batcherOf(this).close();
-    }
   }
-  return BatchByKeyJob;
+
+  for (const method of Object.keys(METHODS) as BatcherMethod[]) {
+    // A method, not an arrow: `this` is the subclass it is called on, whose batcher serves the call.
+    const forward = {
+      [method](this: JobClass, ...args: unknown[]): unknown {
+        const batcher = batcherOf(this);
+        return (batcher[method] as (...a: unknown[]) => unknown).apply(batcher, args);
+      },
+    }[method];
+    // As a `static` in the class body would be: writable, configurable, not enumerable.
+    Object.defineProperty(BatchByKeyJob, method, { value: forward, writable: true, configurable: true, enumerable: false });
+  }
+  return BatchByKeyJob as typeof BatchByKeyJob & BatcherStatics<Data>;
 }

@@ -3,10 +3,14 @@ import { createReadStream, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createBatcher } from './batcher';
-import { fromUrl, redactUrl } from './core/connection';
+import { commandClient, fromUrl, redactUrl, type RedisClient } from './core/connection';
 import { formatMs } from './ops/html';
-import { BatchByKeyError } from './core/errors';
+import { BatchByKeyError, StoreMismatchError } from './core/errors';
+import { silentLogger } from './core/logger';
 import { VERSION } from './core/version';
+import { DEFAULTS, resolveOptions, STORES } from './options';
+import { recordedStore } from './storage/agreement';
+import { Keyspace } from './storage/keys';
 import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, Stats, StoreKind } from './core/types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
@@ -29,7 +33,8 @@ interface Global {
   redis: string;
   name: string;
   prefix?: string;
-  store: StoreKind;
+  /** Given: it must be the store Redis records for the batcher (see `storeOf`). */
+  store?: StoreKind;
   debug?: boolean;
 }
 
@@ -40,19 +45,48 @@ const positive = (value: string): number => {
 };
 const list = (value: string): string[] => value.split(',').filter((id) => id !== '');
 
-/** The CLI never runs slices: it pushes, reads and moves dead letters. */
-function open(global: Global): Batcher {
-  return createBatcher(
-    {
-      name: global.name,
-      // Fail fast on a bad URL or a server that is down, instead of retrying forever.
-      connection: { ...fromUrl(global.redis), maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5_000 },
-      ...(global.prefix !== undefined && { prefix: global.prefix }),
-      store: global.store,
-    },
-    // A producer: the CLI pushes and reads, it never works ids.
-    undefined,
-  );
+/**
+ * The batcher's store, as its producers and workers recorded it in Redis (see agreement.ts). A
+ * `--store` may only confirm it: a wrong one would read with the wrong commands (WRONGTYPE) or
+ * push ids in the wrong shape. With nothing recorded (the batcher never pushed nor ran), it is
+ * `--store` or the default, as for any batcher, and a push records it.
+ */
+async function storeOf(global: Global, client: RedisClient, configKey: string): Promise<StoreKind> {
+  const recorded = await recordedStore(client, configKey);
+  if (recorded === undefined) return global.store ?? DEFAULTS.store;
+  if (!STORES.includes(recorded as StoreKind)) {
+    throw new Error(`Redis records store '${recorded}' for batcher ${global.name} (in ${configKey}), which this version does not know`);
+  }
+  if (global.store !== undefined && global.store !== recorded) {
+    throw new StoreMismatchError(
+      `--store ${global.store} disagrees with the store recorded for batcher ${global.name}: '${recorded}' (in ${configKey}); ` +
+        'leave --store out to use it',
+    );
+  }
+  return recorded as StoreKind;
+}
+
+/** A producer on the batcher (the CLI never runs slices: it pushes, reads and moves dead letters), on one connection. */
+async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>): Promise<T> {
+  // Fail fast on a bad URL or a server that is down, instead of retrying forever.
+  const connection = { ...fromUrl(global.redis), maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5_000 };
+  const options = { name: global.name, connection, ...(global.prefix !== undefined && { prefix: global.prefix }) };
+  // A bad name or prefix is refused before anything reaches Redis.
+  const { prefix } = resolveOptions(options);
+  const { client } = commandClient(connection, silentLogger);
+  try {
+    const store = await storeOf(global, client, new Keyspace(prefix, global.name).config);
+    const b = createBatcher({ ...options, connection: client, store }, undefined);
+    try {
+      return await run(b);
+    } finally {
+      await b.close().catch(() => undefined);
+    }
+  } finally {
+    // The batcher leaves a client it was given open. One that is not ready has nothing to flush.
+    if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+    else client.disconnect();
+  }
 }
 
 /**
@@ -98,15 +132,6 @@ function formatStats(s: Stats): string {
   return `${lines.join('\n')}\n`;
 }
 
-async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>): Promise<T> {
-  const b = open(global);
-  try {
-    return await run(b);
-  } finally {
-    await b.close().catch(() => undefined);
-  }
-}
-
 async function readLines(
   io: Io,
   file: string | undefined,
@@ -146,8 +171,11 @@ function program(io: Io): Command {
     .addOption(new Option('--redis <url>', 'Redis URL').env('REDIS_URL').default('redis://127.0.0.1:6379'))
     .requiredOption('--name <name>', 'the batcher name (its BullMQ queue)')
     .option('--prefix <prefix>', 'BullMQ key prefix, if the batcher sets one')
-    // Redis does not record it, and reading a set as a list fails with WRONGTYPE.
-    .addOption(new Option('--store <store>', "the batcher's store").choices(['list', 'set', 'zset']).default('list'))
+    .addOption(
+      new Option('--store <store>', "the batcher's store: read from Redis, where its processes record it; given, it must agree").choices(
+        STORES,
+      ),
+    )
     .option('--debug', 'print stack traces of errors')
     .version(VERSION)
     .exitOverride()

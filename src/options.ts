@@ -7,14 +7,16 @@ import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, optionNames } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { silentLogger } from './core/logger';
-import type { Backoff, BatchByKeyOptions, EachIteration, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
+import type { Backoff, BatchByKeyOptions, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
 
-/** Options after defaults are applied; `eachIteration` may still come from a class (see class-form). */
+/**
+ * Options after defaults are applied. The handler is not among them: `createBatcher` takes it
+ * apart, since the class form and the NestJS module supply theirs late (see class-form.ts).
+ */
 export interface ResolvedOptions extends RunOptions {
   name: string;
   connection: Exclude<BatchByKeyOptions['connection'], string>;
   key: BatchByKeyOptions['key'];
-  eachIteration: EachIteration | undefined;
   maxDeadLetters: number;
   ticketTtlMs: number;
   prefix: string;
@@ -43,7 +45,7 @@ export const DEFAULTS = {
   history: HISTORY_DEFAULTS,
 } as const satisfies Partial<ResolvedOptions>;
 
-const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
+export const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
 /** Ids per slice at most: a slice is moved by one Lua call, which blocks Redis while it runs. */
 const MAX_SLICE_SIZE = 10_000;
@@ -121,7 +123,6 @@ function validateAround(around: unknown): readonly SliceMiddleware[] {
   throw new InvalidOptionError('options.around must be a middleware (slice, next) => Promise<void>, or an array of them');
 }
 
-/** Validates everything up front, so a typo fails at startup and not at the first push. */
 /** Every option `batchByKey` takes (the compiler holds the list to the type). */
 export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'name',
@@ -152,6 +153,7 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'logger',
 ]);
 
+/** Validates everything up front, so a typo fails at startup and not at the first push. */
 export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionError(`options must be an object, got ${describe(options)}`);
@@ -178,6 +180,8 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     );
   }
   const maxRuntimeMs = duration('options.maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs);
+  // Checked here with the rest, though batchByKey hands the handler to the batcher itself.
+  optionalFunction('options.eachIteration', o.eachIteration, '(ids, ctx) => ...');
   return {
     name: o.name,
     connection: typeof o.connection === 'string' ? fromUrl(o.connection) : o.connection,
@@ -190,7 +194,6 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     sliceTimeoutMs: duration('options.sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS)),
     lockTtlMs: duration('options.lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
     key: optionalFunction('options.key', o.key, 'returning the current key'),
-    eachIteration: optionalFunction('options.eachIteration', o.eachIteration, '(ids, ctx) => ...'),
     attempts: integer('options.attempts', o.attempts, DEFAULTS.attempts, 1),
     backoff: validateBackoff(o.backoff),
     isolateFailures: boolean('options.isolateFailures', o.isolateFailures, DEFAULTS.isolateFailures),

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PermanentError, type Batcher, type Stats } from '../src';
-import { range, redisUrl, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, range, redisUrl, testBatcher, waitFor } from './helpers/redis';
 
 const CLI = join(__dirname, '..', 'src', 'cli.ts');
 
@@ -66,14 +66,43 @@ describe('the batch-by-key CLI', () => {
     expect((await b.backlog('big')).pending).toBe(25_000);
   });
 
-  it('--store reads and pushes a set batcher', async () => {
+  it('reads the store from Redis, where the batcher recorded it: no --store needed', async () => {
     const b = testBatcher({ store: 'set', eachIteration: () => {} });
-    expect(await cli([...on(b), '--store', 'set', 'push', '--key', 'k'], { input: 'a\na\nb\n' })).toMatchObject({ code: 0 });
-    const json = await cli([...on(b), '--store', 'set', 'stats', '--json']);
+    // The batcher's first push records its store.
+    await b.performBatchLater(['a'], { key: 'k' });
+    // A set: the CLI's pushes of a and of a again collapse with the batcher's.
+    expect(await cli([...on(b), 'push', '--key', 'k'], { input: 'a\na\nb\n' })).toMatchObject({ code: 0 });
+    expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0, retrying: 0 });
+    const json = await cli([...on(b), 'stats', '--json']);
+    expect(json.code).toBe(0);
     expect(JSON.parse(json.stdout) as Stats).toMatchObject({ keys: 1, pending: 2 });
-    const wrong = await cli([...on(b), 'stats']);
-    expect(wrong.code).toBe(1);
-    expect(wrong.stderr).toContain('WRONGTYPE');
+    // A --store that agrees is taken.
+    expect(await cli([...on(b), '--store', 'set', 'stats'])).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it('refuses a --store that disagrees with the recorded one, before it reads or pushes anything', async () => {
+    const b = testBatcher({ store: 'set', eachIteration: () => {} });
+    await b.performBatchLater(['a'], { key: 'k' });
+    const config = keyspaceOf(b).config;
+    for (const command of [['stats'], ['push', '--key', 'k']]) {
+      const wrong = await cli([...on(b), '--store', 'list', ...command], { input: 'x\n' });
+      expect(wrong).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: `batch-by-key: --store list disagrees with the store recorded for batcher ${b.name}: 'set' (in ${config}); leave --store out to use it\n`,
+      });
+    }
+    expect(await b.backlog('k')).toEqual({ pending: 1, inFlight: 0, retrying: 0 });
+  });
+
+  it('with no store recorded, takes --store (else the default), and its push records it', async () => {
+    const b = testBatcher({ store: 'zset', eachIteration: () => {} });
+    expect(await cli([...on(b), 'stats', '--json'])).toMatchObject({ code: 0 });
+    expect(await cli([...on(b), '--store', 'zset', 'push', '--key', 'k'], { input: '1\n2\n' })).toMatchObject({ code: 0 });
+    // Recorded now: the batcher (a zset one) agrees, and the CLI needs --store no more.
+    await b.performBatchLater(['3'], { key: 'k' });
+    expect(JSON.parse((await cli([...on(b), 'stats', '--json'])).stdout) as Stats).toMatchObject({ pending: 3 });
+    expect((await cli([...on(b), '--store', 'list', 'stats'])).code).toBe(2);
   });
 
   it('stats --watch prints until interrupted', async () => {

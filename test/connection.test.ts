@@ -4,7 +4,16 @@ import { Worker } from 'bullmq';
 import { BatchByKey, batchByKey, ClosedError, InvalidOptionError, PushTimeoutError } from '../src';
 import { fromUrl } from '../src/core/connection';
 import { startRedis } from '../tools/redis-server';
-import { Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
+import { keyspaceOf, Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
+
+/** The users the server's clients are logged in as (CLIENT LIST's `user=` fields), this admin's own left out. */
+async function usersConnected(admin: Redis): Promise<string[]> {
+  const self = await admin.client('ID');
+  const lines = String(await admin.call('CLIENT', 'LIST'))
+    .split('\n')
+    .filter((line) => line !== '' && !line.startsWith(`id=${self} `));
+  return lines.map((line) => /(?:^| )user=(\S*)/.exec(line)?.[1] ?? '');
+}
 
 describe('connection', () => {
   it("never puts a URL's password in an error message, even when the URL does not parse", () => {
@@ -17,17 +26,36 @@ describe('connection', () => {
   it('takes a Redis URL', async () => {
     const rec = new Recorder();
     const b = track(batchByKey({ name: uniqueName(), connection: redisUrl(), eachIteration: rec.handler }));
-    b.createWorker();
     await b.performBatchLater(['a'], { key: 'k' });
-    await waitFor(() => rec.all.length === 1);
+    // The push reached the server the URL names: another client of it sees the id waiting.
+    const other = track(new Redis(redisUrl()));
+    expect(await other.llen(keyspaceOf(b).forKey('k').pending)).toBe(1);
+    b.createWorker();
+    await waitFor(() => rec.all.length === 1, { what: 'the id' });
+    expect(rec.calls.map((c) => [c.key, c.ids])).toEqual([['k', ['a']]]);
   });
 
   it('createWorker takes its own connection, a URL too', async () => {
+    // A server of its own, where the worker's URL logs in as a user nothing else uses: the
+    // connections of that user show that the worker connected with its URL, not the batcher's.
+    const server = await startRedis();
+    const admin = new Redis(server.port);
     const rec = new Recorder();
-    const b = track(batchByKey({ name: uniqueName(), connection: { ...parseUrl(redisUrl()) }, eachIteration: rec.handler }));
-    b.createWorker({ connection: redisUrl() });
-    await b.performBatchLater(['a'], { key: 'k' });
-    await waitFor(() => rec.all.length === 1);
+    const b = batchByKey({ name: uniqueName(), connection: { port: server.port }, eachIteration: rec.handler });
+    try {
+      await admin.call('ACL', 'SETUSER', 'worker', 'on', '>pw', '~*', '&*', '+@all');
+      await b.performBatchLater(['a'], { key: 'k' });
+      expect(await usersConnected(admin)).not.toContain('worker');
+      b.createWorker({ connection: `redis://worker:pw@127.0.0.1:${server.port}` });
+      await waitFor(() => rec.all.length === 1, { what: 'the id' });
+      expect(rec.calls.map((c) => [c.key, c.ids])).toEqual([['k', ['a']]]);
+      expect(await usersConnected(admin)).toContain('worker');
+    } finally {
+      // Its worker too, before the server goes.
+      await b.close();
+      await admin.quit();
+      await server.stop();
+    }
   });
 
   it('takes an ioredis client, and leaves it open on close()', async () => {

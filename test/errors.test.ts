@@ -60,8 +60,13 @@ describe('a slice that throws', () => {
     b.createWorker();
     await b.performBatchLater(['bad'], { key: 'k' });
     await waitFor(async () => (await b.backlog('k')).retrying === 1, { what: 'the backoff' });
+    const pushedAt = Date.now();
     await b.performBatchLater(['good'], { key: 'k' });
-    await waitFor(() => rec.all.includes('good'), { timeoutMs: 5_000, what: 'the new id, before the backoff ends' });
+    await waitFor(async () => rec.all.length > 0 && (await b.backlog('k')).inFlight === 0, { what: 'the new id' });
+    // It ran, alone, long before the minute's backoff ended: the bad slice still waits it out.
+    expect(rec.calls.map((c) => c.ids)).toEqual([['good']]);
+    expect(rec.calls[0]!.at - pushedAt).toBeLessThan(5_000);
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 1 });
   });
 
   it("while 10 slices of a key back off, the key claims no more (an outage does not burn every id's attempts)", async () => {

@@ -2,10 +2,13 @@ import { UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { PermanentError, type BatcherEvents, type SliceMiddleware } from '../src';
 import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 import { MAX_ERROR_TEXT } from '../src/engine/failures';
 import { wellFormedText } from '../src/core/text';
 
 const fast = { attempts: 3, backoff: { type: 'fixed', delayMs: 1 } } as const;
+/** How long the successful slices of the events test work. */
+const SLICE_MS = 30;
 
 describe('poison isolation', () => {
   it('a slice of 100 with one poison id: 99 processed, 1 dead letter, the key finishes', async () => {
@@ -237,6 +240,7 @@ describe('hooks', () => {
   });
 
   it('emits slice:done, slice:failed (retry, split, dead), dead and interrupted', async () => {
+    const startedAt = performance.now();
     const seen: string[] = [];
     const events: Partial<{ [E in keyof BatcherEvents]: BatcherEvents[E][0][] }> = {};
     const b = testBatcher({
@@ -244,8 +248,10 @@ describe('hooks', () => {
       backoff: { type: 'fixed', delayMs: 1 },
       sliceSize: 2,
       maxRuntimeMs: 1,
-      eachIteration(ids) {
+      async eachIteration(ids) {
         if (ids.includes('bad')) throw new Error('bad id');
+        // Work of a known length, for the event's durationMs to be held to.
+        await sleep(SLICE_MS);
       },
     });
     const record = <E extends keyof BatcherEvents>(event: E) =>
@@ -272,7 +278,9 @@ describe('hooks', () => {
     ]);
     expect(events['slice:failed']![0]!.retryInMs).toBe(1);
     expect(events['slice:done']!.map((e) => e.ids)).toEqual([['ok']]);
-    expect(events['slice:done']![0]!.durationMs).toBeGreaterThanOrEqual(0);
+    // The slice's own time: at least its work (a timer may fire a ms early), at most the test's so far.
+    expect(events['slice:done']![0]!.durationMs).toBeGreaterThanOrEqual(SLICE_MS - 5);
+    expect(events['slice:done']![0]!.durationMs).toBeLessThanOrEqual(performance.now() - startedAt);
     expect(events.dead![0]).toMatchObject({ key: 'k', ids: ['bad'], attempts: 3 });
     expect((events.dead![0]!.error as Error).message).toBe('bad id');
     // maxRuntimeMs 1: every slice ends the run between slices.

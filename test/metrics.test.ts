@@ -2,7 +2,8 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, MissingDependencyError, PermanentError, prometheusMetrics } from '../src';
 import { loadOptional, requireOptional } from '../src/core/optional';
-import { range, testBatcher, waitFor } from './helpers/redis';
+import { redisNow } from '../src/ops/stats';
+import { range, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /** The samples of a Prometheus text exposition: `name{labels}` → value. */
 function parse(text: string): Map<string, number> {
@@ -28,15 +29,24 @@ describe('prometheusMetrics', () => {
       },
     });
     const metrics = prometheusMetrics([b], { registry, prefix: 'bbk_' });
+    // The Redis clock (the one lag is read by) around the first push and around the reading.
+    const clock = redisClient();
+    const pushedFrom = await redisNow(clock);
     await b.performBatchLater(range(5), { key: 'a' });
+    const pushedBy = await redisNow(clock);
     await b.performBatchLater(['x'], { key: 'bad' });
     const label = `{batcher="${b.name}"}`;
 
+    const readFrom = await redisNow(clock);
     let samples = parse(await registry.metrics());
+    const readBy = await redisNow(clock);
     expect(samples.get(`bbk_ids_pushed_total${label}`)).toBe(6);
     expect(samples.get(`bbk_pending_ids${label}`)).toBe(6);
     expect(samples.get(`bbk_keys${label}`)).toBe(2);
-    expect(samples.get(`bbk_lag_seconds${label}`)).toBeGreaterThanOrEqual(0);
+    // The age of the oldest pending id, the first push's, in seconds.
+    const lagMs = samples.get(`bbk_lag_seconds${label}`)! * 1000;
+    expect(lagMs).toBeGreaterThanOrEqual(readFrom - pushedBy);
+    expect(lagMs).toBeLessThanOrEqual(readBy - pushedFrom);
 
     b.createWorker();
     await waitFor(

@@ -109,9 +109,18 @@ describe("scheduling: 'fair'", () => {
 
   it('no key starves: a key that used its budget still progresses under a stream of new keys (aging)', async () => {
     let heavySlices = 0;
-    const handler: EachIteration = (_ids, ctx) => {
+    let pushedFresh = 0;
+    const servedFresh = new Map<string, number>();
+    const waitingFresh = () => pushedFresh - [...servedFresh.values()].filter((n) => n === 2).length;
+    /** Heavy slices that ran while fresh keys pushed before them still had ids waiting. */
+    let heavyWhileFreshWaited = 0;
+    const handler: EachIteration = (ids, ctx) => {
       busy(10);
-      if (ctx.key === 'heavy') heavySlices++;
+      if (ctx.key !== 'heavy') servedFresh.set(ctx.key, (servedFresh.get(ctx.key) ?? 0) + ids.length);
+      else {
+        heavySlices++;
+        if (waitingFresh() > 0) heavyWhileFreshWaited++;
+      }
     };
     const b = testBatcher({ sliceSize: 1, maxRuntimeMs: 30, recoveryIntervalMs: 100, eachIteration: handler });
     b.createWorker({ concurrency: 1 });
@@ -122,16 +131,26 @@ describe("scheduling: 'fair'", () => {
     const stream = (async () => {
       for (let i = 0; !stop; i++) {
         await b.performBatchLater(['x', 'y'], { key: `fresh-${i}` });
+        pushedFresh++;
         await sleep(10);
       }
     })();
     try {
-      const before = heavySlices;
-      await waitFor(() => heavySlices >= before + 5, { timeoutMs: 15_000, what: 'the heavy key to progress during the stream' });
+      // Counted from when fresh keys queue up: slices of the run in progress when the stream began are no proof.
+      await waitFor(() => waitingFresh() >= 3, { what: 'fresh keys to queue up' });
+      const before = heavyWhileFreshWaited;
+      await waitFor(() => heavyWhileFreshWaited >= before + 5, {
+        timeoutMs: 15_000,
+        what: 'the heavy key to progress while fresh keys wait',
+      });
+      // Fresh keys kept waiting all along: the stream outpaced the worker, so only aging let the heavy key in.
+      expect(waitingFresh()).toBeGreaterThan(0);
     } finally {
       stop = true;
       await stream;
     }
+    // The heavy key did not simply take the worker back either: fresh keys were served throughout.
+    expect(servedFresh.size).toBeGreaterThan(3);
   });
 });
 

@@ -145,14 +145,16 @@ describe('stats()', () => {
   it('leaves no mark behind once a key is drained', async () => {
     for (const store of ['list', 'set'] as StoreKind[]) {
       const b = testBatcher({ store, sliceSize: 2, eachIteration: () => {} });
-      await b.performBatchLater(['1', '2', '3'], { key: 'k' });
-      b.createWorker();
-      await waitFor(async () => (await b.stats()).keys === 0, { what: `${store} drained` });
       const names = keyspaceOf(b).forKey('k');
       const client = redisClient();
-      await waitFor(async () => (await client.exists(names.pushMarks, names.inFlightMark, names.inFlight)) === 0, {
-        what: `${store} marks gone`,
-      });
+      const { ticket } = await b.performBatchLater(['1', '2', '3'], { key: 'k', track: true });
+      // The push left its mark (else this test would pass with marks never written).
+      expect(await client.exists(names.pushMarks), store).toBe(1);
+      b.createWorker();
+      // Settled means the last ack has run: it drops the in-flight mark, and the claims before it took the push marks.
+      expect(await b.waitFor(ticket!)).toMatchObject({ done: 3 });
+      expect(await client.exists(names.pushMarks, names.inFlightMark, names.inFlight), store).toBe(0);
+      expect((await b.stats()).keys, store).toBe(0);
     }
   });
 

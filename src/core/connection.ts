@@ -42,10 +42,10 @@ function isClient(connection: Connection): connection is Redis | Cluster {
   return connection instanceof Redis || connection instanceof Cluster;
 }
 
-/** Our command connection: the user's client when given one (theirs to close), else one we own. */
 /** @internal */
 export type RedisClient = Redis | Cluster;
 
+/** Our command connection: the user's client when given one (theirs to close), else one we own. */
 export function commandClient(connection: Redis | Cluster | RedisOptions, logger: Logger): { client: RedisClient; owned: boolean } {
   if (isClient(connection)) return { client: connection, owned: false };
   const client = new Redis(connection);

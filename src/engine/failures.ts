@@ -2,8 +2,15 @@ import { wellFormedText } from '../core/text';
 import { UnrecoverableError } from 'bullmq';
 import { PermanentError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
-import type { RetrySlice } from '../storage/protocol';
-import type { Backoff, FailureOutcome, Id } from '../core/types';
+import { log } from '../core/logger';
+import type { BatcherEmitter } from '../core/events';
+import { failSlice, type RetrySlice } from '../storage/protocol';
+import type { RedisClient } from '../storage/scripts';
+import { MAX_TICKET_ERRORS } from '../push/progress';
+import { addCallbacks, type TicketDeps } from '../push/tickets';
+import type { DeadLetterBox } from './dead-letters';
+import type { FailedSlice } from './iteration';
+import type { Backoff, FailureOutcome, Id, Logger } from '../core/types';
 
 export type { RetrySlice };
 
@@ -11,6 +18,15 @@ interface FailurePolicy {
   attempts: number;
   backoff: Backoff;
   isolateFailures: boolean;
+}
+
+/** What settling a failed slice needs of the run (a processor's deps have it all). */
+export interface FailureDeps {
+  client: RedisClient;
+  options: FailurePolicy & { logger: Logger };
+  deadLetters: DeadLetterBox;
+  events: BatcherEmitter;
+  tickets: TicketDeps;
 }
 
 /** What to do with a failed slice: parts to retry (each with its delay) and ids to dead-letter. */
@@ -77,6 +93,55 @@ export function planFailure(
     return plan('split', [again(ids.slice(0, mid), 0, true), again(ids.slice(mid), 0, true)], []);
   }
   return plan('dead', [], [...ids]);
+}
+
+/**
+ * Settles a failed slice by its plan: dead letters first (in the batcher's slot), then, fenced
+ * by the lock in the key's slot, the parts to retry and the in-flight ids dropped. A crash in
+ * between leaves the ids in flight as well as dead: they run again (at least once, never lost).
+ * If the fenced call refuses (the lock was lost), the letters are taken back, restoring any they
+ * replaced, and only a failure that stands applies the cap, so a fenced-out holder neither
+ * removes nor evicts a real letter.
+ * @internal
+ */
+export async function settleFailure(deps: FailureDeps, lockValue: string, failed: FailedSlice): Promise<boolean> {
+  const { options, events } = deps;
+  const { slice, error, names } = failed;
+  const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
+  const serialized = serializeError(error);
+  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
+  const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
+  const settled = await failSlice(
+    deps.client,
+    names,
+    lockValue,
+    { retry, dead: { ids: plan.dead, message: serialized.message } },
+    MAX_TICKET_ERRORS,
+    `${failed.sliceId}:failed`,
+  );
+  if (settled && settled.length > 0) await addCallbacks(deps.tickets, slice.key, settled);
+  if (!settled) {
+    // The next holder restores these ids and runs them again: their letters would be stale.
+    if (letters) await deps.deadLetters.undo(letters);
+    return false;
+  }
+  if (letters) await deps.deadLetters.trim();
+  log(options.logger, plan.outcome === 'retry' ? 'warn' : 'error', 'batch-by-key: slice failed', {
+    err: error,
+    key: slice.key,
+    ids: slice.ids.length,
+    attempt: slice.attempt,
+    outcome: plan.outcome,
+  });
+  events.emit('slice:failed', {
+    ...slice,
+    durationMs: failed.durationMs,
+    error,
+    outcome: plan.outcome,
+    ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
+  });
+  if (plan.dead.length > 0) events.emit('dead', { key: slice.key, ids: plan.dead, error, attempts: plan.attempts });
+  return true;
 }
 
 /** Whether a slice that has failed `attempts` runs is retried whole (rather than split or dead). */

@@ -2,9 +2,9 @@ import { DelayedError, type Job } from 'bullmq';
 import type Redlock from 'redlock';
 import type { DeadLetterBox } from './dead-letters';
 import type { BatcherEmitter } from '../core/events';
-import { backoffDelay, mayRetry, planFailure, serializeError } from './failures';
+import { backoffDelay, mayRetry, settleFailure } from './failures';
 import { maxRuntime, Stop, stopped } from './interrupt';
-import { iterate, nothingClaimed, sliceIdOf, type FailedSlice, type Finished, type RunOutcome } from './iteration';
+import { iterate, nothingClaimed, sliceIdOf, type Finished, type RunOutcome } from './iteration';
 import { JOB_NAME, LEVEL } from '../storage/job';
 import type { Keyspace, KeyNames } from '../storage/keys';
 import { KeyLock } from './lock';
@@ -13,23 +13,10 @@ import { rateLimitOf } from './flow';
 import type { RunOptions } from './run-options';
 import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } from '../push/tickets';
 import { log } from '../core/logger';
-import { MAX_TICKET_ERRORS } from '../push/progress';
-import {
-  claim,
-  dueIn,
-  failSlice,
-  release,
-  settle,
-  type ClaimCall,
-  type ClaimResult,
-  type LockRef,
-  type Released,
-} from '../storage/protocol';
+import { claim, dueIn, release, settle, type ClaimCall, type ClaimResult, type LockRef, type Released } from '../storage/protocol';
 import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
 import type { RedisClient } from '../storage/scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor, RateLimit } from '../core/types';
-
-export type { RunOptions };
 
 /** @internal */
 export interface ProcessorDeps {
@@ -173,7 +160,7 @@ async function runSlices(
           ? [preemption(deps.client, deps.queueLists(), options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
           : []),
       ],
-      settleFailure: (failed) => settleFailure(deps, lock, failed),
+      settleFailure: (failed) => settleFailure(deps, lock.value, failed),
       settled: (tickets) => addCallbacks(deps.tickets, job.data.key, tickets),
       mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
       finish,
@@ -247,54 +234,6 @@ async function finished(deps: ProcessorDeps, job: KeyJob, { reply, settled, fini
   await addCallbacks(deps.tickets, job.data.key, settled).catch((err: unknown) =>
     log(deps.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', { err, key: job.data.key }),
   );
-}
-
-/**
- * Settles a failed slice by its plan: dead letters first (in the batcher's slot), then, fenced
- * by the lock in the key's slot, the parts to retry and the in-flight ids dropped. A crash in
- * between leaves the ids in flight as well as dead: they run again (at least once, never lost).
- * If the fenced call refuses (the lock was lost), the letters are taken back, restoring any they
- * replaced, and only a failure that stands applies the cap, so a fenced-out holder neither
- * removes nor evicts a real letter.
- */
-async function settleFailure(deps: ProcessorDeps, lock: KeyLock, failed: FailedSlice): Promise<boolean> {
-  const { options, events } = deps;
-  const { slice, error, names } = failed;
-  const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
-  const serialized = serializeError(error);
-  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
-  const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
-  const settled = await failSlice(
-    deps.client,
-    names,
-    lock.value,
-    { retry, dead: { ids: plan.dead, message: serialized.message } },
-    MAX_TICKET_ERRORS,
-    `${failed.sliceId}:failed`,
-  );
-  if (settled && settled.length > 0) await addCallbacks(deps.tickets, slice.key, settled);
-  if (!settled) {
-    // The next holder restores these ids and runs them again: their letters would be stale.
-    if (letters) await deps.deadLetters.undo(letters);
-    return false;
-  }
-  if (letters) await deps.deadLetters.trim();
-  log(options.logger, plan.outcome === 'retry' ? 'warn' : 'error', 'batch-by-key: slice failed', {
-    err: error,
-    key: slice.key,
-    ids: slice.ids.length,
-    attempt: slice.attempt,
-    outcome: plan.outcome,
-  });
-  events.emit('slice:failed', {
-    ...slice,
-    durationMs: failed.durationMs,
-    error,
-    outcome: plan.outcome,
-    ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
-  });
-  if (plan.dead.length > 0) events.emit('dead', { key: slice.key, ids: plan.dead, error, attempts: plan.attempts });
-  return true;
 }
 
 /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */

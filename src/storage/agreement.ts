@@ -2,6 +2,18 @@ import { StoreMismatchError } from '../core/errors';
 import type { RedisClient } from './scripts';
 import type { StoreKind } from '../core/types';
 
+/** The field of the batcher's config hash that holds its store. */
+const STORE_FIELD = 'store';
+
+/**
+ * The store recorded for a batcher (see StoreAgreement): what its first process to push or run
+ * used. Undefined while none has, or after someone deleted the record to change the store. Read
+ * as it is: a value this version does not know is the caller's to refuse.
+ */
+export async function recordedStore(client: RedisClient, configKey: string): Promise<string | undefined> {
+  return (await client.hget(configKey, STORE_FIELD)) ?? undefined;
+}
+
 /**
  * The store is the one option a batcher's producers and workers cannot disagree on: a list read
  * as a set fails with WRONGTYPE, and a push may land half in one shape. The first batcher to push
@@ -28,7 +40,7 @@ export class StoreAgreement {
   }
 
   private async compare(side: 'push' | 'worker'): Promise<void> {
-    const replies = await this.client().multi().hsetnx(this.configKey, 'store', this.store).hget(this.configKey, 'store').exec();
+    const replies = await this.client().multi().hsetnx(this.configKey, STORE_FIELD, this.store).hget(this.configKey, STORE_FIELD).exec();
     const recorded = replies?.[1]?.[1];
     if (typeof recorded === 'string' && recorded !== this.store) {
       throw new StoreMismatchError(

@@ -151,6 +151,9 @@ function command(target: object, name: ScriptName): (...args: ScriptArg[]) => un
   return fn.bind(target);
 }
 
+/** A script argument as ioredis sends it (BullMQ's packed options are a Buffer). */
+export type ScriptArg = string | number | Buffer;
+
 /**
  * Runs a script. Keys are given by the caller (built by `Keyspace`); a script builds a name only
  * from a prefix it was given (a lane's keys, a ticket's hash, a key's dead letters), which shares
@@ -158,9 +161,6 @@ function command(target: object, name: ScriptName): (...args: ScriptArg[]) => un
  * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist;
  * queue-load.lua reads only BullMQ's, which share the queue's slot.)
  */
-/** A script argument as ioredis sends it (BullMQ's packed options are a Buffer). */
-export type ScriptArg = string | number | Buffer;
-
 export function runScript(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
   return command(client, name)(keys.length, ...keys, ...args) as Promise<unknown>;
 }

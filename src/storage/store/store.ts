@@ -1,11 +1,6 @@
 import type { KeyNames } from '../keys';
 import type { StoreKind } from '../../core/types';
 
-/**
- * One Redis structure per key for pending ids and one for in-flight ids. Pushes and claims are
- * Lua (see protocol.ts and `scripts/claim-<kind>.lua`); a store here knows how to read a key's
- * structures back: counts and the age of the oldest pending id.
- */
 /** One read-only command: its name, the keys it names and its other arguments. */
 export interface Read {
   command: 'LLEN' | 'SCARD' | 'ZCARD' | 'LINDEX' | 'GET' | 'ZRANGE' | 'HVALS' | 'EXISTS';
@@ -13,6 +8,11 @@ export interface Read {
   args?: readonly (string | number)[];
 }
 
+/**
+ * One Redis structure per key for pending ids and one for in-flight ids. Pushes and claims are
+ * Lua (see protocol.ts and `scripts/includes/store-<kind>.lua`); a store here knows how to read a
+ * key's structures back: counts and the age of the oldest pending id.
+ */
 export interface Store {
   readonly kind: StoreKind;
   /** The read that counts the ids of one of its structures (pending, or a lane's in-flight). */

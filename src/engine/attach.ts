@@ -1,0 +1,77 @@
+import type { Worker } from 'bullmq';
+import { log } from '../core/logger';
+import type { Logger } from '../core/types';
+import { closeAfterReconnect } from './worker-close';
+
+/** @internal */
+export interface AttachDeps {
+  logger: Logger;
+  /** How often the sweeps run while a worker is attached. */
+  intervalMs: number;
+  /** Throws a ClosedError once the batcher is closed (see attach). */
+  assertOpen: () => void;
+  /** The recovery sweep: a job for every key that has ids but neither a job nor a running lock. */
+  recover: () => Promise<unknown>;
+  /** Fair scheduling's aging sweep (see scheduling.ts); undefined with 'fifo'. */
+  age: (() => Promise<unknown>) | undefined;
+  /** The history sampler, if the batcher keeps history: it samples while a worker of this process lives. */
+  sampler: { track(worker: Worker): void; stop(): void } | undefined;
+}
+
+/**
+ * What a batcher does for the workers that serve it, whether `createWorker` made them or the
+ * caller did (`attach`): logs their errors, stops runs when they close or lose a job's lock, runs
+ * the recovery and aging sweeps while they live, and closes the ones it made with the batcher.
+ * @internal
+ */
+export class AttachedWorkers {
+  private readonly made = new Set<Worker>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  constructor(private readonly deps: AttachDeps) {}
+
+  attach(worker: Worker): void {
+    const { logger } = this.deps;
+    // Its sweep timer would otherwise throw ClosedError from a timer, uncaught.
+    this.deps.assertOpen();
+    closeAfterReconnect(worker);
+    worker.on('error', (err) => log(logger, 'error', 'batch-by-key: worker error', { err }));
+    worker.on('failed', (job, err) => log(logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }));
+    // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
+    // after the current slice, release the key and requeue it for another worker at once.
+    worker.on('closing', () => worker.cancelAllJobs('worker closing'));
+    // BullMQ could not renew a job's lock (a blocked event loop?): another worker may take the
+    // job as stalled, so stop our run after its slice instead of running on beside it.
+    worker.on('lockRenewalFailed', (jobIds: string[]) => {
+      for (const id of jobIds) worker.cancelJob(id, 'BullMQ lost the job lock');
+    });
+    const timer = setInterval(() => this.sweep(), this.deps.intervalMs);
+    timer.unref();
+    this.timers.add(timer);
+    worker.on('closed', () => {
+      clearInterval(timer);
+      this.timers.delete(timer);
+    });
+    this.deps.sampler?.track(worker);
+  }
+
+  /** Attaches a worker `createWorker` made, which the batcher's close then closes too. */
+  adopt(worker: Worker): void {
+    this.attach(worker);
+    this.made.add(worker);
+    worker.on('closed', () => this.made.delete(worker));
+  }
+
+  /** Ends the sweeps and the sampling, and closes the workers made here (their runs stop after their slice). */
+  async close(): Promise<void> {
+    for (const timer of this.timers) clearInterval(timer);
+    this.deps.sampler?.stop();
+    await Promise.all([...this.made].map((w) => w.close()));
+  }
+
+  private sweep(): void {
+    const { logger, recover, age } = this.deps;
+    recover().catch((err: unknown) => log(logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
+    age?.().catch((err: unknown) => log(logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
+  }
+}
