@@ -114,6 +114,7 @@ export async function settleFailure(deps: FailureDeps, lockValue: string, failed
   const settled = await failSlice(
     deps.client,
     names,
+    failed.lane,
     lockValue,
     { retry, dead: { ids: plan.dead, message: serialized.message } },
     MAX_TICKET_ERRORS,

@@ -65,8 +65,9 @@ export interface FailedSlice {
   error: unknown;
   /** Unique per slice; names the parts it is split into. */
   sliceId: string;
-  /** The key's names as the slice's lane uses them. */
+  /** The key's names, and the slice's lane (whose own names the failure's script derives). */
   names: KeyNames;
+  lane: number;
   durationMs: number;
   /** The data the slice's ids carried, for their dead letters. */
   payloads: Payloads | undefined;
@@ -183,7 +184,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
     if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
     const outcome =
-      (await runOne(p, { names, signal }, claimed, sliceId)) ??
+      (await runOne(p, { names, lane, signal }, claimed, sliceId)) ??
       (run.stopped && { ...run.stopped, restore: false }) ??
       stopReason(p, { full: claimed.ids.length >= p.sliceSize });
     if (outcome) {
@@ -209,6 +210,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
 
 interface LaneContext {
   names: KeyNames;
+  lane: number;
   /** The lane's ctx.signal: aborted by the run's stop, or by a slice's timeout. */
   signal: Stop;
 }
@@ -233,7 +235,8 @@ async function runOne(
       previous: { ...crashed, attempts: crashed.attempts - 1 },
       error,
       sliceId,
-      names: lane.names,
+      names: p.names,
+      lane: lane.lane,
       durationMs: 0,
       payloads: claimed.payloads,
     };
@@ -268,7 +271,8 @@ async function runOne(
       previous: claimed.retry,
       error: thrown.error,
       sliceId,
-      names: lane.names,
+      names: p.names,
+      lane: lane.lane,
       durationMs: performance.now() - started,
       payloads: claimed.payloads,
     };

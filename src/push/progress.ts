@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from '../core/errors';
 import { onlyKnownOptions, optionNames, positiveMs } from '../core/validate';
-import { encodeKey, ticketHash, type Keyspace } from '../storage/keys';
+import { encodeKey, ticketErrors, ticketHash, type Keyspace } from '../storage/keys';
 import type { RedisClient } from '../storage/scripts';
 import type { Id, Key, Progress, Ticket, WaitForOptions } from '../core/types';
 
@@ -33,8 +33,8 @@ export function parseTicket(ticket: unknown): { key: Key; id: string } {
 
 export async function progress(client: RedisClient, keyspace: Keyspace, ticket: Ticket): Promise<Progress> {
   const { key, id } = parseTicket(ticket);
-  const hash = ticketHash(keyspace.forKey(key), id);
-  const [counts, errors] = await Promise.all([client.hgetall(hash), client.lrange(`${hash}:errors`, 0, -1)]);
+  const names = keyspace.forKey(key);
+  const [counts, errors] = await Promise.all([client.hgetall(ticketHash(names, id)), client.lrange(ticketErrors(names, id), 0, -1)]);
   if (counts.total === undefined) {
     throw new UnknownTicketError(`ticket ${ticket} is unknown or expired (tickets live ticketTtlMs after their push)`);
   }

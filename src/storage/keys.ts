@@ -256,9 +256,17 @@ export class Keyspace {
   }
 }
 
-/** The hash of ticket `id` of a key (its errors list is this followed by `:errors`). */
+/** A ticket's errors list is its hash's name followed by this (the scripts get it too). */
+export const TICKET_ERRORS_SUFFIX = ':errors';
+
+/** The hash of ticket `id` of a key (its errors list: `ticketErrors`). */
 export function ticketHash(names: KeyNames, id: string): string {
   return `${names.ticketPrefix}${id}`;
+}
+
+/** The errors list of ticket `id` of a key: at most MAX_TICKET_ERRORS of its dead ids' errors. */
+export function ticketErrors(names: KeyNames, id: string): string {
+  return `${ticketHash(names, id)}${TICKET_ERRORS_SUFFIX}`;
 }
 
 /** The sorted set of one key's dead letters (fields by time of last failure). */

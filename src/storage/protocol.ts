@@ -1,6 +1,7 @@
-import { MAX_RETRYING_SLICES, MAX_TIMER_MS } from '../core/limits';
-import { BULLMQ_ADD_KEYS, ticketHash, type KeyNames } from './keys';
-import { runScript, ScriptStatus, type RedisClient, type ScriptArg } from './scripts';
+import { MAX_TIMER_MS } from '../core/limits';
+import { BULLMQ_ADD_KEYS, type KeyNames } from './keys';
+import { CLAIM_REPLY_HEAD, REPLY } from './replies';
+import { runScript, type RedisClient, type ScriptArg } from './scripts';
 import type { Id, RateLimit, StoreKind } from '../core/types';
 
 /**
@@ -112,8 +113,8 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     ...p.ids,
     ...(p.payloads?.json ?? []),
   ])) as [number, number, unknown];
-  if (covered === -2) return { refused: 'unknown_ticket', covered: false, waitMs: 0 };
-  if (covered === -3) return { refused: 'sealed_ticket', covered: false, waitMs: 0 };
+  if (covered === REPLY.unknownTicket) return { refused: 'unknown_ticket', covered: false, waitMs: 0 };
+  if (covered === REPLY.sealedTicket) return { refused: 'sealed_ticket', covered: false, waitMs: 0 };
   return { covered: covered === 1, waitMs, ...(added !== undefined && added !== null && { added }) };
 }
 
@@ -238,8 +239,8 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
 /** A claim's reply (claim-key.lua's), as a ClaimResult. */
 export function claimResult(raw: unknown): ClaimResult {
   const reply = raw as [number, number, string, number, string, string, unknown, ...Id[]];
-  if (reply[0] !== ScriptStatus.Ok) return { held: false, lockTtlMs: reply[1] };
-  const ids = reply.slice(7) as Id[];
+  if (reply[0] !== REPLY.ok) return { held: false, lockTtlMs: reply[1] };
+  const ids = reply.slice(CLAIM_REPLY_HEAD) as Id[];
   return {
     held: true,
     waitMs: reply[1],
@@ -321,26 +322,8 @@ export async function release(
   lock: string,
   mode: 'ack' | 'keep',
 ): Promise<{ released: Released; settled: string[] }> {
-  const [status, settled] = (await runScript(
-    client,
-    'release',
-    [
-      names.lock,
-      names.inFlight,
-      names.lastClaim,
-      names.trackedInFlight,
-      names.ticketPrefix,
-      names.inFlightMark,
-      names.pending,
-      names.retry,
-      names.paused,
-      names.payloadsInFlight,
-      names.settledTickets,
-      names.lanes,
-    ],
-    [lock, mode],
-  )) as [number, string];
-  const released = status === ScriptStatus.LockNotHeld ? 'lost' : status === 2 ? 'pending' : 'released';
+  const [status, settled] = (await runScript(client, 'release', [names.base], [lock, mode])) as [number, string];
+  const released = status === REPLY.lockNotHeld ? 'lost' : status === REPLY.releasedWithPending ? 'pending' : 'released';
   return { released, settled: settled ? settled.split(' ') : [] };
 }
 
@@ -357,6 +340,7 @@ export interface FailPlan {
 export async function failSlice(
   client: RedisClient,
   names: KeyNames,
+  lane: number,
   lock: string,
   plan: FailPlan,
   maxTicketErrors: number,
@@ -365,23 +349,10 @@ export async function failSlice(
   const [status, settled] = (await runScript(
     client,
     'fail-slice',
-    [
-      names.inFlight,
-      names.lock,
-      names.retry,
-      names.retrySlices,
-      names.tracked,
-      names.trackedInFlight,
-      names.ticketPrefix,
-      names.lastClaim,
-      names.payloads,
-      names.payloadsInFlight,
-      names.settledTickets,
-      names.retryData,
-    ],
-    [lock, JSON.stringify(plan), maxTicketErrors, settleId],
+    [names.base],
+    [lock, JSON.stringify(plan), maxTicketErrors, settleId, lane],
   )) as [number, string];
-  if (status === ScriptStatus.LockNotHeld) return undefined;
+  if (status === REPLY.lockNotHeld) return undefined;
   return settled ? settled.split(' ') : [];
 }
 
@@ -390,13 +361,19 @@ export type Sealed = 'settled' | 'pending' | 'unknown' | 'sealed_already';
 
 /** Seals an open ticket (see seal-ticket.lua). */
 export async function sealTicket(client: RedisClient, names: KeyNames, ticketId: string): Promise<Sealed> {
-  const status = Number(await runScript(client, 'seal-ticket', [ticketHash(names, ticketId), names.settledTickets], [ticketId]));
-  return status === 1 ? 'settled' : status === 0 ? 'pending' : status === -2 ? 'unknown' : 'sealed_already';
+  const status = Number(await runScript(client, 'seal-ticket', [names.base], [ticketId]));
+  return status === REPLY.ok
+    ? 'settled'
+    : status === REPLY.unknownTicket
+      ? 'unknown'
+      : status === REPLY.sealedTicket
+        ? 'sealed_already'
+        : 'pending';
 }
 
 /** Ms until the key has something to claim, as its claim would judge it; -1 for nothing at all. */
 export async function dueIn(client: RedisClient, store: StoreKind, names: KeyNames): Promise<number> {
-  return Number(await runScript(client, 'due-in', [names.pending, names.retry, names.paused, names.hold], [store, MAX_RETRYING_SLICES]));
+  return Number(await runScript(client, 'due-in', [names.base], [store]));
 }
 
 /**

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
-import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES } from '../keys';
+import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES, TICKET_ERRORS_SUFFIX } from '../keys';
+import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 
 import type { RedisClient } from '../../core/connection';
 
@@ -31,12 +32,6 @@ const NAMES = [
 ] as const;
 
 export type ScriptName = (typeof NAMES)[number];
-
-/** Lua status codes shared by the scripts. */
-export const enum ScriptStatus {
-  Ok = 1,
-  LockNotHeld = -1,
-}
 
 const INCLUDE = /^--- @include "([a-z-]+)"$/gm;
 
@@ -96,6 +91,10 @@ export function keyspaceInclude(): string {
     `local JOB_NAME, MAX_RETRYING_SLICES, OTHER_LANES = ${lua(JOB_NAME)}, ${MAX_RETRYING_SLICES}, ${MAX_CONCURRENCY_PER_KEY - 1}`,
     `local RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS = ${RETRY_AFTER_FLOOR_MS}, ${RETRY_AFTER_MAX_BACKOFF_MS}`,
     `local KEY_SUFFIXES = { ${suffixes} }`,
+    `local REPLY = { ${Object.entries(REPLY)
+      .map(([name, code]) => `${name} = ${code}`)
+      .join(', ')} }`,
+    `local CLAIM_REPLY_HEAD, TICKET_ERRORS_SUFFIX = ${CLAIM_REPLY_HEAD}, ${lua(TICKET_ERRORS_SUFFIX)}`,
     `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
     `local BULLMQ_FINISH_KEYS = { ${BULLMQ_FINISH_KEYS.map(lua).join(', ')} }`,
     `local BULLMQ_ADD_KEYS = { ${BULLMQ_ADD_KEYS.map(lua).join(', ')} }`,

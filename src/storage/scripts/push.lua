@@ -29,8 +29,8 @@
            standardAdd); '0': the caller adds it
   ARGV[15..] ids, then (with data) as many payloads, '' for an id pushed without
 
-  Refuses, writing nothing: {-2, 0} an open ticket (ARGV[8]) that is unknown or expired;
-  {-3, 0} one that is sealed.
+  Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ARGV[8]) that is unknown
+  or expired; {REPLY.sealedTicket, 0} one that is sealed.
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job will claim these ids (no
   job add needed), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
   failed slice is due, -1 when none; for any store, at least until its pause or hold ends; added
@@ -56,8 +56,8 @@ local now = clockMs()
 
 if ticket ~= '' and ARGV[8] == 'open' then
   local t = redis.call('HMGET', ticketHash, 'total', 'sealed')
-  if not t[1] then return {-2, 0} end
-  if t[2] ~= '0' then return {-3, 0} end
+  if not t[1] then return {REPLY.unknownTicket, 0} end
+  if t[2] ~= '0' then return {REPLY.sealedTicket, 0} end
 end
 
 local waitMs = 0

@@ -3,17 +3,21 @@
   or dead (at once if they are already). An open ticket is created with `sealed` '0' (see
   tickets.ts); a ticket without `sealed` was sealed at its push.
 
-  KEYS[1] the ticket's hash        KEYS[2] the key's outbox of settled tickets
+  KEYS[1] the key's base name: every name of the key is derived from it (see claim-keys.lua); the
+          ticket's hash is its ticket prefix followed by ARGV[1]
   ARGV[1] the ticket's id
 
-  Returns 1: sealed, and settled now (wanting a callback: it is in the outbox); 0: sealed, ids
-  still pending (the call that counts the last one settles it); -2: unknown or expired;
-  -3: already sealed.
+  Returns REPLY.ok: sealed, and settled now (wanting a callback: it is in the outbox); 0: sealed,
+  ids still pending (the call that counts the last one settles it); REPLY.unknownTicket: unknown
+  or expired; REPLY.sealedTicket: already sealed.
 ]]
+--- @include "keyspace"
 --- @include "tracking"
-local sealed = redis.call('HGET', KEYS[1], 'sealed')
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-if sealed ~= '0' then return -3 end
-redis.call('HSET', KEYS[1], 'sealed', '1')
-if settleTicket(KEYS[1], ARGV[1], KEYS[2]) and #settledTickets > 0 then return 1 end
+local K = keyNames(KEYS[1], 0)
+local hash = K.ticketPrefix .. ARGV[1]
+local sealed = redis.call('HGET', hash, 'sealed')
+if redis.call('EXISTS', hash) == 0 then return REPLY.unknownTicket end
+if sealed ~= '0' then return REPLY.sealedTicket end
+redis.call('HSET', hash, 'sealed', '1')
+if settleTicket(hash, ARGV[1], K.settledTickets) and #settledTickets > 0 then return REPLY.ok end
 return 0

@@ -4,14 +4,14 @@
 -- job just fetched. `finish`, when the run ends here (nothing claimed, nothing due later) and
 -- A.finishKeys asks, completes the run's BullMQ job and returns BullMQ's reply (finish-job.lua).
 --
--- Returns {1, waitMs, slice, waited, payloads, settled, finished, id...}: a due failed slice (its
---   JSON as `slice`, its ids alone), or else pending ids ('' as `slice`); `waited` is how long
+-- Returns {REPLY.ok, waitMs, slice, waited, payloads, settled, finished, id...} (CLAIM_REPLY_HEAD
+--   fields, then the ids): a due failed slice (its JSON as `slice`, its ids alone), or else pending ids ('' as `slice`); `waited` is how long
 --   the slice's mark is old, -1 without one; `payloads` the JSON object of the claimed ids' data
 --   (see payloads.lua), '' without; `settled` the tickets whose last id the ack settled and that
 --   want a callback, space-separated ('' for none); `finished` BullMQ's moveToFinished reply when
 --   this call completed the job, else ''; when nothing is claimed, waitMs is how long until
 --   something is due (0: nothing left at all; -1: paused until resumed)
--- {-1, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was not held
+-- {REPLY.lockNotHeld, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was not held
 --   at all and A.takeLock is false)
 --- @include "clock"
 --- @include "tracking"
@@ -38,7 +38,7 @@ local function claimKey(store, finish)
   local asked = A.holdMs > 0 and holdAfter(K.hold, K.retryAfterStreak, A.holdMs, A.settle == 'restore') or nil
   local plain = quiet or redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads) == 0
 
-  local result = {1, 0, '', -1, '', table.concat(settledTickets, ' '), ''}
+  local result = {REPLY.ok, 0, '', -1, '', table.concat(settledTickets, ' '), ''}
   local count = A.count
   local rateMax, window = A.rateMax, A.rateWindowMs
   -- A paused or held key claims nothing, and so does a limited one that has no room left: the
@@ -93,7 +93,7 @@ local function claimKey(store, finish)
     -- A dead run's slices in this lane must be found by the next run's first claim.
     if A.lane > 0 then redis.call('SET', K.lanes, '1') end
       if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
-      for i = 1, #ids do result[i + 7] = ids[i] end
+      for i = 1, #ids do result[CLAIM_REPLY_HEAD + i] = ids[i] end
     elseif not limited then
       -- Nothing taken: a list's or set's pending is empty (or the key is blocked), so only a
       -- zset's pending can still say when.
@@ -110,7 +110,7 @@ local function claimKey(store, finish)
     holdFor(K.hold, limited)
   end
 
-  if A.releaseIfEmpty and count > 0 and #result == 7 then
+  if A.releaseIfEmpty and count > 0 and #result == CLAIM_REPLY_HEAD then
     redis.call('DEL', K.lock, K.lastClaim)
     -- Nothing left and nothing due later: the run is over, and so is its job.
     if A.finishKeys ~= 0 and result[2] == 0 then result[7] = finish() end

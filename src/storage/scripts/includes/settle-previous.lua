@@ -1,16 +1,19 @@
 -- The start of every claim script: fencing, idempotency, and settling the previous slice. Its
 -- functions take the claim's keys and arguments by name (K, A: see claim-keys.lua).
 -- Returns the reply to send at once, or nil to go on:
--- {-1, pttl} when the caller does not hold the lock (and cannot take it, see A.takeLock); when this
--- claim was already applied, its reply again: {1, waitMs, slice, -1, payloads, '', id...} (the claim id is remembered with its waitMs,
--- `claimId|waitMs`, and a failed slice's JSON is kept in flight with it).
+-- {REPLY.lockNotHeld, pttl} when the caller does not hold the lock (and cannot take it, see
+-- A.takeLock); when this claim was already applied, its reply again, as claim-key.lua's with no
+-- waited, settled or finished: {REPLY.ok, waitMs, slice, -1, payloads, '', '', id...} (the claim
+-- id is remembered with its waitMs, `claimId|waitMs`, and a failed slice's JSON is kept in flight
+-- with it).
 
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
 -- worker must still reach the dead letters): it becomes a failed slice, due now, one attempt on.
-local function recoverLane(store, K, A, inFlight, trackedInFlight, mark, sliceKey, payloadsInFlight, lane)
-  local ids = store.inFlightIds(inFlight)
+-- L: the lane's names (keyNames(K.base, lane)).
+local function recoverLane(store, K, A, L, lane)
+  local ids = store.inFlightIds(L.inFlight)
   if #ids > 0 then
-    local previous = redis.call('GET', sliceKey)
+    local previous = redis.call('GET', L.inFlightSlice)
     local slice = previous and cjson.decode(previous) or { attempts = 0, isolating = false }
     local now = clockMs()
     slice.ids = ids
@@ -20,12 +23,12 @@ local function recoverLane(store, K, A, inFlight, trackedInFlight, mark, sliceKe
     local id = 'crashed:' .. A.claimId .. ':' .. lane
     redis.call('ZADD', K.retry, now, id)
     redis.call('HSET', K.retrySlices, id, cjson.encode(slice))
-    keepForRetry(K.retryData, payloadsInFlight, id, ids)
-    redis.call('DEL', inFlight)
+    keepForRetry(K.retryData, L.payloadsInFlight, id, ids)
+    redis.call('DEL', L.inFlight)
   end
-  untrackAll(K.tracked, trackedInFlight)
-  unclaimAllPayloads(K.payloads, payloadsInFlight)
-  redis.call('DEL', mark, sliceKey)
+  untrackAll(K.tracked, L.trackedInFlight)
+  unclaimAllPayloads(K.payloads, L.payloadsInFlight)
+  redis.call('DEL', L.inFlightMark, L.inFlightSlice)
 end
 
 -- Holds the lock with A.lock, taking it if it is free and A.takeLock asks (one call when it is);
@@ -48,7 +51,7 @@ end
 -- an id in flight.
 local function settlePrevious(store, K, A, quiet)
   local held, last = holdLock(K, A)
-  if not held then return {-1, redis.call('PTTL', K.lock)} end
+  if not held then return {REPLY.lockNotHeld, redis.call('PTTL', K.lock)} end
   local applied = A.claimId .. '|'
   if last and string.sub(last, 1, #applied) == applied then
     local ids = store.inFlightIds(K.inFlight)
@@ -58,7 +61,7 @@ local function settlePrevious(store, K, A, quiet)
     table.insert(ids, 1, -1)
     table.insert(ids, 1, redis.call('GET', K.inFlightSlice) or '')
     table.insert(ids, 1, tonumber(string.sub(last, #applied + 1)))
-    table.insert(ids, 1, 1)
+    table.insert(ids, 1, REPLY.ok)
     return ids
   end
   if A.settle == 'ack' then
@@ -86,12 +89,9 @@ local function settlePrevious(store, K, A, quiet)
     -- at all (rarely): every run starts here. Lanes other than 0 are looked at only while a run
     -- with lanes has marked the key (K.lanes; see keys.ts).
     if not quiet and redis.call('EXISTS', unpack(recoverable(K))) > 0 then
-      recoverLane(store, K, A, K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, 0)
+      recoverLane(store, K, A, K, 0)
       if redis.call('EXISTS', K.lanes) == 1 then
-        for lane = 1, OTHER_LANES do
-          local n = ':' .. lane
-          recoverLane(store, K, A, K.inFlight .. n, K.trackedInFlight .. n, K.inFlightMark .. n, K.inFlightSlice .. n, K.payloadsInFlight .. n, lane)
-        end
+        for lane = 1, OTHER_LANES do recoverLane(store, K, A, keyNames(K.base, lane), lane) end
         redis.call('DEL', K.lanes)
       end
     end

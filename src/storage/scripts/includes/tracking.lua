@@ -1,6 +1,7 @@
 -- Bulk progress: which tickets each tracked id counts for. A value is the tickets of the id's
 -- pushes, space-separated, oldest first (a ticket appears once per push of the id).
 -- Untracked keys pay one EXISTS per call.
+--- @include "keyspace"
 
 -- Moves claimed ids' tickets from waiting to in flight. A list claims one push of an id at a
 -- time (`perPush`); a set or zset claims every push of it at once (they were deduplicated).
@@ -50,7 +51,7 @@ local function settleTicket(hash, ticket, outbox)
   end
   if t[5] then
     redis.call('PEXPIRE', hash, t[5])
-    redis.call('PEXPIRE', hash .. ':errors', t[5])
+    redis.call('PEXPIRE', hash .. TICKET_ERRORS_SUFFIX, t[5])
   end
   return true
 end
@@ -65,7 +66,7 @@ local function creditOne(trackedInFlight, ticketPrefix, outbox, id, field, error
     if redis.call('EXISTS', hash) == 1 then
       redis.call('HINCRBY', hash, field, 1)
       if errorJson then
-        local errors = hash .. ':errors'
+        local errors = hash .. TICKET_ERRORS_SUFFIX
         if redis.call('LLEN', errors) < maxErrors then
           redis.call('RPUSH', errors, errorJson)
           redis.call('PEXPIRE', errors, redis.call('PTTL', hash))
