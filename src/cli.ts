@@ -146,7 +146,8 @@ function program(io: Io): Command {
     .addOption(new Option('--redis <url>', 'Redis URL').env('REDIS_URL').default('redis://127.0.0.1:6379'))
     .requiredOption('--name <name>', 'the batcher name (its BullMQ queue)')
     .option('--prefix <prefix>', 'BullMQ key prefix, if the batcher sets one')
-    // Redis does not record it, and reading a set as a list fails with WRONGTYPE.
+    // Must be the store recorded in Redis (storage/agreement.ts): a push with another is refused
+    // (StoreMismatchError), and reading a set as a list fails with WRONGTYPE.
     .addOption(new Option('--store <store>', "the batcher's store").choices(['list', 'set', 'zset']).default('list'))
     .option('--debug', 'print stack traces of errors')
     .version(VERSION)
