@@ -13,15 +13,23 @@
  * In a template, `{{tables}}` is every scenario's table, ratios and notes; `{{run}}` names the run
  * (command, duration, date); `{{scenario-id|ratio name}}` is that ratio's value, and
  * `{{scenario-id|row system|column label}}` a table cell (the row whose first column is that
- * system). A name that matches nothing is an error, so a renamed ratio cannot leave a stale figure.
+ * system), or `{{scenario-id|label=value, label=value|column label}}` where the first column
+ * alone names no single row (the row whose columns of those labels hold those values). A name
+ * that matches nothing, or more than one row, is an error, so a renamed ratio cannot leave a
+ * stale figure. Every doc in DOCS may hold blocks: the README and the guides in docs/.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { format, resolveConfig } from 'prettier';
 import { markdown, type Results } from './report';
 
 const ROOT = join(__dirname, '..');
-const DOCS = ['README.md', 'docs/performance.md'];
+const DOCS = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((file) => file.endsWith('.md'))
+    .map((file) => `docs/${file}`),
+];
 const BLOCK = /<!-- bench: ([\s\S]*?) -->\n[\s\S]*?<!-- \/bench -->/g;
 
 const formatRatio = (value: number) => (value >= 10 ? value.toFixed(0) : value.toFixed(2));
@@ -41,13 +49,30 @@ function fill(template: string, results: Results): string {
       return formatRatio(ratio.value);
     }
     const col = scenario.columns.find((c) => c.label === column);
-    const first = scenario.columns[0]!.key;
-    const row = scenario.rows.find((r) => r[first] === name);
-    if (!col || !row) throw new Error(`bench docs: scenario ${id} has no cell (${name}, ${column})`);
+    const rows = scenario.rows.filter(rowMatcher(scenario, name!));
+    if (!col || rows.length !== 1) throw new Error(`bench docs: scenario ${id} has no single cell (${name}, ${column})`);
+    const row = rows[0]!;
     const value = row[col.key];
     if (typeof value !== 'number') return String(value ?? 'n/a');
     return value.toLocaleString('en-US', { maximumFractionDigits: col.digits ?? 0, minimumFractionDigits: col.digits ?? 0 });
   });
+}
+
+type Scenario = Results['scenarios'][number];
+
+/** `system` (the first column's value), or `label=value, label=value` (each column of that label holds that value). */
+function rowMatcher(scenario: Scenario, name: string): (row: Scenario['rows'][number]) => boolean {
+  if (!name.includes('=')) {
+    const first = scenario.columns[0]!.key;
+    return (row) => row[first] === name;
+  }
+  const conditions = name.split(',').map((part) => {
+    const [label, value] = part.split('=').map((s) => s.trim());
+    const col = scenario.columns.find((c) => c.label === label);
+    if (!col) throw new Error(`bench docs: scenario ${scenario.id} has no column "${label}"`);
+    return { key: col.key, value: value! };
+  });
+  return (row) => conditions.every(({ key, value }) => String(row[key]) === value);
 }
 
 async function main(): Promise<void> {

@@ -18,6 +18,7 @@ import { dataMemory } from './scenarios/data-memory';
 import { drain } from './scenarios/drain';
 import { enqueue } from './scenarios/enqueue';
 import { history } from './scenarios/history';
+import { keyMemory } from './scenarios/key-memory';
 import { memory } from './scenarios/memory';
 import { noisyNeighbour, TARGET_P99_MS } from './scenarios/noisy-neighbour';
 import { oneIdKeys } from './scenarios/one-id-keys';
@@ -39,6 +40,7 @@ const SCENARIOS: readonly Scenario[] = [
   splitFlood,
   memory,
   dataMemory,
+  keyMemory,
   scaleOut,
   profile,
   // Many accounts, small frequent pushes.

@@ -1,9 +1,10 @@
 /**
  * A bulk import that reports per-row progress and keeps bad rows aside: run it with
- * `npx tsx examples/bulk-import.ts` (REDIS_URL defaults to redis://localhost:6379).
+ * `npx tsx examples/bulk-import.ts`: against REDIS_URL, or, when it is unset, a throwaway
+ * redis-server from your PATH (see run-main.ts).
  */
-import { pathToFileURL } from 'node:url';
 import { batchByKey, PermanentError } from '../src';
+import { runMain } from './run-main';
 
 /** Rows whose number ends in 13 fail validation; the slice starting at each 5,000th row hits a flaky dependency once. */
 async function importRows(rows: string[], attempt: number): Promise<void> {
@@ -44,9 +45,4 @@ export async function main(rowCount = 20_000): Promise<void> {
   await Importer.close();
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main().catch((err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  });
-}
+runMain(import.meta.url, main);

@@ -1,12 +1,13 @@
 /**
  * Syncing accounts to a CRM that limits each account and answers 429 with Retry-After: run it
- * with `npx tsx examples/crm-sync.ts` (REDIS_URL defaults to redis://localhost:6379). The CRM
- * here is a stand-in HTTP server in the same process.
+ * with `npx tsx examples/crm-sync.ts`: against REDIS_URL, or, when it is unset, a throwaway
+ * redis-server from your PATH (see run-main.ts). The CRM here is a stand-in HTTP server in the
+ * same process.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { pathToFileURL } from 'node:url';
 import { batchByKey, parseRetryAfter } from '../src';
+import { runMain } from './run-main';
 
 /** A CRM that takes 20 records a second per account and answers 429 past that. */
 export function fakeCrm(perSecond = 20): { server: Server; received: Map<string, string[]>; throttled: () => number } {
@@ -78,9 +79,4 @@ export async function main(perAccount = 60): Promise<Map<string, string[]>> {
   return crm.received;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main().catch((err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  });
-}
+runMain(import.meta.url, main);

@@ -1,11 +1,12 @@
 /**
  * An import read page by page into an open ticket, with a callback when every row is done: run it
- * with `npx tsx examples/import-with-callback.ts` (REDIS_URL defaults to redis://localhost:6379).
+ * with `npx tsx examples/import-with-callback.ts`: against REDIS_URL, or, when it is unset, a
+ * throwaway redis-server from your PATH (see run-main.ts).
  * The callback is a BullMQ job added exactly once, whatever worker settles the last row, and run
  * at least once: it is keyed by the ticket, so sending the summary twice would be caught there.
  */
-import { pathToFileURL } from 'node:url';
 import { batchByKey, PermanentError, type TicketOutcome } from '../src';
+import { runMain } from './run-main';
 
 /** Rows are { sku, qty }; a negative quantity is a bad row. */
 type Row = { sku: string; qty: number };
@@ -50,9 +51,4 @@ export async function main(pages = 5): Promise<TicketOutcome> {
   return summaries.get(ticket)!;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main().catch((err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  });
-}
+runMain(import.meta.url, main);

@@ -1,7 +1,8 @@
 /**
  * batch-by-key in a NestJS application: a controller pushes segment ids per account, and a
  * @BatchProcessor refreshes them through an injected service, in the same process. Run it with
- * `npx tsx examples/nestjs.ts` (REDIS_URL defaults to redis://localhost:6379, PORT to 3000), then
+ * `npx tsx examples/nestjs.ts` against a Redis you run (REDIS_URL, default redis://localhost:6379;
+ * PORT, default 3000), then
  *   curl -X POST localhost:3000/accounts/acct-42/segments/refresh -H 'content-type: application/json' -d '{"ids":[1,2,3]}'
  * Ctrl-C closes the app: running slices finish, the ids left wait in Redis for the next start.
  *
@@ -28,6 +29,7 @@ import type { Response } from 'express';
 import { pathToFileURL } from 'node:url';
 import { BatchByKeyError, PermanentError, type Batcher, type BatcherEvents, type IterationContext } from '../src';
 import { BatchByKeyModule, BatchProcessor, InjectBatcher, OnBatchEvent } from '../src/nestjs';
+import { httpStatusOf } from './http-errors';
 
 export const SEGMENTS = 'nest-segment-refresher';
 
@@ -60,15 +62,22 @@ export class SegmentsController {
   }
 }
 
-/** The library's own errors are the client's fault (bad ids, a bad key): 400 with the error's code. */
+/**
+ * Bad input is a 400 and Redis down or a shutdown a 503, each with the error's code (see
+ * http-errors.ts); any other library error is logged and answered as Nest answers an unknown one.
+ */
 @Catch(BatchByKeyError)
 export class BatchErrorsFilter implements ExceptionFilter {
+  private readonly logger = new Logger(BatchErrorsFilter.name);
   catch(err: BatchByKeyError, host: ArgumentsHost): void {
-    host
-      .switchToHttp()
-      .getResponse<Response>()
-      .status(400)
-      .json({ error: { code: err.code, message: err.message } });
+    const response = host.switchToHttp().getResponse<Response>();
+    const status = httpStatusOf(err);
+    if (status === 500) {
+      this.logger.error(err.message, err.stack);
+      response.status(500).json({ statusCode: 500, message: 'Internal server error' });
+      return;
+    }
+    response.status(status).json({ error: { code: err.code, message: err.message } });
   }
 }
 

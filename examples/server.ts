@@ -1,6 +1,14 @@
+/**
+ * An Express controller that pushes segment ids for the account of the request's
+ * `x-account-id` header. It is a service, beside examples/worker.ts: run both against one Redis,
+ * `REDIS_URL=redis://host:6379 npx tsx examples/server.ts` (REDIS_URL defaults to
+ * redis://localhost:6379, which must be running; PORT to 3000), then
+ *   curl -X POST localhost:3000/segments/refresh -H 'x-account-id: acct-42' -H 'content-type: application/json' -d '{"ids":[1,2,3]}'
+ */
 import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
 import { pathToFileURL } from 'node:url';
 import { BatchByKeyError, withKey } from '../src';
+import { httpStatusOf } from './http-errors';
 import { SegmentRefresher } from './segment-refresher';
 
 /** Every request of an account runs inside withKey, so code below it can push without a key. */
@@ -18,10 +26,15 @@ const refreshSegments: RequestHandler = async (req: Request<unknown, unknown, { 
   res.status(202).json({ key, pushed });
 };
 
-/** Only the library's own errors are the client's fault; anything else stays a 500. */
+/**
+ * Bad input is a 400 and Redis down or a shutdown a 503, each with the error's code (see
+ * http-errors.ts); any other error goes on to Express's handler, a 500 that shows the client nothing.
+ */
 const batchErrors: ErrorRequestHandler = (err, _req, res, next) => {
   if (!(err instanceof BatchByKeyError)) return next(err);
-  res.status(400).json({ error: { code: err.code, message: err.message } });
+  const status = httpStatusOf(err);
+  if (status === 500) return next(err);
+  res.status(status).json({ error: { code: err.code, message: err.message } });
 };
 
 export function createApp(): express.Express {

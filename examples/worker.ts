@@ -1,3 +1,9 @@
+/**
+ * The worker service of examples/server.ts: it runs the slices the controller's pushes store,
+ * and on SIGTERM (or Ctrl-C) finishes its running slices before it exits. Run it against the
+ * server's Redis: `REDIS_URL=redis://host:6379 npx tsx examples/worker.ts` (REDIS_URL defaults
+ * to redis://localhost:6379, which must be running).
+ */
 import { SegmentRefresher } from './segment-refresher';
 
 const worker = SegmentRefresher.createWorker({ concurrency: 8 });

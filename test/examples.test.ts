@@ -12,7 +12,8 @@ beforeEach(() => {
 });
 
 describe('examples/server.ts', () => {
-  it('pushes for the account of the request header, and answers bad input with the error code', async () => {
+  /** The example's app on a free port, and a POST of a body for an account. */
+  async function startServer() {
     const { createApp } = await import('../examples/server');
     const { SegmentRefresher } = await import('../examples/segment-refresher');
     track(SegmentRefresher);
@@ -26,6 +27,11 @@ describe('examples/server.ts', () => {
         headers: { 'content-type': 'application/json', ...(account ? { 'x-account-id': account } : {}) },
         body: JSON.stringify(body),
       });
+    return { SegmentRefresher, post };
+  }
+
+  it('pushes for the account of the request header, and answers bad input with the error code', async () => {
+    const { SegmentRefresher, post } = await startServer();
 
     const ok = await post({ ids: [1, 2, 3] }, 'acct-42');
     expect(ok.status).toBe(202);
@@ -37,10 +43,33 @@ describe('examples/server.ts', () => {
     expect(((await noAccount.json()) as ErrorBody).error.code).toBe('ERR_MISSING_KEY');
 
     const badIds = await post({ ids: 'nope' }, 'acct-42');
+    expect(badIds.status).toBe(400);
     expect(((await badIds.json()) as ErrorBody).error.code).toBe('ERR_INVALID_IDS');
 
     SegmentRefresher.createWorker();
     await waitFor(async () => (await SegmentRefresher.backlog('acct-42')).pending === 0);
+  });
+
+  it('answers 503 with the error code once the batcher is closed (the process is shutting down)', async () => {
+    const { SegmentRefresher, post } = await startServer();
+    await SegmentRefresher.close();
+    const closed = await post({ ids: [1] }, 'acct-42');
+    expect(closed.status).toBe(503);
+    expect(((await closed.json()) as ErrorBody).error.code).toBe('ERR_CLOSED');
+  });
+});
+
+describe('examples/http-errors.ts', () => {
+  it('bad input is a 400, Redis not answering or a closed batcher a 503, and every other code a 500', async () => {
+    const { httpStatusOf } = await import('../examples/http-errors');
+    const errors = await import('../src');
+    expect(httpStatusOf(new errors.InvalidIdsError('x'))).toBe(400);
+    expect(httpStatusOf(new errors.InvalidKeyError('x'))).toBe(400);
+    expect(httpStatusOf(new errors.MissingKeyError('x'))).toBe(400);
+    expect(httpStatusOf(new errors.PushTimeoutError('x'))).toBe(503);
+    expect(httpStatusOf(new errors.ClosedError('x'))).toBe(503);
+    expect(httpStatusOf(new errors.InvalidOptionError('x'))).toBe(500);
+    expect(httpStatusOf(new errors.StoreMismatchError('x'))).toBe(500);
   });
 });
 
