@@ -3,7 +3,8 @@ import { integer, oneOf } from '../core/validate';
 import type { FailurePlan } from './failures';
 import { normalizeIds, validateKey } from '../core/input';
 import { deadLettersOf, encodeKey, type DeadNames, type Keyspace } from '../storage/keys';
-import { runScript, type RedisClient } from '../storage/scripts';
+import { addDeadLetters, removeDeadLetters, trimDeadLetters, undoDeadLetters, type WrittenLetters } from '../storage/batcher-protocol';
+import type { RedisClient } from '../storage/scripts';
 import type { Payloads } from '../storage/protocol';
 import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, Id, Key, PushItem } from '../core/types';
 
@@ -18,9 +19,6 @@ export interface DeadLetterDeps {
   /** Pushes ids back to a key by the store's rules (performBatchLater). */
   push: (key: Key, items: PushItem[]) => Promise<unknown>;
 }
-
-/** dead-add.lua's answer: per id, its field, the letter it replaced ('' for none) and the letter it wrote. */
-export type WrittenLetters = readonly string[];
 
 function fieldOf(key: Key, id: Id): string {
   return `${encodeKey(key)}:${id}`;
@@ -37,11 +35,6 @@ export class DeadLetterBox implements DeadLetters {
     this.names = deps.keyspace.dead;
   }
 
-  private keys(): string[] {
-    const n = this.names;
-    return [n.entries, n.byTime, n.byAttempts, n.ofKey];
-  }
-
   /**
    * Writes the dead ids of a failed slice, before the fenced fail-slice (see processor.ts): what it
    * wrote, and what it replaced, so `undo` can take it back if fail-slice refuses the failure.
@@ -53,17 +46,16 @@ export class DeadLetterBox implements DeadLetters {
     payloads: Payloads | undefined,
   ): Promise<WrittenLetters> {
     const dataOf = (id: Id) => (payloads && Object.hasOwn(payloads, id) ? JSON.stringify(payloads[id]) : '');
-    return (await runScript(this.deps.client(), 'dead-add', this.keys(), [
-      encodeKey(key),
+    return addDeadLetters(this.deps.client(), this.names, {
+      encodedKey: encodeKey(key),
       key,
-      plan.attempts,
-      plan.firstFailedAt,
-      plan.failedAt,
-      JSON.stringify(error),
-      plan.dead.length,
-      ...plan.dead,
-      ...plan.dead.map(dataOf),
-    ])) as WrittenLetters;
+      attempts: plan.attempts,
+      firstFailedAt: plan.firstFailedAt,
+      failedAt: plan.failedAt,
+      error: JSON.stringify(error),
+      ids: plan.dead,
+      payloads: plan.dead.map(dataOf),
+    });
   }
 
   /**
@@ -71,12 +63,12 @@ export class DeadLetterBox implements DeadLetters {
    * each letter that is still the one written goes back to the one it replaced, or away.
    */
   async undo(written: WrittenLetters): Promise<void> {
-    await runScript(this.deps.client(), 'dead-undo', this.keys(), written);
+    await undoDeadLetters(this.deps.client(), this.names, written);
   }
 
   /** Applies `maxDeadLetters` once a failure's letters stand: evicts the oldest past it. */
   async trim(): Promise<number> {
-    return Number(await runScript(this.deps.client(), 'dead-trim', [...this.keys(), this.names.evicted], [this.deps.maxDeadLetters]));
+    return trimDeadLetters(this.deps.client(), this.names, this.deps.maxDeadLetters);
   }
 
   async list(options: DeadLetterListOptions = {}): Promise<{ letters: DeadLetter[]; cursor?: string }> {
@@ -168,15 +160,7 @@ export class DeadLetterBox implements DeadLetters {
 
   private async remove(fieldsAndTimes: (string | number)[], onlyUnchanged: boolean): Promise<number> {
     if (fieldsAndTimes.length === 0) return 0;
-    const n = this.names;
-    return Number(
-      await runScript(
-        this.deps.client(),
-        'dead-remove',
-        [n.entries, n.byTime, n.byAttempts, n.ofKey],
-        [onlyUnchanged ? '1' : '0', ...fieldsAndTimes],
-      ),
-    );
+    return removeDeadLetters(this.deps.client(), this.names, fieldsAndTimes, onlyUnchanged);
   }
 }
 

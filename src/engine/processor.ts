@@ -14,7 +14,8 @@ import type { RunOptions } from './run-options';
 import { addCallbacks, runTicketCallback, TICKET_JOB_NAME, type TicketDeps } from '../push/tickets';
 import { log } from '../core/logger';
 import { claim, dueIn, release, settle, type ClaimCall, type ClaimResult, type LockRef, type Released } from '../storage/protocol';
-import { budgetOf, demote, preemption, type QueueLists } from './scheduling';
+import type { QueueLists } from '../storage/batcher-protocol';
+import { budgetOf, demote, preemption } from './scheduling';
 import type { RedisClient } from '../storage/scripts';
 import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor, RateLimit } from '../core/types';
 

@@ -2,7 +2,8 @@ import { ensureJob, type KeyQueue } from '../storage/job';
 import { encodeKey, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
 import { drainOutbox, type TicketDeps } from '../push/tickets';
-import { runScript, type RedisClient } from '../storage/scripts';
+import { forgetKey } from '../storage/batcher-protocol';
+import type { RedisClient } from '../storage/scripts';
 import { backlog, type Store } from '../storage/store';
 import type { Logger } from '../core/types';
 
@@ -73,7 +74,7 @@ async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Pro
   ]);
   if (outbox > 0) await drainOutbox(deps.tickets, key, names);
   if (!pending && !inFlight && !retrying && !locked) {
-    await runScript(client, 'forget-key', [keyspace.index], [key, seenScore]);
+    await forgetKey(client, keyspace.index, key, seenScore);
     return false;
   }
   // A paused key missing from the paused index (a resume that raced a pause on a Cluster, where

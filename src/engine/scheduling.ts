@@ -1,6 +1,7 @@
 import type { InterruptCheck } from './interrupt';
 import { log } from '../core/logger';
-import { runScript, type RedisClient } from '../storage/scripts';
+import { queueLoad, type QueueLists } from '../storage/batcher-protocol';
+import type { RedisClient } from '../storage/scripts';
 import { JOB_NAME, LEVEL, type KeyQueue } from '../storage/job';
 import type { Key, KeyJob, Logger } from '../core/types';
 
@@ -25,15 +26,6 @@ const LEVEL_ZERO_QUANTUM_MS = 50;
 
 /** The wait and active lists are read at most this often per run: fast slices would read them thousands of times a second. */
 const READ_INTERVAL_MS = 5;
-
-/** BullMQ's keys the scheduler reads, by full Redis name. */
-export interface QueueLists {
-  wait: string;
-  active: string;
-  delayed: string;
-  /** A job's hash is this followed by its id. */
-  jobPrefix: string;
-}
 
 /** Due delayed jobs the preemption read looks at, at most. */
 const DUE_LOOKED_AT = 20;
@@ -66,15 +58,11 @@ export function preemption(
     reading = true;
     lastRead = performance.now();
     // BullMQ's keys share one slot (its prefix's hash tag), so one script reads them all.
-    (
-      runScript(client, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), DUE_LOOKED_AT]) as Promise<
-        [number, number]
-      >
-    )
-      .then(([w, a]) => {
+    queueLoad(client, lists, DUE_LOOKED_AT)
+      .then((load) => {
         waitingBefore = waiting;
-        waiting = w;
-        running = Math.max(1, a);
+        waiting = load.waiting;
+        running = Math.max(1, load.active);
       })
       .catch((err: unknown) => log(logger, 'debug', 'batch-by-key: could not read the wait list; not preempting', { err }))
       .finally(() => (reading = false));

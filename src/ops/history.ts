@@ -4,7 +4,8 @@ import { samplesKept, type ResolvedHistory } from './history-options';
 import { encodeKey, type HistoryNames } from '../storage/keys';
 import { wellFormedText } from '../core/text';
 import { log } from '../core/logger';
-import { runScript, type RedisClient } from '../storage/scripts';
+import { historyAppend, historyTick } from '../storage/batcher-protocol';
+import type { RedisClient } from '../storage/scripts';
 import { redisNow } from './stats';
 import type { History, HistoryKey, HistorySample, Logger, Stats, StatsOptions } from '../core/types';
 
@@ -182,23 +183,12 @@ export class HistorySampler {
     let added = false;
     try {
       const client = this.deps.client();
-      const [claimed, at, processed] = (await runScript(
-        client,
-        'history-tick',
-        [names.claim, names.processed],
-        [count, options.intervalMs, options.retentionMs],
-      )) as [number, number, number];
+      const { claimed, at, processed } = await historyTick(client, names, count, options.intervalMs, options.retentionMs);
       added = true;
-      if (claimed !== 1) return false;
+      if (!claimed) return false;
       const stats = await this.deps.stats({ top: Math.max(1, options.topKeys) });
       const sample = encodeSample(at, processed, stats, options.topKeys);
-      const appended = await runScript(
-        client,
-        'history-append',
-        [names.series],
-        [sample, options.intervalMs, samplesKept(options), options.retentionMs],
-      );
-      return appended === 1;
+      return await historyAppend(client, names, sample, options.intervalMs, samplesKept(options), options.retentionMs);
     } catch (err) {
       // A tick call that failed most likely never ran: its count goes with the next one (if its
       // reply was lost after it ran, those ids count twice, once).

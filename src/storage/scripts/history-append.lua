@@ -5,7 +5,7 @@
   stats() read outlasted its interval, so the series keeps one sample per bucket, in order.
 
   KEYS[1] series (a list, oldest first; each entry starts with its time in ms, then a space)
-  ARGV[1] the sample (see src/history.ts)
+  ARGV[1] the sample (see ops/history.ts encodeSample)
   ARGV[2] the interval, ms
   ARGV[3] samples kept at most
   ARGV[4] ms the series lives after its last append (the retention)

@@ -1,0 +1,113 @@
+/**
+ * The batcher-wide protocol: one verb per Lua script that reads or writes a batcher's own keys
+ * (its dead letters, its history, its index of keys) or BullMQ's queue, each building its key
+ * array from the names keys.ts gives, as protocol.ts does for one key's scripts. The engine and
+ * ops call verbs, never scripts with positional keys.
+ */
+import type { Key } from '../core/types';
+import type { DeadNames, HistoryNames } from './keys';
+import { runScript, type RedisClient } from './scripts';
+
+/** dead-add.lua's answer: per id, its field, the letter it replaced ('' for none) and the letter it wrote. */
+export type WrittenLetters = readonly string[];
+
+/** The dead ids of one failed slice, as dead-add.lua stores them. */
+export interface DeadLettersCall {
+  encodedKey: string;
+  key: Key;
+  attempts: number;
+  firstFailedAt: number;
+  failedAt: number;
+  /** JSON { name, message, stack }. */
+  error: string;
+  ids: readonly string[];
+  /** Per id, the JSON array of its payloads ('' for none). */
+  payloads: readonly string[];
+}
+
+const deadKeys = (n: DeadNames): string[] => [n.entries, n.byTime, n.byAttempts, n.ofKey];
+
+/** Writes a failed slice's dead letters (see dead-add.lua): what it wrote and what it replaced. */
+export async function addDeadLetters(client: RedisClient, names: DeadNames, c: DeadLettersCall): Promise<WrittenLetters> {
+  const args = [c.encodedKey, c.key, c.attempts, c.firstFailedAt, c.failedAt, c.error, c.ids.length, ...c.ids, ...c.payloads];
+  return (await runScript(client, 'dead-add', deadKeys(names), args)) as WrittenLetters;
+}
+
+/** Takes back what `addDeadLetters` wrote, where it is still what was written (see dead-undo.lua). */
+export async function undoDeadLetters(client: RedisClient, names: DeadNames, written: WrittenLetters): Promise<void> {
+  await runScript(client, 'dead-undo', deadKeys(names), written);
+}
+
+/** Evicts the oldest letters past `max` (see dead-trim.lua): how many went. */
+export async function trimDeadLetters(client: RedisClient, names: DeadNames, max: number): Promise<number> {
+  return Number(await runScript(client, 'dead-trim', [...deadKeys(names), names.evicted], [max]));
+}
+
+/**
+ * Removes letters given as field, time pairs (see dead-remove.lua); `onlyUnchanged`: only those
+ * not failed again since that time. How many went.
+ */
+export async function removeDeadLetters(
+  client: RedisClient,
+  names: DeadNames,
+  fieldsAndTimes: readonly (string | number)[],
+  onlyUnchanged: boolean,
+): Promise<number> {
+  return Number(await runScript(client, 'dead-remove', deadKeys(names), [onlyUnchanged ? '1' : '0', ...fieldsAndTimes]));
+}
+
+/** Drops `key` from the recovery index if its score is still the one seen (see forget-key.lua). */
+export async function forgetKey(client: RedisClient, index: string, key: Key, seenScore: string): Promise<void> {
+  await runScript(client, 'forget-key', [index], [key, seenScore]);
+}
+
+/** BullMQ's keys the scheduler reads, by full Redis name. */
+export interface QueueLists {
+  wait: string;
+  active: string;
+  delayed: string;
+  /** A job's hash is this followed by its id. */
+  jobPrefix: string;
+}
+
+/**
+ * Jobs waiting at level 0 (the wait list and due delayed jobs, at most `dueLookedAt` of them) and
+ * jobs active, in one call: BullMQ's keys share one slot (see queue-load.lua).
+ */
+export async function queueLoad(client: RedisClient, lists: QueueLists, dueLookedAt: number): Promise<{ waiting: number; active: number }> {
+  const keys = [lists.wait, lists.active, lists.delayed, lists.jobPrefix];
+  const [waiting, active] = (await runScript(client, 'queue-load', keys, [Date.now(), dueLookedAt])) as [number, number];
+  return { waiting, active };
+}
+
+/**
+ * Counts ids processed here since the last tick, and claims the interval's sample for this
+ * process if no other did (see history-tick.lua): Redis's now and the total processed.
+ */
+export async function historyTick(
+  client: RedisClient,
+  names: HistoryNames,
+  processedHere: number,
+  intervalMs: number,
+  retentionMs: number,
+): Promise<{ claimed: boolean; at: number; processed: number }> {
+  const [claimed, at, processed] = (await runScript(
+    client,
+    'history-tick',
+    [names.claim, names.processed],
+    [processedHere, intervalMs, retentionMs],
+  )) as [number, number, number];
+  return { claimed: claimed === 1, at, processed };
+}
+
+/** Appends a claimed interval's sample, keeping `kept` (see history-append.lua): whether it was appended. */
+export async function historyAppend(
+  client: RedisClient,
+  names: HistoryNames,
+  sample: string,
+  intervalMs: number,
+  kept: number,
+  retentionMs: number,
+): Promise<boolean> {
+  return (await runScript(client, 'history-append', [names.series], [sample, intervalMs, kept, retentionMs])) === 1;
+}
