@@ -15,7 +15,8 @@ import { HistorySampler, readHistory } from './ops/history';
 import { log } from './core/logger';
 import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
 import { pause, paused, resume, type PauseDeps } from './ops/pause';
-import { keyProcessor } from './engine/processor';
+import { JobCancels } from './engine/cancels';
+import { keyProcessor, workerKeyProcessor, type ProcessorDeps } from './engine/processor';
 import { firstClaimConfig, JobFinisher } from './engine/finisher';
 import { progress, waitFor } from './push/progress';
 import { age, budgetOf } from './engine/scheduling';
@@ -201,7 +202,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   });
 
   /** A processor for BullMQ workers; `finisher` for our own workers (see engine/finisher.ts). */
-  function keyProcessorOf(fallback?: FallbackProcessor, finisher?: JobFinisher): KeyProcessor {
+  /** What a processor of this batcher runs with; `finisher` for createWorker's (see finisher.ts). */
+  function processorDeps(finisher?: JobFinisher): ProcessorDeps {
     if (!handler) {
       throw new MissingHandlerError(
         `batcher ${opts.name} has no eachIteration: it can push and read, but a worker needs the handler (define the batcher with ` +
@@ -211,29 +213,26 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     // Built once, not per run: the queue's names never change.
     let lists: ReturnType<typeof bullKeysOf> | undefined;
     const queueLists = () => (lists ??= bullKeysOf(getQueue()));
-    return keyProcessor(
-      {
-        client: client(),
-        redlock: getRedlock(),
-        keyspace,
-        options: opts,
-        handler,
-        deadLetters,
-        events,
-        queueLists,
-        agree: () => agreement.check('worker'),
-        tickets: ticketDeps(),
-        ...(finisher && { finisher }),
-      },
-      fallback,
-    );
+    return {
+      client: client(),
+      redlock: getRedlock(),
+      keyspace,
+      options: opts,
+      handler,
+      deadLetters,
+      events,
+      queueLists,
+      agree: () => agreement.check('worker'),
+      tickets: ticketDeps(),
+      ...(finisher && { finisher }),
+    };
   }
 
   const batcher: Batcher = {
     name: opts.name,
     performBatchLater: push,
     processor(fallback?: FallbackProcessor): KeyProcessor {
-      return keyProcessorOf(fallback);
+      return keyProcessor(processorDeps(), fallback);
     },
     attach(worker) {
       attached.attach(worker);
@@ -244,9 +243,10 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       validateWorkerConnection(workerOptions.connection, opts.prefix);
       const config = firstClaimConfig(opts, keyspace.root);
       const finisher = new JobFinisher(config && { client, config, agree: () => agreement.check('worker') });
+      const cancels = new JobCancels();
       const worker = new Worker<KeyJobData, void, string>(
         opts.name,
-        keyProcessorOf(undefined, finisher),
+        workerKeyProcessor(processorDeps(finisher), cancels),
         {
           ...workerOptions,
           connection: workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection),
@@ -255,6 +255,15 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         },
         finisher.factory(client() instanceof Cluster),
       );
+      // Its processor takes no BullMQ signal (see cancels.ts): cancelling a job, by attach's
+      // shutdown, a lost job lock, or the caller, reaches the run through `cancels`.
+      const cancelJob = worker.cancelJob.bind(worker);
+      const cancelAllJobs = worker.cancelAllJobs.bind(worker);
+      worker.cancelJob = (jobId, reason) => cancels.cancel(jobId, reason) || cancelJob(jobId, reason);
+      worker.cancelAllJobs = (reason) => {
+        cancels.cancelAll(reason);
+        cancelAllJobs(reason);
+      };
       // Typed for our job data to the caller; the bookkeeping here holds workers of any data.
       const untyped = worker as unknown as Worker;
       finisher.serve(untyped);

@@ -57,6 +57,36 @@ describe('worker.close()', () => {
   });
 });
 
+describe("worker.cancelJob on a createWorker's worker", () => {
+  it('stops that run after its slice, with the reason on ctx.signal; the key requeues and every id runs once, in order', async () => {
+    const seen: string[] = [];
+    const reasons: unknown[] = [];
+    let jobId: string | undefined;
+    let cancelled = false;
+    const b = testBatcher({
+      sliceSize: 5,
+      async eachIteration(ids, ctx) {
+        jobId = ctx.job.id;
+        await sleep(5);
+        if (ctx.signal.aborted) reasons.push(ctx.signal.reason);
+        seen.push(...ids);
+      },
+    });
+    b.on('interrupted', () => void (cancelled = true));
+    const worker = b.createWorker();
+    await b.performBatchLater(range(100), { key: 'k' });
+    await waitFor(() => seen.length >= 10, { what: 'the run to be under way' });
+    expect(worker.cancelJob(jobId!, 'cancelled by the test')).toBe(true);
+    await waitFor(() => seen.length === 100, { what: 'every id' });
+    expect(seen).toEqual(range(100));
+    expect(cancelled).toBe(true);
+    expect(reasons[0]).toBeInstanceOf(ShutdownError);
+    expect(String((reasons[0] as Error).message)).toContain('cancelled by the test');
+    // A job this worker does not run is not cancelled here.
+    expect(worker.cancelJob('no-such-job')).toBe(false);
+  });
+});
+
 describe('a handler that throws because ctx.signal fired', () => {
   it('is a stop, not a failure: the slice comes back, no retry is counted, and the key resumes at once', async () => {
     const seen: string[] = [];

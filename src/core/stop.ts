@@ -1,8 +1,18 @@
 import { ShutdownError } from './errors';
 
 /**
+ * What a Stop reads of its job's cancellation from outside (a worker closing, a lost BullMQ job
+ * lock, cancelJob): BullMQ's AbortSignal for the job, or engine/cancels.ts's lighter JobCancel.
+ */
+export interface CancelSource {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: 'abort', listener: () => void, options: { once: true }): void;
+}
+
+/**
  * A run's stop (or a lane's, which follows its run's; or a ticket callback's): aborted once, with a reason, by a lost
- * lock, a shutdown (BullMQ's signal for the job, `source`) or a slice's timeout. Its AbortSignal
+ * lock, a shutdown (its job's cancellation, `source`) or a slice's timeout. Its AbortSignal
  * is made only when read (a handler that reads ctx.signal): an AbortController and a listener on
  * BullMQ's signal per run cost a small key's run a few percent of its CPU, and most handlers never
  * look. Until then BullMQ's signal is polled where the run asks (`aborted`).
@@ -15,7 +25,7 @@ export class Stop {
 
   /** `source`: BullMQ's signal for the job (a shutdown, or cancelJob); `parent`: the run's stop, for a lane's. */
   constructor(
-    private readonly source?: AbortSignal,
+    private readonly source?: CancelSource,
     private readonly parent?: Stop,
   ) {
     if (parent) (parent.followers ??= []).push(this);

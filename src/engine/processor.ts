@@ -3,6 +3,8 @@ import type Redlock from 'redlock';
 import type { DeadLetterBox } from './dead-letters';
 import type { BatcherEmitter } from '../core/events';
 import { backoffDelay, mayRetry, settleFailure } from './failures';
+import type { CancelSource } from '../core/stop';
+import type { JobCancels } from './cancels';
 import { maxRuntime, Stop, stopped } from './interrupt';
 import { iterate, nothingClaimed, sliceIdOf, type Finished, type RunOutcome } from './iteration';
 import { JOB_NAME, LEVEL } from '../storage/job';
@@ -49,25 +51,43 @@ export interface ProcessorDeps {
 export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor): KeyProcessor {
   // Three declared parameters: BullMQ hands a cancellation signal only to processors of arity >= 3.
   return async function processKeyJob(job, token, signal): Promise<void> {
-    if (job.name === TICKET_JOB_NAME) {
-      const { onTicketSettled, sliceTimeoutMs, logger } = deps.options;
-      return runTicketCallback(deps.tickets, job, token ?? '', signal, onTicketSettled, { timeoutMs: sliceTimeoutMs, logger });
+    if (fallback && job.name !== JOB_NAME && job.name !== TICKET_JOB_NAME) {
+      await fallback(job as unknown as Job<unknown, unknown, string>, token, signal);
+      return;
     }
-    if (job.name !== JOB_NAME) {
-      if (fallback) {
-        await fallback(job as unknown as Job<unknown, unknown, string>, token, signal);
-        return;
-      }
-      throw new Error(`batch-by-key: no processor for job name ${JSON.stringify(job.name)}`);
-    }
-    // A worker on another store than the pushers' must touch nothing: the job fails (logged),
-    // the ids stay, and the recovery sweep tries again once the deployment is fixed.
-    await deps.agree();
-    await runKey(deps, job, token ?? '', signal);
+    return runJob(deps, job, token ?? '', signal);
   };
 }
 
-async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSignal: AbortSignal | undefined): Promise<void> {
+/**
+ * `createWorker`'s processor: two declared parameters, so BullMQ builds no AbortController per
+ * job (see cancels.ts); the worker's cancelJob and cancelAllJobs reach its runs through `cancels`.
+ */
+export function workerKeyProcessor(deps: ProcessorDeps, cancels: JobCancels): KeyProcessor {
+  return async function processKeyJob(job, token): Promise<void> {
+    const id = job.id!;
+    const cancel = cancels.open(id);
+    try {
+      return await runJob(deps, job, token ?? '', cancel);
+    } finally {
+      cancels.close(id);
+    }
+  };
+}
+
+async function runJob(deps: ProcessorDeps, job: KeyJob, token: string, cancel: CancelSource | undefined): Promise<void> {
+  if (job.name === TICKET_JOB_NAME) {
+    const { onTicketSettled, sliceTimeoutMs, logger } = deps.options;
+    return runTicketCallback(deps.tickets, job, token, cancel, onTicketSettled, { timeoutMs: sliceTimeoutMs, logger });
+  }
+  if (job.name !== JOB_NAME) throw new Error(`batch-by-key: no processor for job name ${JSON.stringify(job.name)}`);
+  // A worker on another store than the pushers' must touch nothing: the job fails (logged),
+  // the ids stay, and the recovery sweep tries again once the deployment is fixed.
+  await deps.agree();
+  await runKey(deps, job, token, cancel);
+}
+
+async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, cancel: CancelSource | undefined): Promise<void> {
   const { client, keyspace, options } = deps;
   const names = keyspace.forKey(job.data.key);
   // The fetch of this job may have made its first claim already (see finisher.ts).
@@ -97,7 +117,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, bullSigna
     // so there is nothing to renew or iterate.
     if (first.ids.length === 0 && single) return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
     // The run's one stop (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
-    const stop = new Stop(bullSignal);
+    const stop = new Stop(cancel);
     lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => stop.abort(error));
     const outcome = await runSlices(deps, job, names, lock, first, stop, rate, finish);
     // No renewal may race the release below (it would fail and log a spurious warning).

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job } from 'bullmq';
 import { CallbackTimeoutError, InvalidOptionError, ShutdownError, TicketSealedError, UnknownTicketError } from '../core/errors';
 import { withDeadline } from '../core/deadline';
-import { Stop } from '../core/stop';
+import { Stop, type CancelSource } from '../core/stop';
 import { JOB_NAME, type KeyQueue } from '../storage/job';
 import { encodeKey, ticketHash, type KeyNames, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
@@ -98,7 +98,7 @@ export async function runTicketCallback(
   deps: TicketDeps,
   job: Job<{ key: Key; ticket?: Ticket }>,
   token: string,
-  bullSignal: AbortSignal | undefined,
+  cancel: CancelSource | undefined,
   callback: ((outcome: TicketOutcome, ticket: Ticket, signal: AbortSignal) => unknown) | undefined,
   options: { timeoutMs: number; logger: Logger },
 ): Promise<void> {
@@ -110,7 +110,7 @@ export async function runTicketCallback(
   const p = await progress(deps.client, deps.keyspace, ticket);
   log(options.logger, 'debug', 'batch-by-key: ticket settled, running its callback', { ticket });
   // The callback's signal follows BullMQ's (a shutdown) as a run's does, and its timeout.
-  const stop = new Stop(bullSignal);
+  const stop = new Stop(cancel);
   const signal = stop.signal;
   const closing = new Promise<'closing'>((resolve) => {
     const onAbort = () => signal.reason instanceof ShutdownError && resolve('closing');

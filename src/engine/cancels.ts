@@ -1,0 +1,59 @@
+import type { CancelSource } from '../core/stop';
+
+/**
+ * What stops a job's run from outside (a worker closing, a lost BullMQ job lock, `cancelJob`):
+ * BullMQ's AbortSignal for the job, or, on a worker made by `createWorker`, a `JobCancel` from
+ * this module. BullMQ builds an AbortController per job for any processor that declares a third
+ * parameter: a one-id key's run paid about 4 % of its worker CPU for it (a CPU profile of the
+ * one-id-keys bench), though a run only polls its cancellation between slices (see Stop). So
+ * createWorker's processor declares two, and the worker's cancelJob and cancelAllJobs reach its
+ * runs through `JobCancels`.
+ */
+
+/** One running job's cancellation: aborted once, with a reason. */
+class JobCancel implements CancelSource {
+  aborted = false;
+  reason: unknown = undefined;
+  private listeners: (() => void)[] | undefined;
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    if (this.aborted) return;
+    (this.listeners ??= []).push(listener);
+  }
+
+  cancel(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    const listeners = this.listeners;
+    this.listeners = undefined;
+    for (const listener of listeners ?? []) listener();
+  }
+}
+
+/** The cancellations of the jobs one worker is running, by job id. */
+export class JobCancels {
+  private readonly running = new Map<string, JobCancel>();
+
+  /** The cancellation of a job whose run starts now; `close` it when the run ends. */
+  open(jobId: string): CancelSource {
+    const cancel = new JobCancel();
+    this.running.set(jobId, cancel);
+    return cancel;
+  }
+
+  close(jobId: string): void {
+    this.running.delete(jobId);
+  }
+
+  /** Cancels a running job's run (it stops after its current slice); false when none runs here. */
+  cancel(jobId: string, reason: unknown): boolean {
+    const cancel = this.running.get(jobId);
+    cancel?.cancel(reason);
+    return cancel !== undefined;
+  }
+
+  cancelAll(reason: unknown): void {
+    for (const cancel of this.running.values()) cancel.cancel(reason);
+  }
+}
