@@ -1,7 +1,7 @@
 import { Job, type JobsOptions, type Queue } from 'bullmq';
 import { bullmqCall, type BullmqCall } from './protocol';
 import { bullmqScript } from './scripts';
-import { encodeKey, JOB_NAME } from './keys';
+import { BULLMQ_PUSH_READS, encodeKey, JOB_NAME } from './keys';
 import type { Key, KeyJobData } from '../core/types';
 
 /** BullMQ's addStandardJob: its keys, then packed arguments, the job's data and packed options (see push.lua). */
@@ -48,7 +48,11 @@ export function queuePrefixOf(queue: KeyQueue): string | undefined {
     const prefix = queue.toKey('');
     prefixes.set(
       queue,
-      keys.de === `${prefix}de` && keys.active === `${prefix}active` && keys.delayed === `${prefix}delayed` ? prefix : undefined,
+      `${keys.de}:` === prefix + BULLMQ_PUSH_READS.dedup &&
+        keys.active === prefix + BULLMQ_PUSH_READS.active &&
+        keys.delayed === prefix + BULLMQ_PUSH_READS.delayed
+        ? prefix
+        : undefined,
     );
   }
   return prefixes.get(queue);

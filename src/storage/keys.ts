@@ -105,6 +105,14 @@ export const BULLMQ_FINISH_KEYS = [
 export const BULLMQ_ADD_KEYS = ['wait', 'paused', 'meta', 'id', 'completed', 'delayed', 'active', 'events', 'marker'] as const;
 
 /**
+ * The BullMQ names a push reads to tell whether the key's job will claim its ids, as its queue
+ * prefix followed by these (a job's own hash is the prefix and its id): the deduplication key is
+ * `dedup` followed by the job's deduplication id (the encoded key). A push derives them in Lua
+ * (see push.lua) when the installed BullMQ names them so (job.ts `queuePrefixOf`).
+ */
+export const BULLMQ_PUSH_READS = { dedup: 'de:', active: 'active', delayed: 'delayed' } as const;
+
+/**
  * Every per-key name is its key's base (`${root}:{${encodeKey(key)}}`) followed by one of these
  * suffixes. The claim scripts get the base alone and derive the rest in Lua from this same table
  * (the loader generates their `key-names` include from it: see scripts/index.ts), so a name is

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
-import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES, TICKET_ERRORS_SUFFIX } from '../keys';
+import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, BULLMQ_PUSH_READS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES, TICKET_ERRORS_SUFFIX } from '../keys';
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 
 import type { RedisClient } from '../../core/connection';
@@ -98,6 +98,9 @@ export function keyspaceInclude(): string {
     `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
     `local BULLMQ_FINISH_KEYS = { ${BULLMQ_FINISH_KEYS.map(lua).join(', ')} }`,
     `local BULLMQ_ADD_KEYS = { ${BULLMQ_ADD_KEYS.map(lua).join(', ')} }`,
+    `local BULLMQ_PUSH_READS = { ${Object.entries(BULLMQ_PUSH_READS)
+      .map(([field, name]) => `${field} = ${lua(name)}`)
+      .join(', ')} }`,
     'local function keyBase(root, encoded) return root .. ":{" .. encoded .. "}" end',
     '-- The encoded key of a base (an encoded key holds no braces, and a root none either).',
     "local function encodedKeyOf(base) return string.match(base, '{([^{}]*)}$') end",

@@ -22,8 +22,8 @@
   ARGV[10] BullMQ's queue prefix (`prefix:name:`; standalone only, '' on a Cluster, where the
            index, BullMQ's keys and the key's data live in other slots and the caller writes the
            index and adds the job itself): the key's job is read from, and added under, the
-           names BullMQ gives them there (its deduplication key `de:` + the encoded key, its
-           active list, delayed set, job hashes, and BULLMQ_ADD_KEYS)
+           names BullMQ gives them there (BULLMQ_PUSH_READS: its deduplication key + the
+           encoded key, its active list and delayed set; job hashes; BULLMQ_ADD_KEYS)
   ARGV[11] '1': add the key's job in this same call when it needs one and may start now, with
            BullMQ's addStandardJob (inlined) and its arguments ARGV[12..14] (see job.ts
            standardAdd); '0': the caller adds it
@@ -119,7 +119,7 @@ end
 
 if queue == '' then return {redis.call('EXISTS', K.lock), waitMs} end
 -- One read for the lock and the job's id (standalone: any keys may share a call).
-local got = redis.call('MGET', K.lock, queue .. 'de:' .. encodedKeyOf(KEYS[1]))
+local got = redis.call('MGET', K.lock, queue .. BULLMQ_PUSH_READS.dedup .. encodedKeyOf(KEYS[1]))
 if got[1] then return {1, waitMs} end
 -- A waiting (or prioritized) job will claim soon. An active one may be between its last claim
 -- and its completion, and a delayed one may be backing off or waiting for a zset time: for them
@@ -127,6 +127,8 @@ if got[1] then return {1, waitMs} end
 -- one). A job id whose job is gone is no job.
 local jobId = got[2]
 if not jobId then return uncovered() end
-if redis.call('LPOS', queue .. 'active', jobId) or redis.call('ZSCORE', queue .. 'delayed', jobId) then return uncovered() end
+if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) or redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId) then
+  return uncovered()
+end
 if redis.call('EXISTS', queue .. jobId) == 1 then return {1, waitMs} end
 return uncovered()
