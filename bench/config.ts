@@ -131,10 +131,10 @@ const light = (keys: number, idsPerPush: number, windowMs: number, pushesPerKey:
   seed: 42,
 });
 
-/** Issue 6's oversubscribed run: 16 heavy keys, 5 ms of handler CPU per 100-id slice, 4 worker slots. */
+/** The oversubscribed run: 16 heavy keys, 5 ms of handler CPU per 100-id slice, 4 worker slots. */
 const CONTENDED_HEAVY_KEYS = 16;
 
-/** What differs between the modes; everything else (key counts, concurrency, handler cost) is the issue's. */
+/** What differs between the modes; everything else (key counts, concurrency, handler cost) is the same in both. */
 interface Sizes {
   /** Ids per key of the 100-key backlogs (drain, enqueue, memory, scale-out). */
   idsPerKey: number;

@@ -36,7 +36,7 @@ function ours(redis: BenchRedis, store: 'list' | 'set'): Producer {
 
 /**
  * Data per id: Redis memory per pending id with a 100-byte payload, against a bare HSET of the
- * same payloads (the issue's bound: at most 1.3× that). Ours keeps the id in the store's
+ * same payloads (the target: at most 1.3× that). Ours keeps the id in the store's
  * structure and its payload in a per-key hash.
  */
 export const dataMemory: Scenario = {

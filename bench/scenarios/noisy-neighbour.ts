@@ -4,7 +4,7 @@ import { ALL, type SystemSpec } from '../systems';
 import { fmtInt, LATENCY_COLUMNS, latencyRow, p99Ratios, runSystems, slowNote } from './common';
 import type { Scenario } from './types';
 
-/** The goal for ours; also drawn on the chart. */
+/** The goal for ours (the target column of docs/performance.md); also drawn on the chart. */
 export const TARGET_P99_MS = 100;
 
 /**

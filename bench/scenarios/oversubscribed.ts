@@ -6,7 +6,7 @@ import { TARGET_P99_MS } from './noisy-neighbour';
 import type { Scenario } from './types';
 
 /**
- * Scenario 4 (issue 6's workload): more heavy keys than worker slots, light keys pushing
+ * More heavy keys than worker slots, light keys pushing
  * meanwhile. Ours fair (the default) against ours fifo (requeue by runtime budget alone) and the peers.
  */
 export const oversubscribed: Scenario = {

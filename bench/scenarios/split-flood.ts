@@ -4,7 +4,7 @@ import { TARGET_P99_MS } from './noisy-neighbour';
 import type { Scenario } from './types';
 
 /**
- * Issue 6's split flood: the oversubscribed run's heavy ids, split by one tenant over many keys. Fair
+ * The split flood: the oversubscribed run's heavy ids, split by one tenant over many keys. Fair
  * scheduling favours keys that have not had a turn, so every new heavy key competes with the
  * light keys as an equal: this measures whether that defeats it.
  */

@@ -12,7 +12,7 @@ export interface Column {
 export interface Ratio {
   name: string;
   value: number | null;
-  /** The goal, when it sets one, e.g. ">= 50". Reported, never enforced. */
+  /** The goal the project set for this ratio, if any, e.g. ">= 50". Reported, never enforced. */
   target?: string;
 }
 
