@@ -1,4 +1,4 @@
-import { DelayedError, type Job } from 'bullmq';
+import { DelayedError } from 'bullmq';
 import type Redlock from 'redlock';
 import type { DeadLetterBox } from './dead-letters';
 import type { BatcherEmitter } from '../core/events';
@@ -54,7 +54,7 @@ export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor):
     }
     if (job.name !== JOB_NAME) {
       if (fallback) {
-        await fallback(job as unknown as Job<unknown, unknown, string>, token, signal);
+        await fallback(job, token, signal);
         return;
       }
       throw new Error(`batch-by-key: no processor for job name ${JSON.stringify(job.name)}`);
