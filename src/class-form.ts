@@ -46,7 +46,7 @@ const METHODS = {
  * one instance serves one job run.
  */
 export function BatchByKey<Data = unknown>(options: Omit<BatchByKeyOptions<Data>, 'eachIteration'>) {
-  resolveOptions(options as BatchByKeyOptions); // fail at class definition, not at the first push
+  resolveOptions(options); // fail at class definition, not at the first push
   type JobClass = new () => { eachIteration(ids: Id[], ctx: IterationContext<Data>): PromiseLike<unknown> | void };
   const batchers = new WeakMap<JobClass, Batcher<Data>>();
   const batcherOf = (cls: JobClass): Batcher<Data> => {
@@ -57,7 +57,7 @@ export function BatchByKey<Data = unknown>(options: Omit<BatchByKeyOptions<Data>
         const instance = new cls();
         return (ids, ctx) => instance.eachIteration(ids, ctx as IterationContext<Data>);
       };
-      batcher = createBatcher(options as BatchByKeyOptions, handler) as Batcher<Data>;
+      batcher = createBatcher(options, handler) as Batcher<Data>;
       batchers.set(cls, batcher);
     }
     return batcher;

@@ -327,7 +327,7 @@ function isUsage(err: unknown): boolean {
 export async function main(argv: readonly string[], io: Io = process): Promise<number> {
   const cli = program(io);
   try {
-    await cli.parseAsync(argv as string[]);
+    await cli.parseAsync(argv);
     return EXIT.ok;
   } catch (err) {
     if (err instanceof CommanderError) {

@@ -15,7 +15,7 @@ describe('class form: BatchByKey', () => {
       history: { intervalMs: 100 },
     }) {
       readonly prefix = 'seg:';
-      async eachIteration(ids: string[], ctx: IterationContext): Promise<void> {
+      eachIteration(ids: string[], ctx: IterationContext): void {
         seen.push(...ids.map((id) => `${this.prefix}${ctx.key}:${id}`));
       }
     }
@@ -67,7 +67,7 @@ describe('class form: BatchByKey', () => {
     expectTypeOf(Typed.batcher).toEqualTypeOf<Batcher<{ n: number }>>();
   });
 
-  it('has every method of a batcher as a static at run time, each serving the calling subclass', async () => {
+  it('has every method of a batcher as a static at run time, each serving the calling subclass', () => {
     class Job extends BatchByKey({ name: uniqueName('cls'), connection: testConnection() }) {
       eachIteration(): void {}
     }

@@ -67,7 +67,7 @@ describe('concurrencyPerKey', () => {
       sliceSize: 1,
       concurrencyPerKey: 2,
       backoff: { type: 'fixed', delayMs: 50 },
-      async eachIteration(ids) {
+      eachIteration(ids) {
         if (ids[0] === '3' && failures++ < 2) throw new Error('flaky');
         seen.add(ids[0]!);
       },

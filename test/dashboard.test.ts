@@ -390,13 +390,9 @@ describe('dashboard history', () => {
     await page.goto(`${url}/`);
     const section = page.locator(`section[data-batcher="${b.name}"]`);
     const figures = section.locator('figure.chart');
-    expect(await figures.evaluateAll((all) => all.map((f) => f.getAttribute('data-metric')))).toEqual([
-      'pending',
-      'in flight · retrying',
-      'dead',
-      'lag',
-      'ids/s',
-    ]);
+    expect(
+      await figures.evaluateAll((all: { getAttribute(name: string): string | null }[]) => all.map((f) => f.getAttribute('data-metric'))),
+    ).toEqual(['pending', 'in flight · retrying', 'dead', 'lag', 'ids/s']);
     expect(await section.locator('figure.chart svg.chart').count()).toBe(5);
     expect((await section.locator('figure[data-metric="pending"] svg').boundingBox())!.width).toBeGreaterThan(150);
     // The pending line rises off the baseline while the keys wait, and ends on it: drained.

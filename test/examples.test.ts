@@ -76,7 +76,7 @@ describe('examples/http-errors.ts', () => {
 describe('examples/worker.ts', () => {
   it('on SIGTERM finishes the running slice, releases the key and exits 0; another worker resumes', async () => {
     const { fork } = await import('node:child_process');
-    const { join } = await import('node:path');
+    const path = await import('node:path');
     const { SegmentRefresher } = await import('../examples/segment-refresher');
     track(SegmentRefresher);
     await SegmentRefresher.performBatchLater(
@@ -84,7 +84,7 @@ describe('examples/worker.ts', () => {
       { key: 'sigterm' },
     );
 
-    const child = fork(join(__dirname, '..', 'examples', 'worker.ts'), [], {
+    const child = fork(path.join(__dirname, '..', 'examples', 'worker.ts'), [], {
       execArgv: ['--import', 'tsx'],
       env: { ...process.env, REDIS_URL: redisUrl() },
       stdio: 'pipe',
@@ -148,7 +148,7 @@ describe('examples/import-with-callback.ts', () => {
       const outcome = await main(3);
       // Rows 0, 97, 194 and 291 of 300 have a negative quantity.
       expect(outcome).toMatchObject({ total: 300, done: 296, failed: 4, pending: 0, success: false, sealed: true });
-      expect(log.mock.calls.map((c) => c[0])).toEqual(['import finished with errors: 296 rows imported, 4 rejected']);
+      expect(log.mock.calls.map((c): unknown => c[0])).toEqual(['import finished with errors: 296 rows imported, 4 rejected']);
     } finally {
       log.mockRestore();
     }

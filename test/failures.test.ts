@@ -228,9 +228,7 @@ describe('hooks', () => {
     const b = testBatcher({
       attempts: 1,
       isolateFailures: false,
-      around: async () => {
-        throw new Error('middleware refused');
-      },
+      around: () => Promise.reject(new Error('middleware refused')),
       eachIteration() {},
     });
     b.createWorker();

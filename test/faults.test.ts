@@ -64,7 +64,7 @@ describe('Redis connections dropped mid-run (CLIENT KILL)', () => {
     const expected = 3000 + acknowledged.length;
     await waitFor(() => seen.size === expected, { what: `all ${expected} ids`, timeoutMs: 40_000 }).catch(async (e: Error) => {
       const { Queue } = await import('bullmq');
-      const q = new Queue('faults', { connection });
+      const q = new Queue<{ key: string }>('faults', { connection });
       const counts = await q.getJobCounts();
       const jobs = await q.getJobs(['active', 'waiting', 'delayed', 'failed', 'prioritized']);
       const states = await Promise.all(jobs.map(async (j) => `${j.id}:${j.data.key}:${await j.getState()}:${j.failedReason ?? ''}`));

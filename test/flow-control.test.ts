@@ -157,7 +157,7 @@ describe('a rateLimit function that fails', () => {
         throw new Error('limits service down');
       },
     ],
-    ['returns garbage', () => ({ max: -1, durationMs: Number.NaN }) as unknown as RateLimit],
+    ['returns garbage', (): RateLimit => ({ max: -1, durationMs: Number.NaN })],
   ])(
     '%s: the key is retried after the backoff, never failed or stranded, and its ids run once the function works',
     async (_what, broken) => {

@@ -96,7 +96,7 @@ describe('BatchByKeyModule in a Nest application', () => {
     class RefreshProcessor {
       constructor(@Inject(Records) private readonly records: Records) {}
 
-      async eachIteration(ids: string[], ctx: IterationContext): Promise<void> {
+      eachIteration(ids: string[], ctx: IterationContext): void {
         if (ids.includes('poison')) throw new PermanentError('cannot refresh', { ids: ['poison'] });
         this.records.add(ctx.key, ids);
       }
@@ -118,8 +118,8 @@ describe('BatchByKeyModule in a Nest application', () => {
 
       // A listener that rejects is logged; it must not disturb the slices.
       @OnBatchEvent('slice:done')
-      async onDone(): Promise<void> {
-        throw new Error('the metrics backend is down');
+      onDone(): Promise<void> {
+        return Promise.reject(new Error('the metrics backend is down'));
       }
     }
 
@@ -313,7 +313,12 @@ describe('BatchByKeyModule in a Nest application', () => {
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
     const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    track({ close: async () => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')) });
+    track({
+      close: () => {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        return Promise.resolve();
+      },
+    });
     // The fixture never calls process.exit: an open handle (a connection, a timer) would keep it alive.
     const code = await Promise.race([exit, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 30_000).unref())]);
     expect(code).toBe(0);

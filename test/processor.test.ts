@@ -13,7 +13,10 @@ describe('processor(): a BullMQ Worker you build yourself', () => {
     const worker = track(
       new Worker(
         b.name,
-        b.processor(async (job) => void others.push(`${job.name}:${JSON.stringify(job.data)}`)),
+        b.processor((job) => {
+          others.push(`${job.name}:${JSON.stringify(job.data)}`);
+          return Promise.resolve();
+        }),
         bullOptions(b.name),
       ),
     );

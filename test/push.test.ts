@@ -118,6 +118,7 @@ describe('performBatchLater', () => {
     const b = track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: rec.handler }));
     // What a future BullMQ could do: its deduplication keys under another name (a queue's keys
     // are made once, by QueueKeys, when the batcher's queue is made at its first push).
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- kept to be called with .call(this) below and put back after
     const getKeys = QueueKeys.prototype.getKeys;
     QueueKeys.prototype.getKeys = function (this: QueueKeys, name: string) {
       const keys = getKeys.call(this, name);
@@ -173,7 +174,7 @@ describe('performBatchLater', () => {
   });
 
   it('accepts an async key resolver', async () => {
-    const b = testBatcher({ eachIteration: () => {}, key: async () => 'async-key' });
+    const b = testBatcher({ eachIteration: () => {}, key: () => Promise.resolve('async-key') });
     expect((await b.performBatchLater(['a'])).key).toBe('async-key');
     expect(await b.backlog('async-key')).toEqual({ pending: 1, inFlight: 0, retrying: 0 });
   });

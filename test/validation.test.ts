@@ -156,7 +156,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
     ['a Cluster prefix whose first tag is empty', { connection: unconnectedCluster, prefix: '{}{app}' }, /must contain a \{hash tag\}/],
   ];
   it.each(cases)('%s', (_label, override, message) => {
-    const make = () => batchByKey({ ...base(), ...override } as Parameters<typeof batchByKey>[0]);
+    const make = () => batchByKey({ ...base(), ...override });
     expect(make).toThrow(InvalidOptionError);
     expect(make).toThrow(message);
   });
@@ -234,7 +234,7 @@ describe('unknown options', () => {
               ? name.slice(0, i) + name[i] + name.slice(i)
               : name.slice(0, i) + (name[i + 1] ?? '') + name[i] + name.slice(i + 2);
         fc.pre(typo !== name);
-        expect(() => batchByKey({ name: 'props', connection: testConnection(), eachIteration: () => {}, [typo]: 5 } as never)).toThrow(
+        expect(() => batchByKey({ name: 'props', connection: testConnection(), eachIteration: () => {}, [typo]: 5 })).toThrow(
           InvalidOptionError,
         );
       }),

@@ -4,6 +4,7 @@ import { VERSION } from '../src/core/version';
 
 describe('VERSION', () => {
   it('matches package.json (it names the Redis scripts per version)', () => {
-    expect(VERSION).toBe(JSON.parse(readFileSync(new URL('../package.json', `file://${__filename}`), 'utf8')).version);
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', `file://${__filename}`), 'utf8')) as { version: string };
+    expect(VERSION).toBe(pkg.version);
   });
 });

@@ -101,7 +101,8 @@ describe('a handler that throws because ctx.signal fired', () => {
         if (first) {
           first = false;
           started();
-          await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true }));
+          await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+          ctx.signal.throwIfAborted();
         }
         seen.push(...ids);
       },

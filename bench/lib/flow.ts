@@ -143,7 +143,7 @@ class ClaimLogReader {
     let kept = 0;
     for (let drop = 0; drop <= this.last.length; drop++) {
       const rest = this.last.slice(drop);
-      const grown = (i: number) => i === rest.length - 1 && current[i] !== undefined && grewFrom(rest[i]!, current[i]!);
+      const grown = (i: number) => i === rest.length - 1 && current[i] !== undefined && grewFrom(rest[i]!, current[i]);
       if (rest.length <= current.length && rest.every((entry, i) => entry === current[i] || grown(i))) {
         kept = rest.length;
         if (kept > 0 && rest[kept - 1] !== current[kept - 1]) {

@@ -26,10 +26,11 @@ export function scriptNames(): Map<string, string> {
     names.set(sha1(readFileSync(join(groupmqLua, file), 'utf8')), `groupmq ${file.replace(/\.lua$/, '')}`);
   }
 
-  // Our scripts are assembled from includes at load time; ioredis hashes what defineScripts registers.
+  // Our scripts are assembled from includes at load time; ioredis hashes what defineScripts registers
+  // (its types say only `{}` of scriptsSet; each entry is a Script, with its sha).
   const probe = new Redis({ lazyConnect: true });
   defineScripts(probe);
-  for (const [command, script] of Object.entries(probe.scriptsSet as Record<string, { sha: string }>)) {
+  for (const [command, script] of Object.entries<{ sha: string }>(probe.scriptsSet)) {
     names.set(script.sha, `bbk ${command.replace(/^bbk_[\d_]+?_(?=[a-z])/, '').replace(/_/g, '-')}`);
   }
   // src/redlock.d.ts declares only what the library uses; `scripts` is public in redlock itself.

@@ -14,15 +14,15 @@ export function groupmqSystem(): System {
     id: 'groupmq',
     label: 'groupmq',
     pushes: '1,000 concurrent Queue.add',
-    async producer(target) {
+    producer(target) {
       const queue = queueFor(target.url, target.namespace);
-      return {
+      return Promise.resolve({
         // groupmq has no bulk add; concurrent adds share one connection, so ioredis pipelines them.
         push: async (key, ids) => {
           await Promise.all(ids.map((id) => queue.add({ groupId: key, data: { id } })));
         },
         close: () => queue.close(),
-      };
+      });
     },
     async consumer(target, options) {
       const queue = queueFor(target.url, target.namespace);

@@ -51,14 +51,14 @@ export function oursSystem(variant: OursVariant = {}): System {
     id: 'ours',
     label: suffix.length ? `ours (${suffix.join(', ')})` : 'ours',
     pushes: 'performBatchLater(1,000 ids)',
-    async producer(target) {
+    producer(target) {
       const b = batcher(target);
-      return {
+      return Promise.resolve({
         push: async (key, ids) => {
           await b.performBatchLater(ids, { key });
         },
         close: () => b.close(),
-      };
+      });
     },
     async consumer(target, options) {
       const b = batcher(target, options.handler);

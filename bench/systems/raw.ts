@@ -35,9 +35,9 @@ export function rawSystem(): System {
     id: 'raw',
     label: 'raw ceiling',
     pushes: 'RPUSH 1,000 ids (+ SADD key), one pipeline',
-    async producer(target) {
+    producer(target) {
       const redis = new Redis(redisOptions(target.url));
-      return {
+      return Promise.resolve({
         push: async (key, ids) => {
           const n = names(target.namespace, key);
           const pipeline = redis.pipeline();
@@ -46,7 +46,7 @@ export function rawSystem(): System {
           for (const [err] of (await pipeline.exec()) ?? []) if (err) throw err;
         },
         close: async () => void (await redis.quit()),
-      };
+      });
     },
     async consumer(target, options) {
       const redis = new Redis(redisOptions(target.url)) as RawClient;

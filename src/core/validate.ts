@@ -9,6 +9,14 @@ import { MAX_TIMER_MS } from './limits';
 
 export { MAX_TIMER_MS };
 
+/**
+ * `Array.isArray` that keeps a readonly array's element type: the built-in narrows a
+ * `readonly T[]` to `any[]` (TypeScript issue 17002), which would untype every use after the check.
+ */
+export function isArray(value: unknown): value is readonly unknown[] {
+  return Array.isArray(value);
+}
+
 function fail(where: string, expected: string, value: unknown): never {
   throw new InvalidOptionError(`${where} must be ${expected}, got ${describe(value)}`);
 }

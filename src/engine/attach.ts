@@ -1,4 +1,4 @@
-import type { Worker } from 'bullmq';
+import type { Job, Worker } from 'bullmq';
 import { log } from '../core/logger';
 import type { Logger } from '../core/types';
 import { closeAfterReconnect } from './worker-close';
@@ -36,7 +36,10 @@ export class AttachedWorkers {
     this.deps.assertOpen();
     closeAfterReconnect(worker);
     worker.on('error', (err) => log(logger, 'error', 'batch-by-key: worker error', { err }));
-    worker.on('failed', (job, err) => log(logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }));
+    // A failed job may be another job name's (a queue shared through a fallback processor): its data is anything.
+    worker.on('failed', (job: Job<{ key?: unknown } | null | undefined> | undefined, err) =>
+      log(logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }),
+    );
     // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
     // after the current slice, release the key and requeue it for another worker at once.
     worker.on('closing', () => worker.cancelAllJobs('worker closing'));

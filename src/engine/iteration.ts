@@ -25,8 +25,11 @@ import type {
  * Wraps what the handler threw (or its timeout), so the run can tell a failed slice, which is
  * retried or dead-lettered, from Redis trouble on the way, which is not the slice's fault.
  */
-class SliceFailure {
-  constructor(readonly error: unknown) {}
+class SliceFailure extends Error {
+  constructor(readonly error: unknown) {
+    super('batch-by-key: the slice failed', { cause: error });
+    this.name = 'SliceFailure';
+  }
 }
 
 /** How one job run ended, when it did not throw. */

@@ -1,4 +1,4 @@
-import { DelayedError, type Job } from 'bullmq';
+import { DelayedError } from 'bullmq';
 import type Redlock from 'redlock';
 import type { DeadLetterBox } from './dead-letters';
 import type { BatcherEmitter } from '../core/events';
@@ -52,7 +52,7 @@ export function keyProcessor(deps: ProcessorDeps, fallback?: FallbackProcessor):
   // Three declared parameters: BullMQ hands a cancellation signal only to processors of arity >= 3.
   return async function processKeyJob(job, token, signal): Promise<void> {
     if (fallback && job.name !== JOB_NAME && job.name !== TICKET_JOB_NAME) {
-      await fallback(job as unknown as Job<unknown, unknown, string>, token, signal);
+      await fallback(job, token, signal);
       return;
     }
     return runJob(deps, job, token ?? '', signal);

@@ -5,6 +5,7 @@ import type { Logger } from '../core/types';
 function line(message: string, meta: Record<string, unknown> = {}): string {
   const { err, ...rest } = meta;
   let text = message;
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- err is whatever was thrown; a non-Error shows as String() shows it, as in cli.ts
   if (err !== undefined) text += `: ${err instanceof Error ? err.message : String(err)}`;
   if (Object.keys(rest).length > 0) {
     try {

@@ -62,7 +62,7 @@ function rootModuleClass(modules: ModulesContainer): BootstrapHook | undefined {
   const root = [...modules.values()].find((module) => module.distance === 1);
   const host = root?.providers.get(root.metatype);
   if (!host?.isDependencyTreeStatic() || typeof host.instance !== 'object' || host.instance === null) return undefined;
-  return host.instance as BootstrapHook;
+  return host.instance;
 }
 
 /**

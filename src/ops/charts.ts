@@ -126,9 +126,9 @@ function trend(samples: readonly HistorySample[], values: readonly Value[]): str
 function chart(h: History, frame: Frame, metric: string, lines: Line[], show: (n: number) => string, withTrend: boolean): string {
   const last = h.samples.length - 1;
   const span = formatMs(frame.spanMs);
-  const nows = lines.map((l) => `${l.label} ${l.values[last] === undefined ? '–' : show(l.values[last] as number)}`).join(', ');
+  const nows = lines.map((l) => `${l.label} ${l.values[last] === undefined ? '–' : show(l.values[last])}`).join(', ');
   const title = `${metric} over the last ${span}: now ${nows}; max ${show(maxOf(lines))}`;
-  const nowOf = (l: Line) => `<span class="now">${l.values[last] === undefined ? '–' : esc(show(l.values[last] as number))}</span>`;
+  const nowOf = (l: Line) => `<span class="now">${l.values[last] === undefined ? '–' : esc(show(l.values[last]))}</span>`;
   // One line: its name and value; several: a key of colours, each with its value.
   const legend =
     lines.length > 1

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError, NotPausedError } from '../core/errors';
 import { CHART_STYLE, historyCharts } from './charts';
 import { esc, formatMs } from './html';
-import { boolean, integer, onlyKnownOptions, optionNames } from '../core/validate';
+import { boolean, integer, isArray, onlyKnownOptions, optionNames } from '../core/validate';
 import type { Batcher, DeadLetter, History, KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
 
 /** The CLI formats lag as the page does. */
@@ -51,7 +51,7 @@ function validate(
     optionNames<DashboardOptions>()(['batchers', 'readOnly', 'deadLetters', 'stats', 'origins']),
   );
   const { batchers, readOnly = true, deadLetters = 50, stats = {}, origins = [] } = options;
-  if (!Array.isArray(batchers) || batchers.length === 0 || !batchers.every((b) => typeof b?.stats === 'function')) {
+  if (!isArray(batchers) || batchers.length === 0 || !batchers.every((b) => typeof b?.stats === 'function')) {
     throw new InvalidOptionError('dashboard batchers must be a non-empty array of batchers');
   }
   if (new Set(batchers.map((b) => b.name)).size !== batchers.length)

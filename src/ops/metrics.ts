@@ -1,6 +1,7 @@
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, InvalidOptionError } from '../core/errors';
 import { requireOptional } from '../core/optional';
+import { isArray } from '../core/validate';
 import type { Batcher, Stats, StatsOptions } from '../core/types';
 
 type PromClient = typeof import('prom-client');
@@ -42,8 +43,7 @@ const LATENCY_SECONDS = [0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 6 * 3600,
  * here, slices of workers here); gauges read Redis on scrape, so any process can export them.
  */
 export function prometheusMetrics(batchers: readonly Batcher[], options: PrometheusOptions = {}): PrometheusMetrics {
-  if (!Array.isArray(batchers) || batchers.length === 0)
-    throw new InvalidOptionError('prometheusMetrics needs a non-empty array of batchers');
+  if (!isArray(batchers) || batchers.length === 0) throw new InvalidOptionError('prometheusMetrics needs a non-empty array of batchers');
   if (typeof options !== 'object' || options === null)
     throw new InvalidOptionError(`prometheusMetrics options must be an object, got ${describe(options)}`);
   const prefix = options.prefix ?? 'batch_by_key_';

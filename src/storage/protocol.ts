@@ -183,6 +183,7 @@ export interface BullmqCall {
  */
 export function bullmqCall(flat: readonly unknown[], keys: number): BullmqCall {
   const asSent = (value: unknown): ScriptArg =>
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- what ioredis itself sends for any other value
     value === undefined || value === null ? '' : typeof value === 'number' || Buffer.isBuffer(value) ? value : String(value);
   return { keys: flat.slice(0, keys).map(String), args: flat.slice(keys).map(asSent) };
 }

@@ -55,7 +55,7 @@ async function role(node: Node): Promise<string> {
   const direct = new Redis({ ...node, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
   try {
     await direct.connect();
-    return String(((await direct.role()) as unknown[])[0]);
+    return String((await direct.role())[0]);
   } finally {
     direct.disconnect();
   }
