@@ -389,11 +389,11 @@ export async function pauseKey(
   ms: number | undefined,
   index?: string,
 ): Promise<number | undefined> {
-  const until = String(await runScript(client, 'pause-key', index ? [names.paused, index] : [names.paused], [key, ms ?? -1]));
+  const until = String(await runScript(client, 'pause-key', index ? [names.base, index] : [names.base], [key, ms ?? -1]));
   return until === '+inf' ? undefined : Number(until);
 }
 
 /** Ends a key's pause (and, with `index`, its listing, in the same call; see resume-key.lua): false when it was not paused. */
 export async function resumeKey(client: RedisClient, names: KeyNames, key: string, index?: string): Promise<boolean> {
-  return Number(await runScript(client, 'resume-key', index ? [names.paused, index] : [names.paused], [key])) === 1;
+  return Number(await runScript(client, 'resume-key', index ? [names.base, index] : [names.base], [key])) === 1;
 }

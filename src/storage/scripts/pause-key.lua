@@ -5,20 +5,22 @@
   Cluster the index is in another slot: the caller lists it after this call, with the score
   returned (and the recovery sweep re-lists a paused key whose entry is missing).
 
-  KEYS[1] the key's paused marker
+  KEYS[1] the key's base name: its paused marker is derived from it (see claim-keys.lua)
   KEYS[2] (standalone only) the batcher's paused index (key -> end of its pause, '+inf' until resumed)
   ARGV[1] the key (its index member)
   ARGV[2] how long the pause lasts, ms; -1: until resumed
 
   Returns the pause's end by the Redis clock (ms), or '+inf'.
 ]]
+--- @include "keyspace"
 --- @include "clock"
+local K = keyNames(KEYS[1], 0)
 local ms = tonumber(ARGV[2])
 local untilMs = ms < 0 and '+inf' or tostring(clockMs() + ms)
 if ms < 0 then
-  redis.call('SET', KEYS[1], '')
+  redis.call('SET', K.paused, '')
 else
-  redis.call('SET', KEYS[1], untilMs, 'PX', ms)
+  redis.call('SET', K.paused, untilMs, 'PX', ms)
 end
 if KEYS[2] then redis.call('ZADD', KEYS[2], untilMs, ARGV[1]) end
 return untilMs
