@@ -134,6 +134,9 @@ function commandName(name: ScriptName): string {
   return `bbk_${VERSION.replace(/\W/g, '_')}_${name.replace(/-/g, '_')}`;
 }
 
+/** Each script's command name, built once: a run's claim looked it up on every call. */
+const COMMAND_NAMES = new Map(NAMES.map((name) => [name, commandName(name)]));
+
 type Caller = Record<string, ((...args: ScriptArg[]) => unknown) | undefined>;
 
 const defined = new WeakSet<object>();
@@ -147,10 +150,11 @@ export function defineScripts(client: RedisClient): void {
   defined.add(client);
 }
 
+/** The client's command for a script (unbound: call it with the client as `this`). */
 function command(target: object, name: ScriptName): (...args: ScriptArg[]) => unknown {
-  const fn = (target as Caller)[commandName(name)];
+  const fn = (target as Caller)[COMMAND_NAMES.get(name)!];
   if (fn === undefined) throw new Error(`script ${name} is not defined on this client: call defineScripts first`);
-  return fn.bind(target);
+  return fn;
 }
 
 /** A script argument as ioredis sends it (BullMQ's packed options are a Buffer). */
@@ -164,5 +168,5 @@ export type ScriptArg = string | number | Buffer;
  * queue-load.lua reads only BullMQ's, which share the queue's slot.)
  */
 export function runScript(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
-  return command(client, name)(keys.length, ...keys, ...args) as Promise<unknown>;
+  return command(client, name).call(client, keys.length, ...keys, ...args) as Promise<unknown>;
 }
