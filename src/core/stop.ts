@@ -14,8 +14,8 @@ export interface CancelSource {
  * A run's stop (or a lane's, which follows its run's; or a ticket callback's): aborted once, with a reason, by a lost
  * lock, a shutdown (its job's cancellation, `source`) or a slice's timeout. Its AbortSignal
  * is made only when read (a handler that reads ctx.signal): an AbortController and a listener on
- * BullMQ's signal per run cost a small key's run a few percent of its CPU, and most handlers never
- * look. Until then BullMQ's signal is polled where the run asks (`aborted`).
+ * the job's cancellation per run cost a small key's run a few percent of its CPU, and most
+ * handlers never look. Until then the cancellation is polled where the run asks (`aborted`).
  */
 export class Stop {
   private controller: AbortController | undefined;
@@ -23,7 +23,7 @@ export class Stop {
   private followers: Stop[] | undefined;
   private relaying = false;
 
-  /** `source`: BullMQ's signal for the job (a shutdown, or cancelJob); `parent`: the run's stop, for a lane's. */
+  /** `source`: the job's cancellation (a shutdown, a lost job lock, or cancelJob); `parent`: the run's stop, for a lane's. */
   constructor(
     private readonly source?: CancelSource,
     private readonly parent?: Stop,
@@ -57,7 +57,7 @@ export class Stop {
     return this.controller.signal;
   }
 
-  /** From now on BullMQ's signal aborts the run (and its lanes) when it fires, not only when polled. */
+  /** From now on the job's cancellation aborts the run (and its lanes) when it fires, not only when polled. */
   private relay(): void {
     if (this.parent) return this.parent.relay();
     if (this.relaying || !this.source) return;
