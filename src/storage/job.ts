@@ -1,5 +1,5 @@
 import { Job, type JobsOptions, type Queue } from 'bullmq';
-import { bullmqCall, type BullmqCall } from './protocol';
+import { addKeysDerivable, bullmqCall, type BullmqCall } from './protocol';
 import { bullmqScript } from './scripts';
 import { BULLMQ_PUSH_READS, encodeKey, JOB_NAME } from './keys';
 import type { Key, KeyJobData } from '../core/types';
@@ -61,6 +61,9 @@ export function queuePrefixOf(queue: KeyQueue): string | undefined {
 /** A queue's names never change: checked once per queue, not per push. */
 const prefixes = new WeakMap<KeyQueue, string | undefined>();
 
+/** Whether a queue's addStandardJob keys are the ones push.lua derives (see standardAdd). */
+const addsDerivable = new WeakMap<KeyQueue, boolean>();
+
 /** The options of a key's job: one per key (deduplicated by key), retries are ours, per slice. */
 function jobOptions(key: Key, delayMs: number, level: Level): JobsOptions {
   return {
@@ -85,12 +88,15 @@ export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number, leve
 
 /**
  * BullMQ's add of a light key's job that may start now, built by BullMQ (its `Job.addJob`) but
- * not sent: `call` is its addStandardJob call (keys and arguments), for a push to make in its own
- * script call (push.lua), and `done` takes that script's reply as BullMQ's and resolves when
- * BullMQ has read it. Undefined when BullMQ did not build the call at once (then nothing is sent
- * or pending, and the caller adds the job the usual way).
+ * not sent: `call` is its addStandardJob call (arguments; its keys are the ones push.lua derives
+ * from the queue prefix), for a push to make in its own script call (push.lua), and `done` takes
+ * that script's reply as BullMQ's and resolves when BullMQ has read it. Undefined when BullMQ did
+ * not build the call at once, or builds its keys otherwise than push.lua derives them (checked at
+ * a queue's first add, not per push): then nothing is sent or pending, and the caller adds the
+ * job the usual way.
  */
 export function standardAdd(queue: KeyQueue, key: Key): { call: BullmqCall; done: (reply: unknown) => Promise<void> } | undefined {
+  if (addsDerivable.get(queue) === false) return undefined;
   const job = new Job(queue, JOB_NAME, { key }, jobOptions(key, 0, LEVEL.light));
   let call: BullmqCall | undefined;
   let answer!: (reply: unknown) => void;
@@ -103,7 +109,11 @@ export function standardAdd(queue: KeyQueue, key: Key): { call: BullmqCall; done
     },
   };
   const added = job.addJob(capture as unknown as Parameters<typeof job.addJob>[0]);
-  if (!call) {
+  if (call && !addsDerivable.has(queue)) {
+    const prefix = queuePrefixOf(queue);
+    addsDerivable.set(queue, prefix !== undefined && addKeysDerivable(call, prefix));
+  }
+  if (!call || !addsDerivable.get(queue)) {
     answer(null);
     added.catch(() => undefined);
     return undefined;

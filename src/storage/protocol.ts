@@ -94,9 +94,9 @@ export type PayloadMode = 'list' | 'replace' | 'keep' | 'all';
 /** Stores one push, whole, in one call (see push.lua). */
 export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
   const job = p.job;
-  // BullMQ's add keys are derived in the script from its prefix: sent only when they are what
-  // the installed BullMQ built (else the caller adds the job after this call).
-  const add = job && p.add && addKeysDerivable(p.add, job.queuePrefix) ? p.add : undefined;
+  // BullMQ's add keys are derived in the script from its prefix (job.ts standardAdd builds an add
+  // only where they are what the installed BullMQ builds).
+  const add = job && p.add;
   const [covered, waitMs, added] = (await runScript(client, 'push', job ? [names.base, job.index] : [names.base], [
     p.store,
     p.delayMs,
