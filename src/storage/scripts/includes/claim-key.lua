@@ -5,14 +5,14 @@
 -- A.finishKeys asks, completes the run's BullMQ job and returns BullMQ's reply (finish-job.lua).
 --
 -- Returns {REPLY.ok, waitMs, slice, waited, payloads, settled, finished, id...} (CLAIM_REPLY_HEAD
---   fields, then the ids): a due failed slice (its JSON as `slice`, its ids alone), or else pending ids ('' as `slice`); `waited` is how long
---   the slice's mark is old, -1 without one; `payloads` the JSON object of the claimed ids' data
+--   fields, then the ids): a due failed slice (its JSON as `slice`, its ids alone), or else
+--   pending ids ('' as `slice`); `waited` is how long the slice's mark is old, -1 without one; `payloads` the JSON object of the claimed ids' data
 --   (see payloads.lua), '' without; `settled` the tickets whose last id the ack settled and that
 --   want a callback, space-separated ('' for none); `finished` BullMQ's moveToFinished reply when
 --   this call completed the job, else ''; when nothing is claimed, waitMs is how long until
 --   something is due (0: nothing left at all; -1: paused until resumed)
--- {REPLY.lockNotHeld, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2: it was not held
---   at all and A.takeLock is false)
+-- {REPLY.lockNotHeld, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2:
+--   it was not held at all and A.takeLock is false)
 --- @include "clock"
 --- @include "tracking"
 --- @include "payloads"
@@ -83,15 +83,15 @@ local function claimKey(store, finish)
       if not plain then
         trackClaim(K.tracked, K.trackedInFlight, ids, store.perPush)
         -- A failed slice's data waits with it (see payloads.lua), never with the ids pushed since.
-      if retried then
-        result[5] = claimRetryPayloads(K.retryData, K.payloadsInFlight, retried, ids)
-      else
-        result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
-      end
+        if retried then
+          result[5] = claimRetryPayloads(K.retryData, K.payloadsInFlight, retried, ids)
+        else
+          result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
+        end
       end
       if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
-    -- A dead run's slices in this lane must be found by the next run's first claim.
-    if A.lane > 0 then redis.call('SET', K.lanes, '1') end
+      -- A dead run's slices in this lane must be found by the next run's first claim.
+      if A.lane > 0 then redis.call('SET', K.lanes, '1') end
       if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
       for i = 1, #ids do result[CLAIM_REPLY_HEAD + i] = ids[i] end
     elseif not limited then
