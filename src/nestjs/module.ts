@@ -7,6 +7,7 @@ import { getBatcherToken } from './decorators';
 import { ROOT_OPTION_NAMES, type BatchByKeyRootAsyncOptions, type BatchByKeyRootOptions, type RegisterBatcherOptions } from './options';
 import { BatchByKeyRegistry, ROOT_OPTIONS } from './registry';
 
+/** Every name `BatchByKeyRootAsyncOptions` has (the compiler holds the list to the type). */
 const ASYNC_OPTION_NAMES = optionNames<BatchByKeyRootAsyncOptions>()(['imports', 'inject', 'useFactory']);
 
 function rootModule(options: Provider, imports: NonNullable<ModuleMetadata['imports']>): DynamicModule {

@@ -36,16 +36,19 @@ export interface EnqueueDeps {
   tickets: TicketDeps;
 }
 
+/** Every name `PerformOptions` has (the compiler holds the list to the type). */
+const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback']);
+
 /**
  * Validates everything, then stores the ids in one call (see push.lua), which also tells whether
  * a run that holds the key's lock, or the key's waiting job, will claim them. Unless one will,
- * the job is added after the ids are stored, deduplicated by key with `keepLastIfActive`: if the
+ * the key's job is added (by that same call on a standalone Redis, after it on a Cluster or for a
+ * job that must wait), deduplicated by key with `keepLastIfActive`: if the
  * key's job is finishing right now, BullMQ keeps this add and starts it when that job ends, so no
  * push is left without a job (no lost wakeup). An active job whose run does not hold the lock is
  * never trusted: it may be between its last (empty) claim and its completion, and the add, which
  * BullMQ keeps as the next job, is what covers that window. Waits at most `timeoutMs` for Redis.
  */
-const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback']);
 
 export async function performBatchLater(
   deps: EnqueueDeps,

@@ -51,9 +51,10 @@ export async function progress(client: RedisClient, keyspace: Keyspace, ticket: 
   };
 }
 
-/** Polls progress() until nothing is pending; a WaitTimeoutError (with the last progress) after `timeoutMs`. */
+/** Every name `WaitForOptions` has (the compiler holds the list to the type). */
 const WAIT_FOR_OPTIONS = optionNames<WaitForOptions>()(['timeoutMs', 'pollMs']);
 
+/** Polls progress() until nothing is pending; a WaitTimeoutError (with the last progress) after `timeoutMs`. */
 export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: Ticket, options: WaitForOptions = {}): Promise<Progress> {
   if (typeof options === 'object' && options !== null) onlyKnownOptions('waitFor options', options, WAIT_FOR_OPTIONS);
   const timeoutMs = positiveMs('waitFor options.timeoutMs', options.timeoutMs, 60_000);
