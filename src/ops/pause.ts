@@ -7,6 +7,7 @@ import { duration, onlyKnownOptions, optionNames } from '../core/validate';
 import { Cluster } from 'ioredis';
 import { dueIn, pauseKey, resumeKey } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
+import { redisNow } from './stats';
 import type { Key, PausedKey, PauseOptions, StoreKind } from '../core/types';
 
 /**
@@ -84,8 +85,7 @@ const PAUSED_PAGE = 1_000;
 export async function paused(deps: PauseDeps): Promise<PausedKey[]> {
   const { client, keyspace } = deps;
   // Ended timed pauses, by the Redis clock (the index's scores are).
-  const [seconds, micros] = await client.time();
-  await client.zremrangebyscore(keyspace.pausedIndex, '-inf', Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
+  await client.zremrangebyscore(keyspace.pausedIndex, '-inf', await redisNow(client));
   const listed: PausedKey[] = [];
   for (let start = 0; ; start += PAUSED_PAGE) {
     const flat = await client.zrange(keyspace.pausedIndex, start, start + PAUSED_PAGE - 1, 'WITHSCORES');
