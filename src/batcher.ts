@@ -255,15 +255,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         },
         finisher.factory(client() instanceof Cluster),
       );
-      // Its processor takes no BullMQ signal (see cancels.ts): cancelling a job, by attach's
-      // shutdown, a lost job lock, or the caller, reaches the run through `cancels`.
-      const cancelJob = worker.cancelJob.bind(worker);
-      const cancelAllJobs = worker.cancelAllJobs.bind(worker);
-      worker.cancelJob = (jobId, reason) => cancels.cancel(jobId, reason) || cancelJob(jobId, reason);
-      worker.cancelAllJobs = (reason) => {
-        cancels.cancelAll(reason);
-        cancelAllJobs(reason);
-      };
+      cancels.serve(worker);
       // Typed for our job data to the caller; the bookkeeping here holds workers of any data.
       const untyped = worker as unknown as Worker;
       finisher.serve(untyped);

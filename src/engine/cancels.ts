@@ -1,3 +1,4 @@
+import type { Worker } from 'bullmq';
 import type { CancelSource } from '../core/stop';
 
 /**
@@ -47,13 +48,27 @@ export class JobCancels {
   }
 
   /** Cancels a running job's run (it stops after its current slice); false when none runs here. */
-  cancel(jobId: string, reason: unknown): boolean {
+  private cancel(jobId: string, reason: unknown): boolean {
     const cancel = this.running.get(jobId);
     cancel?.cancel(reason);
     return cancel !== undefined;
   }
 
-  cancelAll(reason: unknown): void {
+  private cancelAll(reason: unknown): void {
     for (const cancel of this.running.values()) cancel.cancel(reason);
+  }
+
+  /**
+   * Makes the worker's cancelJob and cancelAllJobs (attach's, on close and on a lost job lock, and
+   * any caller's) reach the runs of this worker, whose processor takes no BullMQ signal.
+   */
+  serve(worker: Pick<Worker, 'cancelJob' | 'cancelAllJobs'>): void {
+    const cancelJob = worker.cancelJob.bind(worker);
+    const cancelAllJobs = worker.cancelAllJobs.bind(worker);
+    worker.cancelJob = (jobId, reason) => this.cancel(jobId, reason) || cancelJob(jobId, reason);
+    worker.cancelAllJobs = (reason) => {
+      this.cancelAll(reason);
+      cancelAllJobs(reason);
+    };
   }
 }
