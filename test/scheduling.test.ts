@@ -172,10 +172,9 @@ describe('weight', () => {
     await waitFor(() => order.filter((key) => key === 'gold').length >= 1500, { timeoutMs: 30_000, what: 'enough slices' });
     // Counted over whole turns only (up to the last switch from basic back to gold): stopping in
     // the middle of a 180 ms gold turn would skew the ratio by up to a turn's slices.
-    const whole = order.slice(
-      0,
-      order.findLastIndex((key, i) => key === 'gold' && order[i - 1] === 'basic'),
-    );
+    const lastSwitch = order.findLastIndex((key, i) => key === 'gold' && order[i - 1] === 'basic');
+    expect(lastSwitch).toBeGreaterThan(0);
+    const whole = order.slice(0, lastSwitch);
     const count = (key: string) => whole.filter((k) => k === key).length;
     const ratio = count('gold') / count('basic');
     expect(ratio).toBeGreaterThan(3 * 0.8);
