@@ -43,6 +43,7 @@ export default defineConfig({
         'recovery',
         'scheduling',
         'scripts',
+        'shards',
         'stats',
         'store.set',
         'store.zset',

@@ -1,4 +1,4 @@
-import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import { Queue, type ConnectionOptions } from 'bullmq';
 import Redlock from 'redlock';
 import { Cluster } from 'ioredis';
 import { commandClient, fromUrl } from './core/connection';
@@ -6,7 +6,7 @@ import { onlyKnownOptions, optionNames } from './core/validate';
 import { performBatchLater, type EnqueueDeps } from './push/enqueue';
 import { DeadLetterBox } from './engine/dead-letters';
 import { StoreAgreement } from './storage/agreement';
-import { ClosedError, describe, InvalidOptionError, MissingHandlerError } from './core/errors';
+import { ClosedError, describe, InvalidOptionError, MissingHandlerError, ShardsInUseError } from './core/errors';
 import { openTicket, sealTicket, type TicketDeps } from './push/tickets';
 import { BatcherEmitter } from './core/events';
 import { validateKey } from './core/input';
@@ -26,6 +26,13 @@ import { recoverStrandedKeys, type RecoveryDeps } from './engine/recovery';
 import { defineScripts } from './storage/scripts';
 import { backlog, storeFor } from './storage/store';
 import { bullKeysOf, type KeyQueue } from './storage/job';
+import { ShardQueues } from './storage/shard-queues';
+import { forgetShardCount, recordedShardCounts } from './storage/agreement';
+import { shardCounts } from './ops/shard-counts';
+import { MAX_SHARDS } from './storage/shards';
+import { integer } from './core/validate';
+import { ShardWorker, type ShardRef } from './engine/shard-worker';
+import { SlotBudget } from './engine/slots';
 import type {
   Batcher,
   BatchByKeyOptions,
@@ -33,12 +40,12 @@ import type {
   CreateWorkerOptions,
   EachIteration,
   FallbackProcessor,
-  KeyJobData,
   KeyProcessor,
   PerformOptions,
   PerformResult,
   PushItem,
   StatsOptions,
+  Key,
 } from './core/types';
 
 /**
@@ -74,6 +81,12 @@ const WORKER_OPTIONS = optionNames<CreateWorkerOptions>()([
   'workerThreadsOptions',
 ]);
 
+/**
+ * A follower's own BullMQ concurrency (see shard-worker.ts): above any budget, so that the shared
+ * budget, not the follower, decides how many of its jobs run.
+ */
+const FOLLOWER_CONCURRENCY = 100_000;
+
 /** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
 function bullConnection(connection: Connection): ConnectionOptions {
   return (typeof connection === 'string' ? fromUrl(connection) : connection) as ConnectionOptions;
@@ -91,7 +104,6 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const connection = bullConnection(opts.connection);
   const keyspace = new Keyspace(opts.prefix, opts.name);
   const store = storeFor(opts.store);
-  let queue: KeyQueue | undefined;
   let redis: ReturnType<typeof commandClient> | undefined;
   let redlock: Redlock | undefined;
   let closed = false;
@@ -108,14 +120,18 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     }
     return redis.client;
   };
-  const getQueue = (): KeyQueue => {
-    if (!queue) {
-      const created: KeyQueue = new Queue(opts.name, { connection, prefix: opts.prefix });
-      created.on('error', (err: Error) => log(opts.logger, 'warn', 'batch-by-key: queue error', { err }));
-      queue = created;
-    }
-    return queue;
+  const shards = new ShardQueues(opts.prefix, opts.name, keyspace, opts.shards, (prefix) => {
+    const created: KeyQueue = new Queue(opts.name, { connection, prefix });
+    created.on('error', (err: Error) => log(opts.logger, 'warn', 'batch-by-key: queue error', { err }));
+    return created;
+  });
+  const queueOf = (key: Key) => shards.of(key);
+  // Every count a process recorded, and this one's: the shards workers serve and reads read.
+  const counts = async (): Promise<number[]> => {
+    const recorded = await recordedShardCounts(client(), keyspace.config);
+    return recorded.includes(opts.shards) ? recorded : [...recorded, opts.shards].sort((a, b) => a - b);
   };
+  const allQueues = async () => shards.all(await counts());
   const getRedlock = () => {
     if (!redlock) {
       // Only renewals go through redlock: the lock is taken by a run's first claim (see lock.ts).
@@ -124,10 +140,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     }
     return redlock;
   };
-  const agreement = new StoreAgreement(client, keyspace.config, opts.store);
+  const agreement = new StoreAgreement(client, keyspace.config, opts.store, opts.shards);
   const enqueueDeps = (): EnqueueDeps => ({
     client: client(),
-    queue: getQueue,
+    queue: queueOf,
+    index: (key) => shards.indexOf(key),
     keyspace,
     store,
     resolver: opts.key,
@@ -144,7 +161,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const ticketDeps = (): TicketDeps => ({
     client: client(),
     keyspace,
-    queue: getQueue,
+    queue: queueOf,
     ticketTtlMs: opts.ticketTtlMs,
     attempts: opts.attempts,
   });
@@ -163,17 +180,26 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const recoveryDeps = (): RecoveryDeps => ({
     tickets: ticketDeps(),
     client: client(),
-    queue: getQueue,
+    counts,
+    shards,
     keyspace,
     store,
     graceMs: opts.recoveryIntervalMs,
     logger: opts.logger,
   });
 
-  const pauseDeps = (): PauseDeps => ({ client: client(), keyspace, queue: getQueue, store: opts.store });
+  const pauseDeps = (): PauseDeps => ({ client: client(), keyspace, queue: queueOf, store: opts.store });
   const readStats = async (statsOptions?: StatsOptions) =>
     stats(
-      { name: opts.name, client: client(), keyspace, store, deadCount: () => deadLetters.count(), pausedKeys: () => paused(pauseDeps()) },
+      {
+        name: opts.name,
+        client: client(),
+        keyspace,
+        store,
+        indexes: async () => shards.indexes(await counts()),
+        deadCount: () => deadLetters.count(),
+        pausedKeys: () => paused(pauseDeps()),
+      },
       statsOptions,
     );
   // Started by the first worker attached in this process (see history.ts).
@@ -196,10 +222,21 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     recover: async () => recoverStrandedKeys(recoveryDeps()),
     age:
       opts.scheduling === 'fair'
-        ? async () => age(getQueue(), opts.maxRuntimeMs, (key) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger))
+        ? async () =>
+            Promise.all(
+              (await allQueues()).map((queue) =>
+                age(queue, opts.maxRuntimeMs, (key) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger)),
+              ),
+            )
         : undefined,
     sampler,
+    serveShards: async () => {
+      const served = await counts();
+      await Promise.all([...leaders].map(([leader, make]) => leader.serveOnly(served, make)));
+    },
   });
+  /** The workers `createWorker` returned, each leading the workers of the other shards, with how to make one (see shard-worker.ts). */
+  const leaders = new Map<ShardWorker, (shard: ShardRef) => ShardWorker>();
 
   /** A processor for BullMQ workers; `finisher` for our own workers (see engine/finisher.ts). */
   /** What a processor of this batcher runs with; `finisher` for createWorker's (see finisher.ts). */
@@ -210,9 +247,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
           `eachIteration where workers run)`,
       );
     }
-    // Built once, not per run: the queue's names never change.
-    let lists: ReturnType<typeof bullKeysOf> | undefined;
-    const queueLists = () => (lists ??= bullKeysOf(getQueue()));
+    // Built once, not per run: the queues' names never change.
+    let lists: ReturnType<typeof bullKeysOf>[] | undefined;
+    const queueLists = () => (lists ??= shards.all([opts.shards]).map(bullKeysOf));
     return {
       client: client(),
       redlock: getRedlock(),
@@ -242,35 +279,69 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         onlyKnownOptions('createWorker options', workerOptions, WORKER_OPTIONS);
       validateWorkerConnection(workerOptions.connection, opts.prefix);
       const config = firstClaimConfig(opts, keyspace.root);
-      const finisher = new JobFinisher(config && { client, config, agree: () => agreement.check('worker') });
-      const cancels = new JobCancels();
-      const worker = new Worker<KeyJobData, void, string>(
-        opts.name,
-        workerKeyProcessor(processorDeps(finisher), cancels),
-        {
-          ...workerOptions,
-          connection: workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection),
-          // Not overridable: a worker on another prefix would serve a queue nobody feeds.
-          prefix: opts.prefix,
-        },
-        finisher.factory(client() instanceof Cluster),
-      );
-      cancels.serve(worker);
-      // Typed for our job data to the caller; the bookkeeping here holds workers of any data.
-      const untyped = worker as unknown as Worker;
-      finisher.serve(untyped);
-      attached.adopt(untyped);
-      return worker;
+      const cluster = client() instanceof Cluster;
+      const workerConnection = workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection);
+      // One budget for every shard's worker: the leader's concurrency (see slots.ts).
+      const slots = new SlotBudget(() => leader.concurrency);
+      const make = (shard: ShardRef, follower: boolean): ShardWorker => {
+        const finisher = new JobFinisher(config && { client, config, agree: () => agreement.check('worker') });
+        const cancels = new JobCancels();
+        const worker = new ShardWorker(
+          opts.name,
+          workerKeyProcessor(processorDeps(finisher), cancels),
+          {
+            ...workerOptions,
+            connection: workerConnection,
+            // Not overridable: a worker on another prefix would serve a queue nobody feeds.
+            prefix: shards.layout(shard.count).prefixes[shard.index]!,
+            // A follower takes as many slots as the shared budget gives it, and runs when its leader does.
+            ...(follower && { concurrency: FOLLOWER_CONCURRENCY, autorun: false }),
+          },
+          finisher.factory(cluster),
+          shard,
+          slots,
+        );
+        cancels.serve(worker);
+        finisher.serve(worker);
+        if (follower) attached.follow(worker);
+        return worker;
+      };
+      const leader = make({ count: opts.shards, index: 0 }, false);
+      attached.adopt(leader);
+      const follow = (shard: ShardRef) => make(shard, true);
+      leaders.set(leader, follow);
+      leader.on('closed', () => leaders.delete(leader));
+      void leader.serveOnly([opts.shards], follow);
+      // Shards of other counts that processes recorded (a change of `shards` under way) join once read.
+      counts()
+        .then((served) => leader.serveOnly(served, follow))
+        .catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: could not read the recorded shard counts', { err }));
+      return leader;
     },
     stats: readStats,
     history: async () => readHistory(client(), keyspace.history, opts.name),
     backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
+    shardCounts: async () => shardCounts(await counts(), opts.shards, shards),
+    retireShardCount: async (count) => {
+      const [listed] = await shardCounts([integer('retireShardCount count', count, 0, 1, MAX_SHARDS)], opts.shards, shards);
+      if (listed!.own || listed!.jobs > 0)
+        throw new ShardsInUseError(
+          listed!.own
+            ? `shard count ${count} is this batcher's own shards option: retire a count no process uses any more`
+            : `the queues of shard count ${count} still hold ${listed!.jobs} key jobs: retire it once they have run (shardCounts() tells)`,
+        );
+      await forgetShardCount(client(), keyspace.config, count);
+    },
     pause: async (key, pauseOptions) => pause(pauseDeps(), key, pauseOptions),
     resume: async (key) => resume(pauseDeps(), key),
     paused: async () => paused(pauseDeps()),
-    pauseAll: async () => getQueue().pause(),
-    resumeAll: async () => getQueue().resume(),
+    pauseAll: async () => {
+      await Promise.all((await allQueues()).map((queue) => queue.pause()));
+    },
+    resumeAll: async () => {
+      await Promise.all((await allQueues()).map((queue) => queue.resume()));
+    },
     deadLetters,
     progress: async (ticket) => progress(client(), keyspace, ticket),
     waitFor: async (ticket, waitOptions) => waitFor(client(), keyspace, ticket, waitOptions),
@@ -293,7 +364,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       if (closed) return;
       closed = true;
       await attached.close();
-      await queue?.close();
+      await Promise.all(shards.opened().map((queue) => queue.close()));
       if (redis?.owned) {
         const own = redis.client;
         // QUIT waits in the offline queue while Redis is away (ioredis retries it for ~10 s): a

@@ -35,6 +35,8 @@ const METHODS = {
   pauseAll: true,
   resumeAll: true,
   recover: true,
+  shardCounts: true,
+  retireShardCount: true,
   close: true,
 } as const satisfies Record<BatcherMethod, true>;
 

@@ -9,7 +9,7 @@ import { BatchByKeyError, StoreMismatchError } from './core/errors';
 import { silentLogger } from './core/logger';
 import { VERSION } from './core/version';
 import { DEFAULTS, resolveOptions, STORES } from './options';
-import { recordedStore } from './storage/agreement';
+import { recordedShardCounts, recordedStore } from './storage/agreement';
 import { Keyspace } from './storage/keys';
 import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, Stats, StoreKind } from './core/types';
 
@@ -75,8 +75,12 @@ async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>): 
   const { prefix } = resolveOptions(options);
   const { client } = commandClient(connection, silentLogger);
   try {
-    const store = await storeOf(global, client, new Keyspace(prefix, global.name).config);
-    const b = createBatcher({ ...options, connection: client, store }, undefined);
+    const configKey = new Keyspace(prefix, global.name).config;
+    const store = await storeOf(global, client, configKey);
+    // Reads cover every recorded shard count whatever this one is; a push (a dead letter's
+    // requeue) goes by the largest, the one a change of `shards` most likely moved to.
+    const shards = Math.max(1, ...(await recordedShardCounts(client, configKey)));
+    const b = createBatcher({ ...options, connection: client, store, shards }, undefined);
     try {
       return await run(b);
     } finally {

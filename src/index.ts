@@ -46,6 +46,7 @@ export {
   MissingHandlerError,
   StoreMismatchError,
   TicketSealedError,
+  ShardsInUseError,
   type ErrorCode,
 } from './core/errors';
 export type * from './core/types';

@@ -7,6 +7,7 @@ import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, optionNames } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { silentLogger } from './core/logger';
+import { MAX_SHARDS } from './storage/shards';
 import type { Backoff, BatchByKeyOptions, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
 
 /**
@@ -20,6 +21,7 @@ export interface ResolvedOptions extends RunOptions {
   maxDeadLetters: number;
   ticketTtlMs: number;
   prefix: string;
+  shards: number;
   recoveryIntervalMs: number;
   pushTimeoutMs: number;
   merge: MergePolicy;
@@ -40,6 +42,7 @@ export const DEFAULTS = {
   maxDeadLetters: 10_000,
   ticketTtlMs: 24 * 3600_000,
   prefix: 'bull',
+  shards: 1,
   recoveryIntervalMs: 60_000,
   pushTimeoutMs: 10_000,
   history: HISTORY_DEFAULTS,
@@ -145,6 +148,7 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'ticketTtlMs',
   'around',
   'prefix',
+  'shards',
   'recoveryIntervalMs',
   'pushTimeoutMs',
   'rateLimit',
@@ -201,6 +205,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     ticketTtlMs: integer('options.ticketTtlMs', o.ticketTtlMs, DEFAULTS.ticketTtlMs, MIN_TICKET_TTL_MS),
     around: validateAround(o.around),
     prefix: validatePrefix(o.prefix, o.name, o.connection instanceof Cluster),
+    shards: integer('options.shards', o.shards, DEFAULTS.shards, 1, MAX_SHARDS),
     recoveryIntervalMs: duration('options.recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
     pushTimeoutMs: duration('options.pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs),
     rateLimit: validateRateLimitOption(o.rateLimit),

@@ -56,4 +56,22 @@ describe('the BullMQ internals batch-by-key relies on', () => {
   it("has Job.addJob, which storage/job.ts calls with a capturing client to build the push's inlined add", () => {
     expect(typeof bullmq.Job.prototype.addJob, 'Job.prototype.addJob exists').toBe('function');
   });
+
+  it('has the Worker methods and state engine/shard-worker.ts overrides and reads, for one slot budget over every shard', () => {
+    const proto = bullmq.Worker.prototype as unknown as Record<string, unknown>;
+    for (const method of ['moveToActive', 'processJob', 'run', 'pause', 'resume', 'close']) {
+      expect(typeof proto[method], `Worker.prototype.${method} exists`).toBe('function');
+    }
+    // The fetch of a job's end after it moved itself to delayed, made under the job's own token
+    // (ShardWorker hands that fetch the job's slot), and the main loop's awaited fetches.
+    const source = String(proto.handleFailed);
+    expect(source, 'handleFailed fetches the next job with moveToActive(token, …) after a DelayedError').toMatch(
+      /this\.moveToActive\(token/,
+    );
+    expect(String(proto.mainLoop), 'the main loop awaits each fetch before it starts the jobs fetched before it').toMatch(
+      /await fetchedJob/,
+    );
+    // ShardWorker clears `drained` when it fetches nothing for want of a slot after BullMQ's blocking wait.
+    expect(String(proto._getNextJob), '_getNextJob blocks on the queue marker while `drained`').toMatch(/this\.drained && block/);
+  });
 });

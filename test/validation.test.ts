@@ -194,6 +194,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
       maxDeadLetters: 10_000,
       ticketTtlMs: 86_400_000,
       prefix: 'bull',
+      shards: 1,
       recoveryIntervalMs: 60_000,
       pushTimeoutMs: 10_000,
       history: { intervalMs: 10_000, retentionMs: 3_600_000, topKeys: 5 },

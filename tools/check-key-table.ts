@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KEY_SUFFIXES, Keyspace, LANE_NAMES, laneNames, ticketHash, deadLettersOf } from '../src/storage/keys';
+import { ShardLayout } from '../src/storage/shards';
 
 const DOC = join(__dirname, '..', 'docs', 'internals.md');
 
@@ -31,6 +32,8 @@ function namesInCode(): Set<string> {
   const history = space.history;
   for (const name of [history.series, history.claim, history.processed]) names.add(write(name));
   names.add(space.index).add(space.config).add(space.pausedIndex);
+  // A shard's index, its hash tag written as the table does (see shards.ts shardTag).
+  names.add(new ShardLayout('prefix', 'name', space, 2).indexes[0]!.replace(/\{name#[^}]+\}/, '{name#N.i.c}'));
   return names;
 }
 

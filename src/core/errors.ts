@@ -25,7 +25,8 @@ export type ErrorCode =
   | 'ERR_NOT_PAUSED'
   | 'ERR_MISSING_HANDLER'
   | 'ERR_STORE_MISMATCH'
-  | 'ERR_TICKET_SEALED';
+  | 'ERR_TICKET_SEALED'
+  | 'ERR_SHARDS_IN_USE';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -218,6 +219,16 @@ export class RateLimitedError extends BatchByKeyError {
 export class NotPausedError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_NOT_PAUSED', message);
+  }
+}
+
+/**
+ * `retireShardCount` was asked to forget a shard count that is still in use: the batcher's own
+ * `shards`, or a count whose queues still hold key jobs (wait for them to run, then retire it).
+ */
+export class ShardsInUseError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_SHARDS_IN_USE', message);
   }
 }
 

@@ -230,6 +230,16 @@ export interface BatchByKeyOptions<Data = unknown> {
    * @default 'bull', or `bull:{name}` when `connection` is an ioredis `Cluster`
    */
   prefix?: string;
+  /**
+   * How many BullMQ queues carry the batcher's key jobs (1 to 64). A key's job goes to the queue
+   * of its shard (a stable hash of the key); every worker serves every shard with one concurrency
+   * budget. On a Redis Cluster each shard's queue gets a hash tag of its own, chosen so that the
+   * shards spread evenly over the masters: set it to the number of masters (or a multiple) so that
+   * job traffic does not all land on one master. Changing it on a running system loses nothing
+   * (see docs/sharding.md). With more than 1, each worker holds two Redis connections per shard.
+   * @default 1
+   */
+  shards?: number;
   /** How often a worker looks for keys with ids but no job (a pusher that died mid-call, a failed job). @default 60000 */
   recoveryIntervalMs?: number;
   /**
@@ -471,6 +481,29 @@ export interface DeadLetters<Data = unknown> {
   evicted(): Promise<number>;
 }
 
+/**
+ * The worker `createWorker` returns: a BullMQ Worker of the batcher's queue (of shard 0 with
+ * `shards` > 1). With shards, it leads the workers of the other shards: they run, pause, resume
+ * and close with it, share its `concurrency` (one budget of slots for all shards: a slot that
+ * frees goes to the shard that waited longest), and their job events (`active`, `completed`,
+ * `failed`, `progress`, `stalled`, `error`) are emitted on it too. Job ids are per shard:
+ * `cancelJob(id)` reaches the runs of this worker's own shard (`shardWorkers` has the others).
+ */
+export interface KeyWorker extends Worker<KeyJobData, void, string> {
+  /** One worker per shard served, this one first: the batcher's shards, and those of other counts still recorded. */
+  readonly shardWorkers: readonly Worker<KeyJobData, void, string>[];
+}
+
+/** A shard count a process of the batcher pushed or ran with (see `Batcher.shardCounts`). */
+export interface ShardCount {
+  /** The `shards` value. */
+  count: number;
+  /** Whether it is this batcher's own `shards`. */
+  own: boolean;
+  /** Key jobs its queues hold: waiting (paused ones too), prioritized, delayed or active. */
+  jobs: number;
+}
+
 /** Options for `createWorker`: BullMQ's, minus what the batcher sets itself. */
 export type CreateWorkerOptions = Partial<Omit<WorkerOptions, 'connection' | 'prefix'>> & {
   connection?: Connection;
@@ -487,8 +520,11 @@ export interface Batcher<Data = unknown> {
   readonly name: string;
   /** Push ids for a key and make sure one job serves it. */
   performBatchLater(ids: ReadonlyArray<PushItem<Data>>, options?: PerformOptions): Promise<PerformResult>;
-  /** A BullMQ Worker that serves this batcher's keys. */
-  createWorker(options?: CreateWorkerOptions): Worker<KeyJobData, void, string>;
+  /**
+   * A BullMQ Worker that serves this batcher's keys: with `shards` > 1, the worker of shard 0,
+   * which leads one worker per other shard (see KeyWorker) under one concurrency budget.
+   */
+  createWorker(options?: CreateWorkerOptions): KeyWorker;
   /**
    * A BullMQ processor for `new Worker(name, processor, opts)`. Jobs that are not ours go to `fallback`.
    * Call `attach(worker)` afterwards for graceful shutdown, logging and recovery.
@@ -534,6 +570,17 @@ export interface Batcher<Data = unknown> {
   pauseAll(): Promise<void>;
   /** Undoes `pauseAll`. */
   resumeAll(): Promise<void>;
+  /**
+   * The shard counts (`shards`) the batcher's processes have pushed or run with, and the key jobs
+   * each count's queues hold: workers serve every count listed (see docs/sharding.md).
+   */
+  shardCounts(): Promise<ShardCount[]>;
+  /**
+   * Forgets a shard count, once no process uses it and its queues hold no job: workers stop
+   * serving its queues at their next sweep. A ShardsInUseError for this batcher's own count or a
+   * count whose queues still hold jobs.
+   */
+  retireShardCount(count: number): Promise<void>;
   /**
    * Adds a job for every key that has ids but no job and no running lock (workers also do this
    * every `recoveryIntervalMs`). Returns how many keys got one.

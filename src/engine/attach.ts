@@ -16,6 +16,8 @@ export interface AttachDeps {
   age: (() => Promise<unknown>) | undefined;
   /** The history sampler, if the batcher keeps history: it samples while a worker of this process lives. */
   sampler: { track(worker: Worker): void; stop(): void } | undefined;
+  /** Brings the shards the workers made here serve up to the recorded shard counts (see shard-worker.ts). */
+  serveShards: () => Promise<unknown>;
 }
 
 /**
@@ -34,20 +36,12 @@ export class AttachedWorkers {
     const { logger } = this.deps;
     // Its sweep timer would otherwise throw ClosedError from a timer, uncaught.
     this.deps.assertOpen();
-    closeAfterReconnect(worker);
+    this.stopRunsWith(worker);
     worker.on('error', (err) => log(logger, 'error', 'batch-by-key: worker error', { err }));
     // A failed job may be another job name's (a queue shared through a fallback processor): its data is anything.
     worker.on('failed', (job: Job<{ key?: unknown } | null | undefined> | undefined, err) =>
       log(logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }),
     );
-    // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
-    // after the current slice, release the key and requeue it for another worker at once.
-    worker.on('closing', () => worker.cancelAllJobs('worker closing'));
-    // BullMQ could not renew a job's lock (a blocked event loop?): another worker may take the
-    // job as stalled, so stop our run after its slice instead of running on beside it.
-    worker.on('lockRenewalFailed', (jobIds: string[]) => {
-      for (const id of jobIds) worker.cancelJob(id, 'BullMQ lost the job lock');
-    });
     const timer = setInterval(() => this.sweep(), this.deps.intervalMs);
     timer.unref();
     this.timers.add(timer);
@@ -56,6 +50,14 @@ export class AttachedWorkers {
       this.timers.delete(timer);
     });
     this.deps.sampler?.track(worker);
+  }
+
+  /**
+   * A worker of another shard under a leader `createWorker` made (see shard-worker.ts): its runs
+   * stop as any worker's do; the leader logs its events (it re-emits them) and runs the sweeps.
+   */
+  follow(worker: Worker): void {
+    this.stopRunsWith(worker);
   }
 
   /** Attaches a worker `createWorker` made, which the batcher's close then closes too. */
@@ -72,8 +74,21 @@ export class AttachedWorkers {
     await Promise.all([...this.made].map((w) => w.close()));
   }
 
+  private stopRunsWith(worker: Worker): void {
+    closeAfterReconnect(worker);
+    // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
+    // after the current slice, release the key and requeue it for another worker at once.
+    worker.on('closing', () => worker.cancelAllJobs('worker closing'));
+    // BullMQ could not renew a job's lock (a blocked event loop?): another worker may take the
+    // job as stalled, so stop our run after its slice instead of running on beside it.
+    worker.on('lockRenewalFailed', (jobIds: string[]) => {
+      for (const id of jobIds) worker.cancelJob(id, 'BullMQ lost the job lock');
+    });
+  }
+
   private sweep(): void {
-    const { logger, recover, age } = this.deps;
+    const { logger, recover, age, serveShards } = this.deps;
+    serveShards().catch((err: unknown) => log(logger, 'warn', 'batch-by-key: could not read the recorded shard counts', { err }));
     recover().catch((err: unknown) => log(logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
     age?.().catch((err: unknown) => log(logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
   }

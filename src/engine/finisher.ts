@@ -1,11 +1,4 @@
-import {
-  createRedisBackend,
-  raw2NextJobData,
-  type BackendFactory,
-  type QueueBaseOptions,
-  type RedisQueueBackend,
-  type Worker,
-} from 'bullmq';
+import { createRedisBackend, raw2NextJobData, type BackendFactory, type QueueBaseOptions, type RedisQueueBackend } from 'bullmq';
 import {
   bullmqCall,
   claimResult,
@@ -18,6 +11,7 @@ import {
 import { bullmqScript, type RedisClient, type ScriptArg } from '../storage/scripts';
 import { BULLMQ_FINISH_KEYS } from '../storage/keys';
 import { KeyLock } from './lock';
+import type { ShardWorker } from './shard-worker';
 import type { RunOptions } from './run-options';
 import type { KeyJob } from '../core/types';
 
@@ -104,7 +98,7 @@ export function firstClaimConfig(options: RunOptions, root: string): FirstClaimC
  */
 export class JobFinisher {
   private backend: RedisQueueBackend | undefined;
-  private worker: Worker | undefined;
+  private worker: ShardWorker | undefined;
   constructor(private readonly fusion?: Fusion) {}
 
   /** moveToFinished replies of jobs completed by a claim, by job id, until BullMQ asks. */
@@ -137,8 +131,8 @@ export class JobFinisher {
     };
   }
 
-  /** The worker whose backend this is (its closing and paused state decide whether to fetch a next job). */
-  serve(worker: Worker): void {
+  /** The worker whose backend this is (it decides whether a completion fetches a next job). */
+  serve(worker: ShardWorker): void {
     this.worker = worker;
   }
 
@@ -154,8 +148,8 @@ export class JobFinisher {
   callFor(job: KeyJob, token: string): NonNullable<ClaimCall['finish']> | undefined {
     const { backend, worker } = this;
     if (!backend || !worker || !job.id || !token) return undefined;
-    // BullMQ fetches a next job only for a worker that is neither closing nor paused.
-    const fetchNext = !(worker.closing || worker.isPaused());
+    // As BullMQ's own completion would (see ShardWorker.processJob).
+    const fetchNext = worker.mayFetchNext();
     const next = fetchNext && this.fusion ? { next: { lock: KeyLock.newValue(), root: this.fusion.config.root } } : {};
     const template = this.templates.get(token);
     if (template && template.removeOnComplete === job.opts.removeOnComplete && template.attempts === job.opts.attempts) {

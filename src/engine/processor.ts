@@ -30,8 +30,8 @@ export interface ProcessorDeps {
   handler: () => EachIteration;
   deadLetters: DeadLetterBox;
   events: BatcherEmitter;
-  /** BullMQ's wait and active lists of the batcher's queue (fair scheduling reads them). */
-  queueLists: () => QueueLists;
+  /** BullMQ's wait and active lists of the batcher's shard queues (fair scheduling reads them). */
+  queueLists: () => readonly QueueLists[];
   /** Resolves when this worker's store is the batcher's (checked at the first run; see agreement.ts). */
   agree: () => Promise<void>;
   tickets: TicketDeps;

@@ -5,6 +5,7 @@ import { drainOutbox, type TicketDeps } from '../push/tickets';
 import { forgetKey } from '../storage/batcher-protocol';
 import type { RedisClient } from '../storage/scripts';
 import { backlog, type Store } from '../storage/store';
+import type { ShardQueues } from '../storage/shard-queues';
 import type { Logger } from '../core/types';
 
 /** Index entries read per page of a sweep. */
@@ -23,7 +24,13 @@ export interface RecoveryDeps {
   /** For the callbacks of settled tickets a crashed worker left in a key's outbox. */
   tickets: TicketDeps;
   client: RedisClient;
-  queue: () => KeyQueue;
+  /**
+   * The shard counts processes use (see agreement.ts recordedShardCounts): the recovery indexes
+   * of all are swept, and a key's job on the key's shard of any of them counts as its job.
+   */
+  counts: () => Promise<readonly number[]>;
+  /** A stranded key's job goes to its shard of this batcher's own count. */
+  shards: ShardQueues;
   keyspace: Keyspace;
   store: Store;
   /** Entries younger than this are left alone: their pusher is still adding the job. */
@@ -33,9 +40,12 @@ export interface RecoveryDeps {
 
 const FINISHED = new Set(['completed', 'failed', 'unknown']);
 
-async function hasLiveJob(queue: KeyQueue, key: string): Promise<boolean> {
-  const jobId = await queue.getDeduplicationJobId(encodeKey(key));
-  return jobId !== null && !FINISHED.has(await queue.getJobState(jobId));
+async function hasLiveJob(queues: readonly KeyQueue[], key: string): Promise<boolean> {
+  for (const queue of queues) {
+    const jobId = await queue.getDeduplicationJobId(encodeKey(key));
+    if (jobId !== null && !FINISHED.has(await queue.getJobState(jobId))) return true;
+  }
+  return false;
 }
 
 /**
@@ -44,18 +54,21 @@ async function hasLiveJob(queue: KeyQueue, key: string): Promise<boolean> {
  * nothing left are dropped from the index. Returns how many keys got a job.
  */
 export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
-  const { client, keyspace } = deps;
+  const { client } = deps;
   const cutoff = Date.now() - deps.graceMs;
   const stopAt = Date.now() + SWEEP_BUDGET_MS;
+  const counts = await deps.counts();
   let recovered = 0;
-  while (Date.now() < stopAt) {
-    const flat = await client.zrangebyscore(keyspace.index, '-inf', cutoff, 'WITHSCORES', 'LIMIT', 0, SWEEP_PAGE);
-    if (flat.length === 0) break;
-    for (let i = 0; i < flat.length; i += 2 * SWEEP_CONCURRENCY) {
-      const entries = [];
-      for (let j = i; j < Math.min(flat.length, i + 2 * SWEEP_CONCURRENCY); j += 2)
-        entries.push(sweepOne(deps, flat[j] as string, flat[j + 1] as string));
-      recovered += (await Promise.all(entries)).filter(Boolean).length;
+  for (const index of deps.shards.indexes(counts)) {
+    while (Date.now() < stopAt) {
+      const flat = await client.zrangebyscore(index, '-inf', cutoff, 'WITHSCORES', 'LIMIT', 0, SWEEP_PAGE);
+      if (flat.length === 0) break;
+      for (let i = 0; i < flat.length; i += 2 * SWEEP_CONCURRENCY) {
+        const entries = [];
+        for (let j = i; j < Math.min(flat.length, i + 2 * SWEEP_CONCURRENCY); j += 2)
+          entries.push(sweepOne(deps, counts, index, flat[j] as string, flat[j + 1] as string));
+        recovered += (await Promise.all(entries)).filter(Boolean).length;
+      }
     }
   }
   if (recovered > 0) log(deps.logger, 'info', 'batch-by-key: re-enqueued keys that had ids but no job', { recovered });
@@ -63,7 +76,7 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
 }
 
 /** Looks at one index entry: drops a drained key, adds a job to a stranded one (true), moves the rest behind. */
-async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Promise<boolean> {
+async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: string, key: string, seenScore: string): Promise<boolean> {
   const { client, keyspace } = deps;
   const names = keyspace.forKey(key);
   const [{ pending, inFlight, retrying }, locked, pausedTtl, outbox] = await Promise.all([
@@ -74,7 +87,7 @@ async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Pro
   ]);
   if (outbox > 0) await drainOutbox(deps.tickets, key, names);
   if (!pending && !inFlight && !retrying && !locked) {
-    await forgetKey(client, keyspace.index, key, seenScore);
+    await forgetKey(client, index, key, seenScore);
     return false;
   }
   // A paused key missing from the paused index (a resume that raced a pause on a Cluster, where
@@ -86,12 +99,12 @@ async function sweepOne(deps: RecoveryDeps, key: string, seenScore: string): Pro
   if (inFlight && !locked) await client.set(names.lanes, '1');
   // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
   // paused until resumed (resume adds its job): fine.
-  if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.queue(), key))) {
-    await ensureJob(deps.queue(), key, 0);
+  if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.shards.ofKeyIn(counts, key), key))) {
+    await ensureJob(deps.shards.of(key), key, 0);
     recovered = true;
   }
   // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.
-  await client.zadd(keyspace.index, 'XX', Date.now(), key);
+  await client.zadd(index, 'XX', Date.now(), key);
   return recovered;
 }
 

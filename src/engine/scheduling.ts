@@ -43,7 +43,7 @@ const DUE_LOOKED_AT = 20;
  */
 export function preemption(
   client: RedisClient,
-  lists: QueueLists,
+  lists: readonly QueueLists[],
   logger: Logger,
   run: { level: number; startedAt: number },
   random: () => number = Math.random,
@@ -57,7 +57,7 @@ export function preemption(
     if (reading || performance.now() - lastRead < READ_INTERVAL_MS) return;
     reading = true;
     lastRead = performance.now();
-    // BullMQ's keys share one slot (its prefix's hash tag), so one script reads them all.
+    // One script per shard queue, whose BullMQ keys share one slot (its prefix's hash tag).
     queueLoad(client, lists, DUE_LOOKED_AT)
       .then((load) => {
         waitingBefore = waiting;

@@ -19,6 +19,8 @@ export interface StatsDeps {
   client: RedisClient;
   keyspace: Keyspace;
   store: Store;
+  /** The recovery indexes of every shard (see storage/shards.ts): keys with recent pushes. */
+  indexes: () => Promise<readonly string[]>;
   deadCount: () => Promise<number>;
   pausedKeys: () => Promise<PausedKey[]>;
 }
@@ -30,8 +32,9 @@ export async function redisNow(client: RedisClient): Promise<number> {
 }
 
 /**
- * Reads the batcher's index of keys with recent pushes in pages (never a SCAN) and each key's
- * counts and oldest push mark, all O(1) reads but the retry slices (at most a few per key).
+ * Reads the batcher's indexes of keys with recent pushes (one per shard) in pages (never a SCAN)
+ * and each key's counts and oldest push mark, all O(1) reads but the retry slices (at most a few
+ * per key). A key listed in two indexes (its shard changed with the shard count) counts once.
  */
 export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promise<Stats> {
   if (typeof options !== 'object' || options === null)
@@ -39,28 +42,36 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
   const maxKeys = integer('stats maxKeys', options.maxKeys, STATS_DEFAULTS.maxKeys, 1, MAX_KEYS);
   const top = integer('stats top', options.top, STATS_DEFAULTS.top, 1, 1000);
   const { client, keyspace, store } = deps;
-  const [now, dead, indexed, paused] = await Promise.all([
+  const indexes = await deps.indexes();
+  const [now, dead, sizes, paused] = await Promise.all([
     redisNow(client),
     deps.deadCount(),
-    client.zcard(keyspace.index),
+    Promise.all(indexes.map((index) => client.zcard(index))),
     deps.pausedKeys(),
   ]);
+  const indexed = sizes.reduce((sum, n) => sum + n, 0);
   const keys: KeyStats[] = [];
+  const seen = new Set<string>();
   let scanned = 0;
-  while (scanned < Math.min(maxKeys, indexed)) {
-    const page = await client.zrange(keyspace.index, scanned, Math.min(scanned + PAGE, maxKeys) - 1);
-    if (page.length === 0) break;
-    scanned += page.length;
-    const read = await readKeys(
-      client,
-      store,
-      page.map((key) => keyspace.forKey(key)),
-    );
-    for (const [i, { pending, inFlight, retrying, pendingSince }] of read.entries()) {
-      const key = page[i]!;
-      if (pending + inFlight + retrying === 0) continue;
-      const oldestPendingAgeMs = pending > 0 && pendingSince !== undefined ? Math.max(0, now - pendingSince) : 0;
-      keys.push({ key, pending, inFlight, retrying, oldestPendingAgeMs });
+  for (const [n, index] of indexes.entries()) {
+    for (let start = 0; start < sizes[n]! && scanned < maxKeys;) {
+      const listed = await client.zrange(index, start, start + Math.min(PAGE, maxKeys - scanned) - 1);
+      if (listed.length === 0) break;
+      start += listed.length;
+      scanned += listed.length;
+      const page = listed.filter((key) => !seen.has(key));
+      for (const key of page) seen.add(key);
+      const read = await readKeys(
+        client,
+        store,
+        page.map((key) => keyspace.forKey(key)),
+      );
+      for (const [i, { pending, inFlight, retrying, pendingSince }] of read.entries()) {
+        const key = page[i]!;
+        if (pending + inFlight + retrying === 0) continue;
+        const oldestPendingAgeMs = pending > 0 && pendingSince !== undefined ? Math.max(0, now - pendingSince) : 0;
+        keys.push({ key, pending, inFlight, retrying, oldestPendingAgeMs });
+      }
     }
   }
   const sum = (field: 'pending' | 'inFlight' | 'retrying') => keys.reduce((total, k) => total + k[field], 0);

@@ -16,7 +16,10 @@ import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult
 /** @internal */
 export interface EnqueueDeps {
   client: RedisClient;
-  queue: () => KeyQueue;
+  /** The queue of the key's shard. */
+  queue: (key: Key) => KeyQueue;
+  /** The recovery index of the key's shard. */
+  index: (key: Key) => string;
   keyspace: Keyspace;
   store: Store;
   resolver: BatchByKeyOptions['key'];
@@ -116,9 +119,9 @@ async function store(
   // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
   // written first (so stored ids are always findable by recovery) and the job is always added.
   // So it is with a BullMQ that names its keys otherwise than push.lua derives them.
-  const queuePrefix = client instanceof Cluster ? undefined : queuePrefixOf(deps.queue());
+  const queuePrefix = client instanceof Cluster ? undefined : queuePrefixOf(deps.queue(key));
   const cluster = queuePrefix === undefined;
-  if (cluster) await client.zadd(deps.keyspace.index, Date.now(), key);
+  if (cluster) await client.zadd(deps.index(key), Date.now(), key);
   const call: PushCall = {
     store: kind,
     key,
@@ -126,13 +129,13 @@ async function store(
     ...(payloads && { payloads: { mode: kind === 'list' ? 'list' : deps.merge, json: payloads } }),
     delayMs,
     ...(ticket && { ticket }),
-    ...(queuePrefix !== undefined && { job: { index: deps.keyspace.index, queuePrefix } }),
+    ...(queuePrefix !== undefined && { job: { index: deps.index(key), queuePrefix } }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
   // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built).
-  const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(deps.queue(), key) : undefined;
+  const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(deps.queue(key), key) : undefined;
   const pushed = await push(client, names, { ...call, ...(add && { add: add.call }) });
   await add?.done(pushed.added ?? null);
   if (pushed.refused === 'unknown_ticket')
@@ -143,7 +146,7 @@ async function store(
     throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
   if (pushed.covered || pushed.added !== undefined) return;
   const waitMs = Math.max(0, pushed.waitMs);
-  await ensureJob(deps.queue(), key, waitMs, level);
+  await ensureJob(deps.queue(key), key, waitMs, level);
   if (kind === 'zset') await bringForward(deps, key, names, waitMs);
 }
 
@@ -172,7 +175,7 @@ async function bringForward(deps: EnqueueDeps, key: Key, names: KeyNames, waitMs
     const readyIn = await dueIn(deps.client, 'zset', names);
     if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     dueAt = Date.now() + readyIn;
-    await ensureJob(deps.queue(), key, readyIn);
+    await ensureJob(deps.queue(key), key, readyIn);
   }
 }
 

@@ -28,7 +28,8 @@ export const TICKET_JOB_NAME = `${JOB_NAME}:ticket`;
 export interface TicketDeps {
   client: RedisClient;
   keyspace: Keyspace;
-  queue: () => KeyQueue;
+  /** The queue of the key's shard (a callback job runs on its key's shard). */
+  queue: (key: Key) => KeyQueue;
   ticketTtlMs: number;
   /** Retries of a failing callback (BullMQ attempts), with an exponential backoff from 1 s. */
   attempts: number;
@@ -41,7 +42,7 @@ const ticketOf = (key: Key, id: string): Ticket => `${encodeKey(key)}.${id}`;
 export async function addCallbacks(deps: TicketDeps, key: Key, ticketIds: readonly string[]): Promise<void> {
   const names = deps.keyspace.forKey(key);
   for (const id of ticketIds) {
-    await deps.queue().add(
+    await deps.queue(key).add(
       TICKET_JOB_NAME,
       { key, ticket: ticketOf(key, id) },
       {

@@ -5,6 +5,9 @@ import type { StoreKind } from '../core/types';
 /** The field of the batcher's config hash that holds its store. */
 const STORE_FIELD = 'store';
 
+/** Fields `shards:N` of the config hash: the shard counts processes have used (see recordedShardCounts). */
+const SHARDS_FIELD = 'shards:';
+
 /**
  * The store recorded for a batcher (see StoreAgreement): what its first process to push or run
  * used. Undefined while none has, or after someone deleted the record to change the store. Read
@@ -12,6 +15,26 @@ const STORE_FIELD = 'store';
  */
 export async function recordedStore(client: RedisClient, configKey: string): Promise<string | undefined> {
   return (await client.hget(configKey, STORE_FIELD)) ?? undefined;
+}
+
+/**
+ * The shard counts (`shards`) the batcher's processes have pushed or run with, ascending: each
+ * process records its own with its store (StoreAgreement), and workers serve the queues of every
+ * count recorded, so a change of `shards` strands no job on a queue nobody serves (see
+ * docs/sharding.md). A count stays recorded until `forgetShardCount` drops it.
+ */
+export async function recordedShardCounts(client: RedisClient, configKey: string): Promise<number[]> {
+  const fields = await client.hkeys(configKey);
+  return fields
+    .filter((f) => f.startsWith(SHARDS_FIELD))
+    .map((f) => Number(f.slice(SHARDS_FIELD.length)))
+    .filter((n) => Number.isInteger(n) && n >= 1)
+    .sort((a, b) => a - b);
+}
+
+/** Drops a recorded shard count: workers stop serving its queues at their next sweep. */
+export async function forgetShardCount(client: RedisClient, configKey: string, count: number): Promise<void> {
+  await client.hdel(configKey, `${SHARDS_FIELD}${count}`);
 }
 
 /**
@@ -28,6 +51,8 @@ export class StoreAgreement {
     private readonly client: () => RedisClient,
     private readonly configKey: string,
     private readonly store: StoreKind,
+    /** This process's shard count, recorded with the store (see recordedShardCounts). */
+    private readonly shards: number,
   ) {}
 
   /** Resolves once this process's store is the recorded one; a StoreMismatchError if it is not (asked again next time). */
@@ -40,7 +65,12 @@ export class StoreAgreement {
   }
 
   private async compare(side: 'push' | 'worker'): Promise<void> {
-    const replies = await this.client().multi().hsetnx(this.configKey, STORE_FIELD, this.store).hget(this.configKey, STORE_FIELD).exec();
+    const replies = await this.client()
+      .multi()
+      .hsetnx(this.configKey, STORE_FIELD, this.store)
+      .hget(this.configKey, STORE_FIELD)
+      .hset(this.configKey, `${SHARDS_FIELD}${this.shards}`, '1')
+      .exec();
     const recorded = replies?.[1]?.[1];
     if (typeof recorded === 'string' && recorded !== this.store) {
       throw new StoreMismatchError(

@@ -71,13 +71,25 @@ export interface QueueLists {
 }
 
 /**
- * Jobs waiting at level 0 (the wait list and due delayed jobs, at most `dueLookedAt` of them) and
- * jobs active, in one call: BullMQ's keys share one slot (see queue-load.lua).
+ * Jobs waiting at level 0 (the wait list and due delayed jobs, at most `dueLookedAt` of them per
+ * queue) and jobs active, summed over the batcher's shard queues: one call per queue, whose
+ * BullMQ keys share one slot (see queue-load.lua).
  */
-export async function queueLoad(client: RedisClient, lists: QueueLists, dueLookedAt: number): Promise<{ waiting: number; active: number }> {
-  const keys = [lists.wait, lists.active, lists.delayed, lists.jobPrefix];
-  const [waiting, active] = (await runScript(client, 'queue-load', keys, [Date.now(), dueLookedAt])) as [number, number];
-  return { waiting, active };
+export async function queueLoad(
+  client: RedisClient,
+  queues: readonly QueueLists[],
+  dueLookedAt: number,
+): Promise<{ waiting: number; active: number }> {
+  const loads = await Promise.all(
+    queues.map(
+      async (lists) =>
+        (await runScript(client, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), dueLookedAt])) as [
+          number,
+          number,
+        ],
+    ),
+  );
+  return { waiting: loads.reduce((sum, [w]) => sum + w, 0), active: loads.reduce((sum, [, a]) => sum + a, 0) };
 }
 
 /**

@@ -217,7 +217,10 @@ export class Keyspace {
     return { series: base, claim: `${base}:claim`, processed: `${base}:processed` };
   }
 
-  /** Keys that had pushes recently, scored by the time of the last push (recovery sweeps it). */
+  /**
+   * Keys that had pushes recently, scored by the time of the last push (recovery sweeps it): the
+   * index of a batcher with one shard; with more, each shard has its own (see shards.ts).
+   */
   get index(): string {
     return `${this.root}:keys`;
   }

@@ -25,4 +25,26 @@ describe('key layout on a Redis Cluster, with no prefix given', () => {
     b.createWorker({ concurrency: 4 });
     await waitFor(() => rec.all.length === keys.length);
   });
+
+  it("with shards: 3, puts each shard's queue and index on a master of its own, and serves them all", async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ shards: 3, eachIteration: rec.handler });
+    const keys = range(30, 'acct-');
+    for (const key of keys) await b.performBatchLater(['1'], { key });
+    const client = redisClient() as Cluster;
+    const masterOf = async (name: string) => {
+      const slot = Number(await client.cluster('KEYSLOT', name));
+      const ranges = await client.cluster('SLOTS');
+      return ranges.find(([from, to]) => from <= slot && slot <= to)![2]![1];
+    };
+    const queueKeys = await keysMatching(`bull:${b.name}:{${b.name}#*}:${b.name}:*`);
+    const masters = new Set(await Promise.all(queueKeys.map(masterOf)));
+    expect(masters.size).toBe(3);
+    const indexes = await keysMatching(`${keyspaceOf(b).root}:{${b.name}#*}:keys`);
+    expect(indexes).toHaveLength(3);
+    expect(new Set(await Promise.all(indexes.map(masterOf))).size).toBe(3);
+
+    b.createWorker({ concurrency: 4 });
+    await waitFor(() => rec.all.length === keys.length);
+  });
 });

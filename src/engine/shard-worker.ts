@@ -1,0 +1,159 @@
+import { Worker, type BackendFactory, type Job, type Processor, type RedisQueueBackend, type WorkerOptions } from 'bullmq';
+import type { EventEmitter } from 'node:events';
+import type { SlotBudget } from './slots';
+import type { KeyJobData, KeyWorker } from '../core/types';
+
+type KeyJob = Job<KeyJobData, void, string>;
+
+/** The queue a worker serves: shard `index` of a batcher's layout of `count` shards (see storage/shards.ts). */
+export interface ShardRef {
+  readonly count: number;
+  readonly index: number;
+}
+
+/** A follower's job events, re-emitted by its leader so that listeners on the worker `createWorker` returned see every shard's. */
+const FORWARDED = ['active', 'completed', 'failed', 'progress', 'stalled', 'error'] as const;
+
+/**
+ * A BullMQ Worker of one shard's queue that takes its slots from a budget it shares with the
+ * workers of the batcher's other shards (see slots.ts): a slot before each fetch, given back
+ * when the fetch finds nothing or a job ends without a next one; and while another shard waits
+ * for a slot, a completion fetches no next job, so that slot goes to the shard that waited.
+ *
+ * `createWorker` returns the worker of shard 0, the leader: the other shards' workers are its
+ * followers, closed, paused, resumed and run with it, their job events re-emitted on it. The
+ * leader's `concurrency` is the budget's size. With one shard there are no followers and the
+ * budget is the leader's own concurrency: a plain BullMQ worker.
+ */
+export class ShardWorker extends Worker<KeyJobData, void, string> implements KeyWorker {
+  /** Set only after the constructor (which may call `run`): by shard, `${count}.${index}`. */
+  private followers: Map<string, ShardWorker> | undefined;
+  /** The tokens of jobs being processed: a fetch under one of them takes over that job's slot. */
+  private readonly ending = new Set<string>();
+  /** Jobs this worker fetched (each with a slot) that BullMQ's loop has not started yet. */
+  private unstarted = 0;
+
+  constructor(
+    name: string,
+    processor: Processor<KeyJobData, void, string>,
+    opts: WorkerOptions,
+    factory: BackendFactory<RedisQueueBackend>,
+    readonly shard: ShardRef,
+    private readonly slots: SlotBudget,
+  ) {
+    super(name, processor, opts, factory);
+  }
+
+  /** This worker and its followers: one per shard served. */
+  get shardWorkers(): readonly ShardWorker[] {
+    return [this, ...this.others()];
+  }
+
+  /**
+   * Serves every shard of these counts and of its own: a follower made by `make` for each shard
+   * not served yet (it runs at once if this worker runs), and the followers of counts no longer
+   * listed closed (they fetch no more; their running jobs finish first).
+   */
+  async serveOnly(counts: readonly number[], make: (shard: ShardRef) => ShardWorker): Promise<void> {
+    if (this.closing) return;
+    const keep = new Set([...counts, this.shard.count]);
+    for (const count of keep) {
+      for (let index = 0; index < count; index++) {
+        const id = shardId({ count, index });
+        if (id !== shardId(this.shard) && !this.followers?.has(id)) this.follow(make({ count, index }));
+      }
+    }
+    await Promise.all(
+      this.others()
+        .filter((w) => !keep.has(w.shard.count))
+        .map((w) => w.close()),
+    );
+  }
+
+  private follow(worker: ShardWorker): void {
+    const id = shardId(worker.shard);
+    (this.followers ??= new Map()).set(id, worker);
+    const from = worker as unknown as EventEmitter;
+    for (const event of FORWARDED) from.on(event, (...args: unknown[]) => (this as unknown as EventEmitter).emit(event, ...args));
+    worker.on('closed', () => this.followers?.delete(id));
+    if (this.isRunning()) worker.run().catch((err: unknown) => worker.emit('error', err as Error));
+  }
+
+  override async run(): Promise<void> {
+    const idle = this.others().filter((w) => !w.isRunning());
+    await Promise.all([super.run(), ...idle.map((w) => w.run())]);
+  }
+
+  override async pause(doNotWaitActive?: boolean): Promise<void> {
+    const paused = super.pause(doNotWaitActive);
+    this.slots.cancel(this);
+    await Promise.all([paused, ...this.others().map((w) => w.pause(doNotWaitActive))]);
+  }
+
+  override async resume(): Promise<void> {
+    await Promise.all([super.resume(), ...this.others().map((w) => w.resume())]);
+  }
+
+  override async close(force = false): Promise<void> {
+    const closed = super.close(force);
+    this.slots.cancel(this);
+    await Promise.all([closed, ...this.others().map((w) => w.close(force))]);
+  }
+
+  /**
+   * A slot first; the job is fetched only with one, and the slot goes back if none was fetched.
+   * A fetch BullMQ makes while it ends a job (after a job moved itself to delayed) gets that job's
+   * slot instead (see processJob). Without a free slot, a worker waits for one (and so counts as
+   * contended), unless it has fetched jobs it has not started: BullMQ's loop awaits each fetch
+   * before it starts the jobs fetched before it, so those would never start and free a slot. It
+   * then fetches nothing for now, starts them, and asks again.
+   */
+  protected override async moveToActive(token: string, name?: string): Promise<KeyJob> {
+    if (this.ending.has(token)) return super.moveToActive(token, name);
+    if (!this.slots.tryTake()) {
+      if (this.unstarted > 0) {
+        // This fetch may have followed BullMQ's blocking wait, which took the queue's marker:
+        // without this, the next fetch would block for a new marker while that job waits.
+        (this as unknown as { drained: boolean }).drained = false;
+        return undefined as unknown as KeyJob;
+      }
+      if (!(await this.slots.take(this))) return undefined as unknown as KeyJob;
+    }
+    let job: KeyJob | undefined;
+    try {
+      job = await super.moveToActive(token, name);
+      if (job) this.unstarted++;
+      return job;
+    } finally {
+      if (!job) this.slots.give();
+    }
+  }
+
+  /** The job's slot passes to the next job its completion fetched, or goes back. */
+  override async processJob(job: KeyJob, token: string, fetchNextCallback: () => boolean = () => true): Promise<void | KeyJob> {
+    let next: void | KeyJob = undefined;
+    this.unstarted--;
+    this.ending.add(token);
+    try {
+      next = await super.processJob(job, token, () => fetchNextCallback() && !this.slots.contended);
+      if (next) this.unstarted++;
+      return next;
+    } finally {
+      this.ending.delete(token);
+      if (!next) this.slots.give();
+    }
+  }
+
+  /** Whether a completion in a claim (see finisher.ts) may fetch a next job: not while another shard waits for a slot. */
+  mayFetchNext(): boolean {
+    return !(this.closing || this.isPaused() || this.slots.contended);
+  }
+
+  private others(): ShardWorker[] {
+    return [...(this.followers?.values() ?? [])];
+  }
+}
+
+function shardId(shard: ShardRef): string {
+  return `${shard.count}.${shard.index}`;
+}

@@ -1,0 +1,16 @@
+import type { ShardQueues } from '../storage/shard-queues';
+import type { ShardCount } from '../core/types';
+
+/** The job states a shard's queue holds a key's job in before it completes (a paused queue's jobs count as waiting). */
+const LIVE_STATES = ['waiting', 'prioritized', 'delayed', 'active'] as const;
+
+/** Each of these shard counts, with the jobs its queues hold (one job-counts read per queue). */
+export async function shardCounts(counts: readonly number[], own: number, shards: ShardQueues): Promise<ShardCount[]> {
+  return Promise.all(
+    counts.map(async (count) => {
+      const perQueue = await Promise.all(shards.all([count]).map(async (queue) => queue.getJobCounts(...LIVE_STATES)));
+      const jobs = perQueue.reduce((sum, byState) => sum + Object.values(byState).reduce((a, n) => a + n, 0), 0);
+      return { count, own: count === own, jobs };
+    }),
+  );
+}
