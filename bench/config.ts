@@ -40,6 +40,23 @@ export interface Config {
   rateLimit: FlowPlan;
   /** History sampling: `processes` samplers of one batcher over `intervals` intervals, then an hour of samples' memory. */
   history: { keys: number; processes: number; intervals: number; intervalMs: number; timeoutMs: number };
+  /** One batcher over a 3-master local Redis Cluster, per `shards` value (see scenarios/cluster-shards.ts). */
+  clusterShards: {
+    shardCounts: number[];
+    keys: number;
+    idsPerKey: number;
+    fillCallers: number;
+    concurrency: number;
+    streamRatePerSec: number;
+    streamMs: number;
+    idleMs: number;
+    heavyKeys: number;
+    idsPerHeavyKey: number;
+    heavyCostUs: number;
+    lightPushes: number;
+    lightEveryMs: number;
+    timeoutMs: number;
+  };
 }
 
 /** `rateLimit` option and `ctx.retryAfter`: what flow control costs the other keys, and Redis. */
@@ -180,6 +197,7 @@ interface Sizes {
    * stats() read of the keys, or their timers fall behind (a process of its own would not).
    */
   history: { keys: number; intervals: number; intervalMs: number };
+  clusterShards: { keys: number; streamMs: number; idleMs: number; lightPushes: number };
 }
 
 function configFor(mode: Mode, s: Sizes): Config {
@@ -220,6 +238,19 @@ function configFor(mode: Mode, s: Sizes): Config {
     rateLimit: flowPlan(s.rateLimit),
     // Intervals far shorter than the default 10 s, so the run takes seconds, not hours.
     history: { ...s.history, processes: 4, timeoutMs: s.timeoutMs },
+    clusterShards: {
+      ...s.clusterShards,
+      shardCounts: [1, 2, 3],
+      idsPerKey: 10,
+      fillCallers: 16,
+      concurrency: 8,
+      streamRatePerSec: 1_000,
+      heavyKeys: 16,
+      idsPerHeavyKey: 2_000,
+      heavyCostUs: 200,
+      lightEveryMs: 20,
+      timeoutMs: s.timeoutMs,
+    },
   };
 }
 
@@ -303,6 +334,7 @@ export const CONFIGS: Record<Mode, Config> = {
       timeoutMs: 30_000,
     },
     history: { keys: 1_000, intervals: 20, intervalMs: 500 },
+    clusterShards: { keys: 5_000, streamMs: 3_000, idleMs: 12_000, lightPushes: 100 },
   }),
   // Every scenario and system, small, for CI: about 110 s, of which about 25 s for the small-keys
   // scenarios (small-keys, one-id-keys, stream, cycle-cost) and about 35 s for rate-limit.
@@ -343,5 +375,6 @@ export const CONFIGS: Record<Mode, Config> = {
       timeoutMs: 20_000,
     },
     history: { keys: 100, intervals: 20, intervalMs: 100 },
+    clusterShards: { keys: 500, streamMs: 500, idleMs: 1_000, lightPushes: 10 },
   }),
 };

@@ -13,6 +13,7 @@ import { machineInfo } from './lib/machine';
 import { RedisNotInstalledError } from '../tools/redis-server';
 import { markdown, writeResults, type Results } from './report';
 import { controllerJump } from './scenarios/controller-jump';
+import { clusterShards } from './scenarios/cluster-shards';
 import { cycleCost } from './scenarios/cycle-cost';
 import { dataMemory } from './scenarios/data-memory';
 import { drain } from './scenarios/drain';
@@ -54,6 +55,8 @@ const SCENARIOS: readonly Scenario[] = [
   rateLimit,
   // What the dashboard's history costs Redis.
   history,
+  // One batcher over a 3-master Cluster: how its work splits per shards value.
+  clusterShards,
 ];
 
 /** A scenario past this is broken, not slow (each run inside has its own, shorter deadline). */
