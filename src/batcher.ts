@@ -272,6 +272,15 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       return keyProcessor(processorDeps(), fallback);
     },
     attach(worker) {
+      // With shards, a worker of the caller's serves one shard's queue: one on any other prefix would serve nothing.
+      const served = shards.own.prefixes;
+      if (served.length > 1 && !served.includes(worker.opts.prefix ?? '')) {
+        throw new InvalidOptionError(
+          `attach: this batcher has ${served.length} shards, and the worker's prefix ${JSON.stringify(worker.opts.prefix)} is none of ` +
+            `theirs: build one Worker per shard, with prefix ${served.map((p) => JSON.stringify(p)).join(', ')} (or use createWorker, ` +
+            'which serves every shard under one concurrency)',
+        );
+      }
       attached.attach(worker);
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {

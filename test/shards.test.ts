@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Job } from 'bullmq';
+import type { ConnectionOptions, Job } from 'bullmq';
 import calculateSlot from 'cluster-key-slot';
 import { InvalidOptionError, ShardsInUseError, type KeyJobData } from '../src';
 import { CLUSTER_SLOTS, ShardLayout } from '../src/storage/shards';
@@ -265,5 +265,27 @@ describe('a batcher with shards', () => {
     const fields = await redisClient().hkeys(keyspaceOf(b).config);
     expect(fields).toContain('shards:2');
     expect(await b.shardCounts()).toEqual([{ count: 2, own: true, jobs: 1 }]);
+  });
+});
+
+describe('attach with shards', () => {
+  it("refuses a worker of the caller's on a prefix that is no shard's, naming the shards' prefixes", async () => {
+    const { Worker } = await import('bullmq');
+    const b = testBatcher({ shards: 2, eachIteration: () => undefined });
+    const layout = layoutOf(b.name, 2);
+    const stray = track(
+      new Worker(b.name, b.processor(), { connection: testConnection() as ConnectionOptions, prefix: prefixOf(b.name), autorun: false }),
+    );
+    expect(() => b.attach(stray)).toThrow(InvalidOptionError);
+    expect(() => b.attach(stray)).toThrow(layout.prefixes[1]!);
+    const rec = new Recorder();
+    const own = testBatcher({ shards: 2, eachIteration: rec.handler });
+    const ownLayout = layoutOf(own.name, 2);
+    const workers = ownLayout.prefixes.map((prefix) =>
+      track(new Worker(own.name, own.processor(), { connection: testConnection() as ConnectionOptions, prefix })),
+    );
+    for (const w of workers) own.attach(w);
+    for (const key of range(6, 'acct-')) await own.performBatchLater(['1'], { key });
+    await waitFor(() => rec.all.length === 6, { what: "every id, by the caller's workers" });
   });
 });
