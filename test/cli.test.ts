@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PermanentError, type Batcher, type Stats } from '../src';
-import { keyspaceOf, range, redisUrl, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, range, Recorder, redisUrl, testBatcher, waitFor } from './helpers/redis';
 
 const CLI = join(__dirname, '..', 'src', 'cli.ts');
 
@@ -78,6 +78,20 @@ describe('the batch-by-key CLI', () => {
     expect(JSON.parse(json.stdout) as Stats).toMatchObject({ keys: 1, pending: 2 });
     // A --store that agrees is taken.
     expect(await cli([...on(b), '--store', 'set', 'stats'])).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it("reads every shard of a sharded batcher, and pushes to the largest recorded count's shards", async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ shards: 3, eachIteration: rec.handler });
+    for (const key of range(9, 'acct-')) await b.performBatchLater(['a'], { key });
+    const json = await cli([...on(b), 'stats', '--json']);
+    expect(JSON.parse(json.stdout) as Stats).toMatchObject({ keys: 9, pending: 9 });
+    expect(await cli([...on(b), 'push', '--key', 'acct-100'], { input: 'z\n' })).toMatchObject({ code: 0 });
+    // The CLI recorded no other count: the batcher's workers serve its shards, and the push ran.
+    expect((await b.shardCounts()).map((c) => c.count)).toEqual([3]);
+    b.createWorker({ concurrency: 4 });
+    await waitFor(() => rec.all.length === 10, { what: 'every id, the CLI push included' });
+    expect(rec.idsOf('acct-100')).toEqual(['z']);
   });
 
   it('refuses a --store that disagrees with the recorded one, before it reads or pushes anything', async () => {
