@@ -1,0 +1,53 @@
+import { Redis, type Cluster } from 'ioredis';
+import { expect } from 'vitest';
+import { track, waitFor } from './redis';
+
+/** Tools of the failover tests (test/cluster/failover*.test.ts): which node serves what, and a failover. */
+
+export type Node = { host: string; port: number };
+
+/**
+ * The master serving `slot` and its replicas, from CLUSTER NODES (CLUSTER SLOTS leaves out
+ * replicas that have not replicated a write yet).
+ */
+export async function servers(client: Cluster, slot: number): Promise<{ master: Node; replicas: Node[] }> {
+  const nodes = String(await client.cluster('NODES'))
+    .trim()
+    .split('\n')
+    .map((line) => {
+      const [id, address, flags, masterId, , , , , ...slots] = line.split(' ');
+      const [host, port] = address!.split('@')[0]!.split(':');
+      return { id, masterId, flags: flags!, slots, node: { host: host!, port: Number(port) } };
+    });
+  const serves = (ranges: string[]) =>
+    ranges.some((r) => {
+      const [from, to = from] = r.split('-').map(Number);
+      return from! <= slot && slot <= to!;
+    });
+  const master = nodes.find((n) => n.flags.includes('master') && serves(n.slots));
+  if (!master) throw new Error(`no node serves slot ${slot}`);
+  return { master: master.node, replicas: nodes.filter((n) => n.masterId === master.id).map((n) => n.node) };
+}
+
+export const keyslot = async (client: Cluster, key: string): Promise<number> => Number(await client.cluster('KEYSLOT', key));
+
+export async function role(node: Node): Promise<string> {
+  const direct = new Redis({ ...node, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  try {
+    await direct.connect();
+    return String((await direct.role())[0]);
+  } finally {
+    direct.disconnect();
+  }
+}
+
+/** Promotes `replica` with CLUSTER FAILOVER and waits until it is master and `master` its replica. */
+export async function failOver(master: Node, replica: Node): Promise<void> {
+  const admin = track(new Redis(replica));
+  // Without FORCE the replica first catches up with its master, which pauses its writers meanwhile.
+  expect(await admin.cluster('FAILOVER')).toBe('OK');
+  await waitFor(async () => (await role(replica)) === 'master' && (await role(master)) === 'slave', {
+    what: 'the replica to take over',
+    timeoutMs: 30_000,
+  });
+}
