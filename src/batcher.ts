@@ -140,7 +140,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     }
     return redlock;
   };
-  const agreement = new StoreAgreement(client, keyspace.config, opts.store, opts.shards);
+  const agreement = new StoreAgreement(client, keyspace.config, opts.store, opts.shards, opts.recoveryIntervalMs);
   const enqueueDeps = (): EnqueueDeps => ({
     client: client(),
     queue: queueOf,
@@ -331,14 +331,15 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     history: async () => readHistory(client(), keyspace.history, opts.name),
     backlog: async (key) => backlog(client(), store, keyspace.forKey(validateKey(key, 'key'))),
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
-    shardCounts: async () => shardCounts(await counts(), opts.shards, shards),
+    shardCounts: async () => shardCounts(client(), await counts(), opts.shards, shards),
     retireShardCount: async (count) => {
-      const [listed] = await shardCounts([integer('retireShardCount count', count, 0, 1, MAX_SHARDS)], opts.shards, shards);
-      if (listed!.own || listed!.jobs > 0)
+      const [listed] = await shardCounts(client(), [integer('retireShardCount count', count, 0, 1, MAX_SHARDS)], opts.shards, shards);
+      if (listed!.own || listed!.jobs > 0 || listed!.keys > 0)
         throw new ShardsInUseError(
           listed!.own
             ? `shard count ${count} is this batcher's own shards option: retire a count no process uses any more`
-            : `the queues of shard count ${count} still hold ${listed!.jobs} key jobs: retire it once they have run (shardCounts() tells)`,
+            : `shard count ${count} still has ${listed!.jobs} key jobs on its queues and ${listed!.keys} keys in its recovery indexes: ` +
+              'retire it once they have run and the recovery sweep has dropped them (shardCounts() tells)',
         );
       await forgetShardCount(client(), keyspace.config, count);
     },

@@ -161,7 +161,7 @@ describe('a batcher with shards', () => {
     expect(perIndex.reduce((a, n) => a + n)).toBe(12);
     expect(perIndex.filter((n) => n > 0).length).toBeGreaterThan(1);
     const counts = await b.shardCounts();
-    expect(counts).toEqual([{ count: 3, own: true, jobs: 12 }]);
+    expect(counts).toEqual([{ count: 3, own: true, jobs: 12, keys: 12 }]);
 
     const worker = b.createWorker({ concurrency: 4 });
     await waitFor(() => worker.shardWorkers.every((w) => w.isRunning()), { what: 'the workers to run' });
@@ -251,7 +251,15 @@ describe('a batcher with shards', () => {
     // The old count retires once no process uses it and its queues are empty.
     await oldWorker.close();
     await expect(after.retireShardCount(3)).rejects.toThrow(ShardsInUseError);
-    await waitFor(async () => (await after.shardCounts()).find((c) => c.count === 1)?.jobs === 0, { what: 'the old queue to empty' });
+    await expect(after.retireShardCount(1)).rejects.toThrow(ShardsInUseError);
+    // Its queue empties, and the recovery sweep drops its drained keys from its index.
+    await waitFor(
+      async () => {
+        const old = (await after.shardCounts()).find((c) => c.count === 1);
+        return old?.jobs === 0 && old.keys === 0;
+      },
+      { what: 'the old count to empty' },
+    );
     await after.retireShardCount(1);
     expect((await after.shardCounts()).map((c) => c.count)).toEqual([3]);
     await waitFor(() => newWorker.shardWorkers.length === 3, { what: 'the new worker to stop serving the old shard' });
@@ -264,7 +272,7 @@ describe('a batcher with shards', () => {
     await b.performBatchLater(['1'], { key: 'k' });
     const fields = await redisClient().hkeys(keyspaceOf(b).config);
     expect(fields).toContain('shards:2');
-    expect(await b.shardCounts()).toEqual([{ count: 2, own: true, jobs: 1 }]);
+    expect(await b.shardCounts()).toEqual([{ count: 2, own: true, jobs: 1, keys: 1 }]);
   });
 });
 
@@ -287,5 +295,35 @@ describe('attach with shards', () => {
     for (const w of workers) own.attach(w);
     for (const key of range(6, 'acct-')) await own.performBatchLater(['1'], { key });
     await waitFor(() => rec.all.length === 6, { what: "every id, by the caller's workers" });
+  });
+});
+
+describe('a process still running with a retired shard count', () => {
+  it('records its count again, so what it pushes is served and nothing is stranded', async () => {
+    const name = uniqueName('straggler');
+    const processed: string[] = [];
+    const eachIteration = (ids: string[], ctx: { key: string }) => {
+      processed.push(...ids.map((id) => `${ctx.key}/${id}`));
+    };
+    const options = { name, connection: testConnection(), recoveryIntervalMs: 200, eachIteration };
+    const straggler = track(batchByKey({ ...options, shards: 2 }));
+    const current = track(batchByKey({ ...options, shards: 3 }));
+    await straggler.performBatchLater(['a'], { key: 'x' });
+    const worker = current.createWorker({ concurrency: 2 });
+    await waitFor(() => processed.includes('x/a'), { what: 'x/a' });
+    await waitFor(
+      async () => {
+        const old = (await current.shardCounts()).find((c) => c.count === 2);
+        return old?.jobs === 0 && old.keys === 0;
+      },
+      { what: 'count 2 to empty' },
+    );
+    await current.retireShardCount(2);
+    await waitFor(() => worker.shardWorkers.length === 3, { what: 'the worker to stop serving count 2' });
+    // The straggler's agreement is older than its recoveryIntervalMs: this push records count 2 again.
+    await sleep(300);
+    await straggler.performBatchLater(['b'], { key: 'y' });
+    expect((await current.shardCounts()).map((c) => c.count)).toEqual([2, 3]);
+    await waitFor(() => processed.includes('y/b'), { what: "the straggler's push" });
   });
 });

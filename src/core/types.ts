@@ -502,6 +502,8 @@ export interface ShardCount {
   own: boolean;
   /** Key jobs its queues hold: waiting (paused ones too), prioritized, delayed or active. */
   jobs: number;
+  /** Keys its recovery indexes list: pushed to recently, and not yet dropped by the recovery sweep once drained. */
+  keys: number;
 }
 
 /** Options for `createWorker`: BullMQ's, minus what the batcher sets itself. */
@@ -576,9 +578,10 @@ export interface Batcher<Data = unknown> {
    */
   shardCounts(): Promise<ShardCount[]>;
   /**
-   * Forgets a shard count, once no process uses it and its queues hold no job: workers stop
-   * serving its queues at their next sweep. A ShardsInUseError for this batcher's own count or a
-   * count whose queues still hold jobs.
+   * Forgets a shard count, once no process uses it, its queues hold no job and its recovery
+   * indexes no key: workers stop serving it at their next sweep. A ShardsInUseError otherwise,
+   * and for this batcher's own count. A process still running with the count records it again
+   * within its `recoveryIntervalMs` (and workers serve it again).
    */
   retireShardCount(count: number): Promise<void>;
   /**

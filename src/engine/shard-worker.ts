@@ -106,18 +106,19 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
    * slot instead (see processJob). Without a free slot, a worker waits for one (and so counts as
    * contended), unless it has fetched jobs it has not started: BullMQ's loop awaits each fetch
    * before it starts the jobs fetched before it, so those would never start and free a slot. It
-   * then fetches nothing for now, starts them, and asks again.
+   * then fetches nothing for now, starts them, and asks again. A job that arrives while the wait is
+   * on (the next job of a completion decided before the wait began) ends the wait the same way
+   * (see processJob). A worker pausing or closing fetches nothing.
    */
   protected override async moveToActive(token: string, name?: string): Promise<KeyJob> {
     if (this.ending.has(token)) return super.moveToActive(token, name);
     if (!this.slots.tryTake()) {
-      if (this.unstarted > 0) {
+      if (this.unstarted > 0 || this.closing || this.isPaused() || !(await this.slots.take(this))) {
         // This fetch may have followed BullMQ's blocking wait, which took the queue's marker:
         // without this, the next fetch would block for a new marker while that job waits.
-        (this as unknown as { drained: boolean }).drained = false;
+        if (this.unstarted > 0) (this as unknown as { drained: boolean }).drained = false;
         return undefined as unknown as KeyJob;
       }
-      if (!(await this.slots.take(this))) return undefined as unknown as KeyJob;
     }
     let job: KeyJob | undefined;
     try {
@@ -136,7 +137,12 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
     this.ending.add(token);
     try {
       next = await super.processJob(job, token, () => fetchNextCallback() && !this.slots.contended);
-      if (next) this.unstarted++;
+      if (next) {
+        this.unstarted++;
+        // The completion fetched it (with this job's slot) while this worker's loop may wait for
+        // another slot; that loop must start it first: its lock is not renewed until it starts.
+        this.slots.cancel(this);
+      }
       return next;
     } finally {
       this.ending.delete(token);

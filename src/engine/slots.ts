@@ -12,7 +12,7 @@ export class SlotBudget {
   private used = 0;
   private readonly waiting: Array<{ owner: object; grant: (granted: boolean) => void }> = [];
 
-  /** `limit` is read whenever a slot could be granted, so a concurrency changed at run time applies at once. */
+  /** `limit` is read whenever a slot could be granted: a concurrency changed at run time applies from the next take or give. */
   constructor(private readonly limit: () => number) {}
 
   /** A slot if one is free and no one waits for one (they come first). */

@@ -41,11 +41,15 @@ export async function forgetShardCount(client: RedisClient, configKey: string, c
  * The store is the one option a batcher's producers and workers cannot disagree on: a list read
  * as a set fails with WRONGTYPE, and a push may land half in one shape. The first batcher to push
  * or run records its store under the batcher's config key; every other process compares with
- * it, once per process (at its first push, or its first run), and refuses to go on if it
- * differs. Changing a batcher's store means draining it and deleting that key.
+ * it (at its first push, or its first run, then at most once per `recheckMs`), and refuses to go
+ * on if it differs. Changing a batcher's store means draining it and deleting that key. Each
+ * check also records the process's shard count again: a process still on a count that was
+ * retired (see forgetShardCount) puts it back within `recheckMs`, so workers serve its queues
+ * and sweep its recovery indexes again, and nothing it pushes is stranded.
  */
 export class StoreAgreement {
   private agreed: Promise<void> | undefined;
+  private checkedAt = 0;
 
   constructor(
     private readonly client: () => RedisClient,
@@ -53,10 +57,14 @@ export class StoreAgreement {
     private readonly store: StoreKind,
     /** This process's shard count, recorded with the store (see recordedShardCounts). */
     private readonly shards: number,
+    /** How often, at most, the check is made again (one MULTI): the batcher's recoveryIntervalMs. */
+    private readonly recheckMs: number,
   ) {}
 
   /** Resolves once this process's store is the recorded one; a StoreMismatchError if it is not (asked again next time). */
   check(side: 'push' | 'worker'): Promise<void> {
+    if (this.agreed && Date.now() - this.checkedAt > this.recheckMs) this.agreed = undefined;
+    if (!this.agreed) this.checkedAt = Date.now();
     this.agreed ??= this.compare(side).catch((err: unknown) => {
       this.agreed = undefined;
       throw err;
