@@ -339,7 +339,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
           listed!.own
             ? `shard count ${count} is this batcher's own shards option: retire a count no process uses any more`
             : `shard count ${count} still has ${listed!.jobs} key jobs on its queues and ${listed!.keys} keys in its recovery indexes: ` +
-              'retire it once they have run and the recovery sweep has dropped them (shardCounts() tells)',
+                'retire it once they have run and the recovery sweep has dropped them (shardCounts() tells)',
         );
       await forgetShardCount(client(), keyspace.config, count);
     },
