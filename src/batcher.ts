@@ -198,7 +198,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         store,
         indexes: async () => shards.indexes(await counts()),
         deadCount: () => deadLetters.count(),
-        pausedKeys: () => paused(pauseDeps()),
+        // Async, so that a closed batcher rejects here rather than throws while stats() builds its reads (whose rejections would go unhandled).
+        pausedKeys: async () => paused(pauseDeps()),
       },
       statsOptions,
     );

@@ -1,27 +1,19 @@
 import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { batchByKey } from '../../src';
 import { Keyspace } from '../../src/storage/keys';
 import { ShardLayout } from '../../src/storage/shards';
 import { defaultPrefix } from '../../src/options';
-import { startCluster, type LocalCluster } from '../../tools/redis-cluster';
 import { CLUSTER_OPTIONS, Recorder, track, uniqueName, waitFor } from '../helpers/redis';
-import { failOver, keyslot, servers } from '../helpers/cluster';
+import { failOver, keyslot, servers, ownCluster } from '../helpers/cluster';
 
-/** A cluster of its own: a failover moves slots under every client, and a second one soon after on the same nodes may not start. */
-let cluster: LocalCluster;
-beforeAll(async () => {
-  cluster = await startCluster();
-}, 90_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = ownCluster();
 
 describe('Redis Cluster failover with shards', () => {
   it('CLUSTER FAILOVER of the master of one shard loses no acknowledged push to any shard', async () => {
     const rec = new Recorder();
     const name = uniqueName('failover-shards');
-    const client = track(new Cluster(cluster.nodes, CLUSTER_OPTIONS));
+    const client = track(new Cluster(cluster().nodes, CLUSTER_OPTIONS));
     const b = track(batchByKey({ name, connection: client, shards: 3, sliceSize: 20, eachIteration: rec.handler }));
     b.createWorker({ concurrency: 3 });
     const layout = new ShardLayout(defaultPrefix(name, true), name, new Keyspace(defaultPrefix(name, true), name), 3);

@@ -1,20 +1,12 @@
 import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { batchByKey } from '../../src';
 import { Keyspace } from '../../src/storage/keys';
 import { defaultPrefix } from '../../src/options';
-import { startCluster, type LocalCluster } from '../../tools/redis-cluster';
 import { CLUSTER_OPTIONS, Recorder, track, uniqueName, waitFor } from '../helpers/redis';
-import { failOver, keyslot, servers, type Node } from '../helpers/cluster';
+import { failOver, keyslot, servers, type Node, ownCluster } from '../helpers/cluster';
 
-/** A cluster of its own: a failover moves slots under every client, so other files must not share it. */
-let cluster: LocalCluster;
-beforeAll(async () => {
-  cluster = await startCluster();
-}, 90_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = ownCluster();
 
 /** A key whose per-key data lives on `master`. */
 async function keyServedBy(client: Cluster, keyspace: Keyspace, master: Node): Promise<string> {
@@ -29,7 +21,7 @@ describe('Redis Cluster failover', () => {
   it('CLUSTER FAILOVER of the master holding the key and the queue loses no acknowledged push', async () => {
     const rec = new Recorder();
     const name = uniqueName('failover');
-    const client = track(new Cluster(cluster.nodes, CLUSTER_OPTIONS));
+    const client = track(new Cluster(cluster().nodes, CLUSTER_OPTIONS));
     const prefix = defaultPrefix(name, true);
     // The key's data on the master of the BullMQ queue's slot (its prefix's tag), so the failover moves both.
     const { master, replicas } = await servers(client, await keyslot(client, prefix));

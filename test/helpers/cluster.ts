@@ -1,5 +1,6 @@
 import { Redis, type Cluster } from 'ioredis';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { startCluster, type LocalCluster } from '../../tools/redis-cluster';
 import { track, waitFor } from './redis';
 
 /** Tools of the failover tests (test/cluster/failover*.test.ts): which node serves what, and a failover. */
@@ -50,4 +51,22 @@ export async function failOver(master: Node, replica: Node): Promise<void> {
     what: 'the replica to take over',
     timeoutMs: 30_000,
   });
+}
+
+/**
+ * A cluster of the calling test file's own (started before its tests, stopped after): a failover
+ * moves slots under every client, and a second one soon after on the same nodes may not start.
+ */
+export function ownCluster(): () => LocalCluster {
+  let cluster: LocalCluster | undefined;
+  beforeAll(async () => {
+    cluster = await startCluster();
+  }, 90_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+  return () => {
+    if (!cluster) throw new Error('ownCluster: called outside a test');
+    return cluster;
+  };
 }
