@@ -143,8 +143,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const agreement = new StoreAgreement(client, keyspace.config, opts.store, opts.shards, opts.recoveryIntervalMs);
   const enqueueDeps = (): EnqueueDeps => ({
     client: client(),
-    queue: queueOf,
-    index: (key) => shards.indexOf(key),
+    shard: (key) => shards.forKey(key),
     keyspace,
     store,
     resolver: opts.key,

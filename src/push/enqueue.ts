@@ -16,10 +16,8 @@ import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult
 /** @internal */
 export interface EnqueueDeps {
   client: RedisClient;
-  /** The queue of the key's shard. */
-  queue: (key: Key) => KeyQueue;
-  /** The recovery index of the key's shard. */
-  index: (key: Key) => string;
+  /** The key's shard: its queue and its recovery index (see storage/shard-queues.ts). */
+  shard: (key: Key) => { queue: KeyQueue; index: string };
   keyspace: Keyspace;
   store: Store;
   resolver: BatchByKeyOptions['key'];
@@ -119,9 +117,10 @@ async function store(
   // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
   // written first (so stored ids are always findable by recovery) and the job is always added.
   // So it is with a BullMQ that names its keys otherwise than push.lua derives them.
-  const queuePrefix = client instanceof Cluster ? undefined : queuePrefixOf(deps.queue(key));
+  const { queue, index } = deps.shard(key);
+  const queuePrefix = client instanceof Cluster ? undefined : queuePrefixOf(queue);
   const cluster = queuePrefix === undefined;
-  if (cluster) await client.zadd(deps.index(key), Date.now(), key);
+  if (cluster) await client.zadd(index, Date.now(), key);
   const call: PushCall = {
     store: kind,
     key,
@@ -129,13 +128,13 @@ async function store(
     ...(payloads && { payloads: { mode: kind === 'list' ? 'list' : deps.merge, json: payloads } }),
     delayMs,
     ...(ticket && { ticket }),
-    ...(queuePrefix !== undefined && { job: { index: deps.index(key), queuePrefix } }),
+    ...(queuePrefix !== undefined && { job: { index, queuePrefix } }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
   // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built).
-  const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(deps.queue(key), key) : undefined;
+  const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(queue, key) : undefined;
   const pushed = await push(client, names, { ...call, ...(add && { add: add.call }) });
   await add?.done(pushed.added ?? null);
   if (pushed.refused === 'unknown_ticket')
@@ -146,8 +145,8 @@ async function store(
     throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
   if (pushed.covered || pushed.added !== undefined) return;
   const waitMs = Math.max(0, pushed.waitMs);
-  await ensureJob(deps.queue(key), key, waitMs, level);
-  if (kind === 'zset') await bringForward(deps, key, names, waitMs);
+  await ensureJob(queue, key, waitMs, level);
+  if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs);
 }
 
 /**
@@ -169,13 +168,13 @@ const RESCHEDULE_TOLERANCE_MS = 20;
  * the key before another's earlier id landed can move the job too late. Each pusher reads the
  * key again after its own add and brings the job forward if an id is now ready sooner.
  */
-async function bringForward(deps: EnqueueDeps, key: Key, names: KeyNames, waitMs: number): Promise<void> {
+async function bringForward(client: RedisClient, queue: KeyQueue, key: Key, names: KeyNames, waitMs: number): Promise<void> {
   let dueAt = Date.now() + waitMs;
   for (let attempt = 0; attempt < 2; attempt++) {
-    const readyIn = await dueIn(deps.client, 'zset', names);
+    const readyIn = await dueIn(client, 'zset', names);
     if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     dueAt = Date.now() + readyIn;
-    await ensureJob(deps.queue(key), key, readyIn);
+    await ensureJob(queue, key, readyIn);
   }
 }
 

@@ -47,14 +47,15 @@ export class ShardQueues {
     return queue;
   }
 
-  /** The queue a push adds the key's job to: its shard's, of this batcher's count. */
+  /** The queue a key's job is added to: its shard's, of this batcher's count. */
   of(key: Key): KeyQueue {
     return this.at(this.own.count, this.own.of(key));
   }
 
-  /** The recovery index a push adds the key to: its shard's. */
-  indexOf(key: Key): string {
-    return this.own.indexes[this.own.of(key)]!;
+  /** A push's view of the key's shard, its hash taken once: the queue of its job and its recovery index. */
+  forKey(key: Key): { queue: KeyQueue; index: string } {
+    const shard = this.own.of(key);
+    return { queue: this.at(this.own.count, shard), index: this.own.indexes[shard]! };
   }
 
   /** Every queue of these counts. */
