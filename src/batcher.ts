@@ -126,11 +126,14 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     return created;
   });
   const queueOf = (key: Key) => shards.of(key);
-  // Every count a process recorded, and this one's: the shards workers serve and reads read.
-  const counts = async (): Promise<number[]> => {
+  // Every count a process recorded, and this one's: the shards workers serve and reads read. Calls
+  // made while one read is under way share it (a worker's sweep asks three times at once).
+  const readCounts = async (): Promise<number[]> => {
     const recorded = await recordedShardCounts(client(), keyspace.config);
     return recorded.includes(opts.shards) ? recorded : [...recorded, opts.shards].sort((a, b) => a - b);
   };
+  let reading: Promise<number[]> | undefined;
+  const counts = (): Promise<number[]> => (reading ??= readCounts().finally(() => (reading = undefined)));
   const allQueues = async () => shards.all(await counts());
   const getRedlock = () => {
     if (!redlock) {
@@ -342,6 +345,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
                 'retire it once they have run and the recovery sweep has dropped them (shardCounts() tells)',
         );
       await forgetShardCount(client(), keyspace.config, count);
+      // A read of the counts that began before the change would answer without it.
+      reading = undefined;
     },
     pause: async (key, pauseOptions) => pause(pauseDeps(), key, pauseOptions),
     resume: async (key) => resume(pauseDeps(), key),

@@ -47,11 +47,6 @@ export class SlotBudget {
     if (at >= 0) this.waiting.splice(at, 1)[0]!.grant(false);
   }
 
-  /** Slots in use: by running jobs and by fetches under way. */
-  get inUse(): number {
-    return this.used;
-  }
-
   private grantWaiting(): void {
     while (this.waiting.length > 0 && this.used < this.limit()) {
       this.used++;
