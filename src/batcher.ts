@@ -13,7 +13,7 @@ import { validateKey } from './core/input';
 import { Keyspace } from './storage/keys';
 import { HistorySampler, readHistory } from './ops/history';
 import { log } from './core/logger';
-import { resolveOptions, validateWorkerConnection, type ResolvedOptions } from './options';
+import { resolveOptions, validateWorkerConnection, WORKER_DEFAULTS, type ResolvedOptions } from './options';
 import { pause, paused, resume, type PauseDeps } from './ops/pause';
 import { JobCancels } from './engine/cancels';
 import { keyProcessor, workerKeyProcessor, type ProcessorDeps } from './engine/processor';
@@ -302,6 +302,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
           opts.name,
           workerKeyProcessor(processorDeps(finisher), cancels),
           {
+            ...WORKER_DEFAULTS,
             ...workerOptions,
             connection: workerConnection,
             // Not overridable: a worker on another prefix would serve a queue nobody feeds.

@@ -22,7 +22,7 @@ export { withKey, currentKey } from './push/context';
 export { TICKET_JOB_NAME } from './push/tickets';
 export { parseRetryAfter } from './engine/flow';
 export { MAX_DATA_BYTES, MAX_ID_LENGTH, MAX_KEY_LENGTH } from './core/input';
-export { DEFAULTS, MAX_TIMER_MS } from './options';
+export { DEFAULTS, MAX_TIMER_MS, WORKER_DEFAULTS } from './options';
 export { JOB_NAME } from './storage/job';
 export {
   BatchByKeyError,

@@ -8,7 +8,7 @@ import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, 
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { silentLogger } from './core/logger';
 import { MAX_SHARDS } from './storage/shards';
-import type { Backoff, BatchByKeyOptions, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
+import type { Backoff, BatchByKeyOptions, CreateWorkerOptions, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
 
 /**
  * Options after defaults are applied. The handler is not among them: `createBatcher` takes it
@@ -35,7 +35,8 @@ export const DEFAULTS = {
   concurrencyPerKey: 1,
   maxRuntimeMs: 5 * 60_000,
   scheduling: 'fair',
-  lockTtlMs: 5 * 60_000,
+  lockTtlMs: 30_000,
+  shutdownTimeoutMs: 10_000,
   attempts: 5,
   backoff: { type: 'exponential', delayMs: 1_000, maxDelayMs: 60_000 },
   isolateFailures: true,
@@ -47,6 +48,13 @@ export const DEFAULTS = {
   pushTimeoutMs: 10_000,
   history: HISTORY_DEFAULTS,
 } as const satisfies Partial<ResolvedOptions>;
+
+/**
+ * createWorker's `stalledInterval` unless given: half BullMQ's 30 s, so a SIGKILLed worker's keys
+ * run again within `lockDuration` (30 s) plus this, 45 s at most, rather than 60 s (the key lock,
+ * `lockTtlMs`, has expired by then). One stalled check per shard queue per interval and worker.
+ */
+export const WORKER_DEFAULTS = { stalledInterval: 15_000 } as const satisfies Partial<CreateWorkerOptions>;
 
 export const STORES: readonly StoreKind[] = ['list', 'set', 'zset'];
 const NAME = /^[A-Za-z0-9._-]{1,100}$/;
@@ -138,6 +146,7 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'weight',
   'sliceTimeoutMs',
   'lockTtlMs',
+  'shutdownTimeoutMs',
   'key',
   'eachIteration',
   'merge',
@@ -197,6 +206,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     weight: optionalFunction('options.weight', o.weight, '(key) => number'),
     sliceTimeoutMs: duration('options.sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS)),
     lockTtlMs: duration('options.lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
+    shutdownTimeoutMs: duration('options.shutdownTimeoutMs', o.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
     key: optionalFunction('options.key', o.key, 'returning the current key'),
     attempts: integer('options.attempts', o.attempts, DEFAULTS.attempts, 1),
     backoff: validateBackoff(o.backoff),

@@ -3,7 +3,8 @@ import { LockLostError } from '../src';
 import { Keyspace } from '../src/storage/keys';
 import { claim, release } from '../src/storage/protocol';
 import { defineScripts } from '../src/storage/scripts';
-import { keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+import type { Redis } from 'ioredis';
+import { keyspaceOf, onCluster, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 describe('per-key lock and fencing', () => {
   it('a run that loses its lock sees ctx.signal abort, commits nothing, and the slice is processed again', async () => {
@@ -126,5 +127,47 @@ describe("a run's first claim takes the lock", () => {
     await redis.rpush(names.pending, 'late');
     expect((await release(redis, names, 'mine', 'ack')).released).toBe('pending');
     expect(await redis.exists(names.lock)).toBe(0);
+  });
+});
+
+describe('lock renewal traffic', () => {
+  it('is one EVALSHA per running key every lockTtlMs / 3, and nothing while no run holds the key', async () => {
+    // MONITOR sees one node's commands: on a Cluster the key's own node has them, counted the same.
+    if (onCluster()) return;
+    const redis = redisClient() as Redis;
+    let entered!: () => void;
+    const inSlice = new Promise<void>((resolve) => (entered = resolve));
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const ttlMs = 1_500;
+    const b = testBatcher({
+      lockTtlMs: ttlMs,
+      async eachIteration() {
+        entered();
+        await held;
+      },
+    });
+    const names = keyspaceOf(b).forKey('k');
+    const monitor = await redis.monitor();
+    const renewals: number[] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() === 'evalsha' && args.includes(names.lock)) renewals.push(Date.now());
+    });
+    await b.performBatchLater(['a'], { key: 'k' });
+    b.createWorker();
+    await inSlice;
+    const start = Date.now();
+    await waitFor(() => renewals.length >= 4, { what: 'four renewals', timeoutMs: 10_000 });
+    const elapsed = Date.now() - start;
+    release();
+    await waitFor(async () => (await redis.exists(names.lock)) === 0, { what: 'the lock released' });
+    const after = renewals.length;
+    await waitFor(() => Date.now() - start > elapsed + ttlMs, { what: 'one more TTL' });
+    monitor.disconnect();
+    const gaps = renewals.slice(1, 4).map((at, i) => at - renewals[i]!);
+    console.log(`lock renewal: ${renewals.length} EVALSHA over ${elapsed} ms with lockTtlMs ${ttlMs} (gaps ${gaps.join(', ')} ms)`);
+    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(ttlMs / 3 - 50);
+    for (const gap of gaps) expect(gap).toBeLessThan(ttlMs / 3 + 400);
+    expect(renewals.length).toBe(after); // no renewal once the run released the key
   });
 });

@@ -11,6 +11,7 @@ import {
   MAX_ID_LENGTH,
   MAX_KEY_LENGTH,
   MissingKeyError,
+  WORKER_DEFAULTS,
   type BatchByKeyOptions,
 } from '../src';
 import { resolveOptions } from '../src/options';
@@ -187,7 +188,8 @@ describe('invalid options throw InvalidOptionError at definition', () => {
       concurrencyPerKey: 1,
       maxRuntimeMs: 300_000,
       scheduling: 'fair',
-      lockTtlMs: 300_000,
+      lockTtlMs: 30_000,
+      shutdownTimeoutMs: 10_000,
       attempts: 5,
       backoff: { type: 'exponential', delayMs: 1000, maxDelayMs: 60_000 },
       isolateFailures: true,
@@ -199,6 +201,10 @@ describe('invalid options throw InvalidOptionError at definition', () => {
       pushTimeoutMs: 10_000,
       history: { intervalMs: 10_000, retentionMs: 3_600_000, topKeys: 5 },
     });
+  });
+
+  it('documents the defaults createWorker sets over BullMQ', () => {
+    expect(WORKER_DEFAULTS).toEqual({ stalledInterval: 15_000 });
   });
 
   it('a non-object options value is refused', () => {

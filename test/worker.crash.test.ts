@@ -118,3 +118,63 @@ describe('two worker processes on the same keys', () => {
     expect(await redis.get(`${name}:overlaps`)).toBeNull();
   });
 });
+
+describe('the crash bound with the default lock and stall settings', () => {
+  it('a key whose worker was SIGKILLed mid-slice runs again within 60 s, its slice counted as one failed attempt', async () => {
+    const name = uniqueName('crash-bound');
+    const redis = redisClient();
+    const victim = await startWorkerProcess({ redisUrl: redisUrl(), name, mode: 'hang', options: { sliceSize: 10 } });
+    const attempts = new Map<string, number[]>();
+    const survivor = track(
+      batchByKey({
+        name,
+        connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null },
+        sliceSize: 10,
+        eachIteration: (ids, ctx) => ids.forEach((id) => attempts.set(id, [...(attempts.get(id) ?? []), ctx.attempt])),
+      }),
+    );
+    await survivor.performBatchLater(range(30), { key: 'k' });
+    await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the victim to claim a slice' });
+
+    await stopProcess(victim, 'SIGKILL');
+    const killedAt = Date.now();
+    survivor.createWorker();
+    await waitFor(() => attempts.size === 30, { what: 'all 30 ids', timeoutMs: 60_000, intervalMs: 100 });
+    const resumedMs = Date.now() - killedAt;
+    console.log(
+      `crash bound (defaults: lockTtlMs 30 s, lockDuration 30 s, stalledInterval 15 s): the key ran again ${resumedMs} ms after SIGKILL`,
+    );
+    expect(resumedMs).toBeLessThan(60_000);
+    // The killed run's slice counts as one failed attempt; the ids it never reached as none.
+    for (const id of range(10)) expect(attempts.get(id)).toEqual([2]);
+    for (const id of range(30).slice(10)) expect(attempts.get(id)).toEqual([1]);
+  }, 90_000);
+});
+
+describe('a worker whose event loop is blocked longer than lockTtlMs', () => {
+  it('loses its lock and commits nothing; the next holder runs the slice and its commits stand', async () => {
+    const name = uniqueName('blocked');
+    const redis = redisClient();
+    const blocked = await startWorkerProcess({
+      redisUrl: redisUrl(),
+      name,
+      mode: 'block',
+      blockMs: 5_000,
+      options: { sliceSize: 10, ...FAST_RECOVERY },
+      worker: FAST_STALL,
+    });
+    const { survivor, processed } = survivorOf(name);
+    await survivor.performBatchLater(range(30), { key: 'k' });
+    await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the blocked worker to claim a slice' });
+    survivor.createWorker(FAST_STALL);
+    // The survivor takes the key once the blocked worker's locks expire, while it is still blocked.
+    await waitFor(() => processed.length === 30, { what: 'the survivor to run every id', timeoutMs: 30_000 });
+    // The blocked worker wakes up, finishes its slice and tries to ack it: refused, it commits nothing.
+    await waitFor(async () => (await redis.llen(`${name}:processed`)) === 10, { what: 'the blocked slice to return', timeoutMs: 15_000 });
+    await stopProcess(blocked);
+    expect([...processed].sort()).toEqual(range(30).sort());
+    // Its stale ack neither acked ids twice nor brought any back: the survivor's commits stand.
+    expect(await survivor.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+    expect(await survivor.deadLetters.count()).toBe(0);
+  });
+});

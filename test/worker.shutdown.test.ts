@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ShutdownError } from '../src';
-import { range, testBatcher, waitFor } from './helpers/redis';
+import type { Redis } from 'ioredis';
+import { startWorkerProcess } from './helpers/processes';
+import { range, redisClient, redisUrl, testBatcher, uniqueName, waitFor } from './helpers/redis';
 import { sleep } from './helpers/time';
 
 describe('worker.close()', () => {
@@ -144,5 +146,163 @@ describe('worker.close() during a retry of a failed slice', () => {
     b.createWorker();
     await waitFor(() => attempts.length === 3);
     expect(attempts).toEqual([1, 2, 2]);
+  });
+});
+
+describe('shutdownTimeoutMs: a handler that ignores ctx.signal', () => {
+  it('close() hands its slice back as interrupted after shutdownTimeoutMs: ids in front, no attempt spent, the key free at once', async () => {
+    const attempts: Record<string, number[]> = {};
+    let hang = true;
+    let entered!: () => void;
+    const inSlice = new Promise<void>((resolve) => (entered = resolve));
+    const b = testBatcher({
+      sliceSize: 5,
+      shutdownTimeoutMs: 300,
+      // Long: had the key waited for its lock or its slice's timeout, the test would time out.
+      lockTtlMs: 120_000,
+      async eachIteration(ids, ctx) {
+        for (const id of ids) (attempts[id] ??= []).push(ctx.attempt);
+        if (hang) {
+          entered();
+          await new Promise(() => {}); // ignores ctx.signal for ever
+        }
+      },
+    });
+    const first = b.createWorker();
+    await b.performBatchLater(range(12), { key: 'k' });
+    await inSlice;
+    const closing = Date.now();
+    await first.close();
+    const closeMs = Date.now() - closing;
+    expect(closeMs).toBeLessThan(120_000 / 2); // returned before any lock or slice timeout could free it
+    expect(await b.backlog('k')).toEqual({ pending: 12, inFlight: 0, retrying: 0 });
+
+    hang = false;
+    b.createWorker();
+    await waitFor(() => Object.keys(attempts).length === 12 && attempts['0']!.length === 2);
+    // The slice given back ran again as a first attempt, before the ids pushed after it.
+    expect(attempts['0']).toEqual([1, 1]);
+    expect(
+      Object.values(attempts)
+        .flat()
+        .every((a) => a === 1),
+    ).toBe(true);
+  });
+});
+
+/** A Lua script that keeps Redis busy for `ms`: commands sent meanwhile wait in line. */
+const BUSY = `local t = redis.call('TIME') local start = t[1] * 1000000 + t[2]
+while true do local n = redis.call('TIME') if n[1] * 1000000 + n[2] - start > tonumber(ARGV[1]) * 1000 then return 1 end end`;
+
+describe('a run fetched while close() begins', () => {
+  it('hands its key back before its first slice instead of running its budget during the close', async () => {
+    const redis = redisClient() as Redis;
+    const seen: Record<string, string[]> = { a: [], b: [] };
+    let gate!: () => void;
+    const aHeld = new Promise<void>((resolve) => (gate = resolve));
+    let aEntered!: () => void;
+    const aRunning = new Promise<void>((resolve) => (aEntered = resolve));
+    const b = testBatcher({
+      sliceSize: 5,
+      lockTtlMs: 120_000,
+      async eachIteration(ids, ctx) {
+        seen[ctx.key]!.push(...ids);
+        if (ctx.key === 'a') {
+          aEntered();
+          await aHeld;
+        }
+      },
+    });
+    // One slot: key b's job is fetched only by the completion of key a's last claim.
+    const first = b.createWorker({ concurrency: 1 });
+    await b.performBatchLater(['a1'], { key: 'a' });
+    await aRunning;
+    await b.performBatchLater(range(50, 'b'), { key: 'b' });
+    b.on('slice:done', ({ key }) => {
+      if (key !== 'a') return;
+      // Key a's last claim (ack, complete, fetch b's job) is on its way, behind a busy Redis:
+      // close() lands while it is in flight.
+      setImmediate(() => void first.close());
+    });
+    void redis.eval(BUSY, 0, 300);
+    gate();
+    await waitFor(() => first.closing !== undefined, { what: 'the close to begin' });
+    await first.close();
+    // At most one slice of b ran during the close; the rest waits for the next worker, in order.
+    expect(seen.b!.length).toBeLessThanOrEqual(5);
+    b.createWorker();
+    await waitFor(() => seen.b!.length >= 50);
+    await waitFor(async () => (await b.backlog('b')).pending === 0);
+    expect([...new Set(seen.b)]).toEqual(range(50, 'b'));
+  });
+});
+
+describe('a worker process stopped as Kubernetes stops a pod', () => {
+  it('SIGTERM, SIGKILL 30 s later: with a handler that ignores ctx.signal it exits by itself in time, and the key runs on at once', async () => {
+    const name = uniqueName('sigterm');
+    const redis = redisClient();
+    // Default options: shutdownTimeoutMs (10 s) must fit inside Kubernetes' default 30 s.
+    const child = await startWorkerProcess({ redisUrl: redisUrl(), name, mode: 'hang', options: { sliceSize: 10 } });
+    const attempts = new Map<string, number[]>();
+    const survivor = testBatcher({
+      name,
+      sliceSize: 10,
+      eachIteration: (ids, ctx) => ids.forEach((id) => attempts.set(id, [...(attempts.get(id) ?? []), ctx.attempt])),
+    });
+    await survivor.performBatchLater(range(30), { key: 'k' });
+    await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the child to claim a slice' });
+
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    const termAt = Date.now();
+    child.kill('SIGTERM');
+    const kill = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    const { code, signal } = await exited;
+    clearTimeout(kill);
+    const exitMs = Date.now() - termAt;
+    console.log(`shutdown bound (defaults: shutdownTimeoutMs 10 s): the worker process exited ${exitMs} ms after SIGTERM`);
+    expect({ code, signal }).toEqual({ code: 0, signal: null });
+    expect(await survivor.backlog('k')).toEqual({ pending: 30, inFlight: 0, retrying: 0 });
+
+    // Nothing waits for a lock or a stall check: the key runs as soon as a worker is there.
+    const startedAt = Date.now();
+    survivor.createWorker();
+    await waitFor(() => attempts.size === 30, { what: 'every id', timeoutMs: 10_000 });
+    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    // The interrupted slice spent no attempt and ran first.
+    expect([...attempts.keys()]).toEqual(range(30));
+    expect([...attempts.values()].every((a) => a.length === 1 && a[0] === 1)).toBe(true);
+  }, 60_000);
+});
+
+describe('worker.pause()', () => {
+  it("stops the running key's run after its slice instead of waiting out its budget; resume() goes on in order", async () => {
+    const seen: string[] = [];
+    let gate!: () => void;
+    const held = new Promise<void>((resolve) => (gate = resolve));
+    let entered!: () => void;
+    const inSlice = new Promise<void>((resolve) => (entered = resolve));
+    const b = testBatcher({
+      sliceSize: 5,
+      async eachIteration(ids) {
+        if (seen.length === 0) {
+          entered();
+          await held;
+        }
+        seen.push(...ids);
+      },
+    });
+    const worker = b.createWorker();
+    await b.performBatchLater(range(50), { key: 'k' });
+    await inSlice;
+    const pausing = worker.pause();
+    gate();
+    await pausing;
+    expect(seen).toEqual(range(5));
+    expect(await b.backlog('k')).toEqual({ pending: 45, inFlight: 0, retrying: 0 });
+    await worker.resume();
+    await waitFor(() => seen.length === 50);
+    expect(seen).toEqual(range(50));
   });
 });

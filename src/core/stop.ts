@@ -22,6 +22,7 @@ export class Stop {
   private why: { reason: unknown } | undefined;
   private followers: Stop[] | undefined;
   private relaying = false;
+  private watcher: (() => void) | undefined;
 
   /** `source`: the job's cancellation (a shutdown, a lost job lock, or cancelJob); `parent`: the run's stop, for a lane's. */
   constructor(
@@ -44,7 +45,20 @@ export class Stop {
     if (this.why) return;
     this.why = { reason };
     this.controller?.abort(reason);
+    const watcher = this.watcher;
+    this.watcher = undefined;
+    watcher?.();
     for (const follower of this.followers ?? []) follower.abort(reason);
+  }
+
+  /**
+   * Calls `listener` when this stop aborts, as it happens (undefined clears it; one at a time):
+   * a slice's wait uses it to start its shutdown deadline (see iteration.ts). Lighter than the
+   * signal: no AbortController, one listener on the job's cancellation per run.
+   */
+  watch(listener: (() => void) | undefined): void {
+    this.watcher = listener;
+    if (listener) this.relay();
   }
 
   /** The signal handlers see as ctx.signal, made on first read and aborted with this stop. */

@@ -191,8 +191,21 @@ export interface BatchByKeyOptions<Data = unknown> {
    * @default the larger of maxRuntimeMs and 60000
    */
   sliceTimeoutMs?: number;
-  /** TTL of the per-key lock, renewed while the job runs. Bounds how long a crashed worker holds a key. @default 300000 */
+  /**
+   * TTL of the per-key lock, renewed every third of it while the run lives. Bounds how long a
+   * crashed worker holds a key: with the defaults its key runs again within BullMQ's stalled
+   * check, about 30–45 s (see "Shutdown, crashes and the recovery windows").
+   * @default 30000
+   */
   lockTtlMs?: number;
+  /**
+   * How long a closing (or pausing) worker lets a running slice go on once its ctx.signal has
+   * fired. A slice still running then is handed back as interrupted: its ids go back in front,
+   * no attempt is spent, and the key is released, so `worker.close()` gives every key back within
+   * about this long even when a handler ignores ctx.signal. The handler itself is not killed.
+   * @default 10000
+   */
+  shutdownTimeoutMs?: number;
   /** Resolves the key when `performBatchLater` gets none (before `currentKey()` is consulted). */
   key?: () => Key | undefined | Promise<Key | undefined>;
   /** The work for one slice of one key. Required for `batchByKey`; the class form defines it as a method. */

@@ -35,11 +35,19 @@ class JobCancel implements CancelSource {
 /** The cancellations of the jobs one worker is running, by job id. */
 export class JobCancels {
   private readonly running = new Map<string, JobCancel>();
+  private worker: Pick<Worker, 'closing' | 'isPaused'> | undefined;
 
-  /** The cancellation of a job whose run starts now; `close` it when the run ends. */
+  /**
+   * The cancellation of a job whose run starts now; `close` it when the run ends. On a worker
+   * already closing or paused it is cancelled from the start: a job fetched while `close()` or
+   * `pause()` began (a completion's next job, a fused fetch in flight) missed their cancelAllJobs,
+   * and would otherwise run its whole budget while the close waits for it.
+   */
   open(jobId: string): CancelSource {
     const cancel = new JobCancel();
     this.running.set(jobId, cancel);
+    if (this.worker?.closing) cancel.cancel('worker closing');
+    else if (this.worker?.isPaused()) cancel.cancel('worker pausing');
     return cancel;
   }
 
@@ -62,7 +70,8 @@ export class JobCancels {
    * Makes the worker's cancelJob and cancelAllJobs (attach's, on close and on a lost job lock, and
    * any caller's) reach the runs of this worker, whose processor takes no BullMQ signal.
    */
-  serve(worker: Pick<Worker, 'cancelJob' | 'cancelAllJobs'>): void {
+  serve(worker: Pick<Worker, 'cancelJob' | 'cancelAllJobs' | 'closing' | 'isPaused'>): void {
+    this.worker = worker;
     const cancelJob = worker.cancelJob.bind(worker);
     const cancelAllJobs = worker.cancelAllJobs.bind(worker);
     worker.cancelJob = (jobId, reason) => this.cancel(jobId, reason) || cancelJob(jobId, reason);

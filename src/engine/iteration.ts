@@ -1,4 +1,3 @@
-import { withDeadline } from '../core/deadline';
 import { RateLimitedError, SliceCrashedError, SliceTimeoutError } from '../core/errors';
 import { retryAfter } from './flow';
 import type { BatcherEmitter } from '../core/events';
@@ -85,6 +84,8 @@ export interface IterationParams {
   /** Lanes: slices of the key run at once. */
   concurrency: number;
   sliceTimeoutMs: number;
+  /** How long a slice may go on once its run stops for a shutdown, before it is handed back unfinished. */
+  shutdownTimeoutMs: number;
   handler: EachIteration;
   around: readonly SliceMiddleware[];
   events: BatcherEmitter;
@@ -185,8 +186,11 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
     emptied = claimed.ids.length < p.sliceSize;
     if (claimed.settled) await p.settled(claimed.settled);
     if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
-    // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore.
+    // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore. A run
+    // stopped before its slice starts (its job was fetched as the worker began closing or
+    // pausing) hands the slice back unrun.
     const outcome =
+      stoppedBefore(p.stop) ??
       (await runOne(p, { names, lane, signal }, claimed, sliceId)) ??
       (run.stopped && { ...run.stopped, restore: false }) ??
       stopReason(p, { full: claimed.ids.length >= p.sliceSize });
@@ -333,6 +337,13 @@ class SliceContext implements IterationContext, SliceInfo {
   }
 }
 
+/** The outcome of a run already stopped by a shutdown or a lost lock, before its next slice. */
+function stoppedBefore(stop: Stop): RunOutcome | undefined {
+  const reason = stopReasonOf(stop);
+  if (reason === 'lock_lost') return { kind: 'lock_lost' };
+  return reason ? { kind: 'stopped', reason, restore: true } : undefined;
+}
+
 function stopReason(p: IterationParams, slice: SliceEnd): RunOutcome | undefined {
   const reason = firstReason(p.interrupts, slice);
   if (reason === 'lock_lost') return { kind: 'lock_lost' };
@@ -368,24 +379,46 @@ export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
  * Runs the handler (inside the `around` middlewares) on one slice, but waits at most
  * `sliceTimeoutMs`: a handler that never returns would otherwise hold the key (and a worker
  * slot) forever. On timeout ctx.signal aborts with a SliceTimeoutError and the slice counts as
- * failed; the handler is not killed.
+ * failed. Once the run stops for a shutdown, the slice gets `shutdownTimeoutMs` more at most: then
+ * the wait ends with the stop's ShutdownError, so the slice goes back as interrupted and a closing
+ * worker gives its key back in time. Either way the handler is not killed.
  */
-async function runSlice(p: IterationParams, ctx: SliceContext, timeout: Stop): Promise<void> {
+async function runSlice(p: IterationParams, ctx: SliceContext, signal: Stop): Promise<void> {
   try {
     const result: unknown = p.around.length === 0 ? p.handler(ctx.ids as string[], ctx) : wrap(p.around, 0, ctx, p.handler);
     // Any thenable, not only this realm's Promise: an async function from a vm context, a
     // Bluebird promise, or a lazy one (a query builder) that runs only once `then` is called.
-    if (isThenable(result)) {
-      await withDeadline(Promise.resolve(result), p.sliceTimeoutMs, () => {
+    if (isThenable(result)) await sliceDeadlines(Promise.resolve(result), p, signal);
+  } catch (error) {
+    throw new SliceFailure(error);
+  }
+}
+
+async function sliceDeadlines(work: Promise<unknown>, p: IterationParams, signal: Stop): Promise<void> {
+  const timers: NodeJS.Timeout[] = [];
+  const late = new Promise<never>((_, reject) => {
+    timers.push(
+      setTimeout(() => {
         const error = new SliceTimeoutError(
           `a slice of key ${JSON.stringify(p.key)} ran longer than sliceTimeoutMs (${p.sliceTimeoutMs} ms)`,
         );
-        timeout.abort(error);
-        return error;
-      });
-    }
-  } catch (error) {
-    throw new SliceFailure(error);
+        signal.abort(error);
+        reject(error);
+      }, p.sliceTimeoutMs),
+    );
+    const onStop = () => {
+      if (stopReasonOf(signal) === 'shutdown') timers.push(setTimeout(() => reject(signal.reason as Error), p.shutdownTimeoutMs));
+    };
+    if (signal.aborted) onStop();
+    else signal.watch(onStop);
+  });
+  // A rejection of the handler after a deadline is dropped: nobody waits for it any more.
+  work.catch(() => undefined);
+  try {
+    await Promise.race([work, late]);
+  } finally {
+    for (const timer of timers) clearTimeout(timer);
+    signal.watch(undefined);
   }
 }
 

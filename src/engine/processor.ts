@@ -168,6 +168,7 @@ async function runSlices(
       sliceSize: options.sliceSize,
       concurrency: options.concurrencyPerKey,
       sliceTimeoutMs: options.sliceTimeoutMs,
+      shutdownTimeoutMs: options.shutdownTimeoutMs,
       handler: deps.handler(),
       around: options.around,
       events: deps.events,

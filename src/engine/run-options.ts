@@ -14,6 +14,7 @@ export interface RunOptions {
   weight: ((key: Key) => number) | undefined;
   sliceTimeoutMs: number;
   lockTtlMs: number;
+  shutdownTimeoutMs: number;
   attempts: number;
   backoff: Backoff;
   isolateFailures: boolean;

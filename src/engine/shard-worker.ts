@@ -84,8 +84,13 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
     await Promise.all([super.run(), ...idle.map((w) => w.run())]);
   }
 
+  /**
+   * Pauses every shard's worker. Their runs stop after their current slice (BullMQ waits for
+   * active jobs, and a key's job is active for its whole budget) and their keys are requeued.
+   */
   override async pause(doNotWaitActive?: boolean): Promise<void> {
     const paused = super.pause(doNotWaitActive);
+    this.cancelAllJobs('worker pausing');
     this.slots.cancel(this);
     await Promise.all([paused, ...this.others().map((w) => w.pause(doNotWaitActive))]);
   }

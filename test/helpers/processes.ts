@@ -7,10 +7,12 @@ const PUSHER = join(__dirname, '..', 'fixtures', 'push-process.ts');
 export interface WorkerProcessOptions {
   redisUrl: string;
   name: string;
-  mode?: 'record' | 'hang' | 'crash-on-poison';
+  mode?: 'record' | 'hang' | 'crash-on-poison' | 'block';
   options?: Record<string, unknown>;
   worker?: Record<string, unknown>;
   sliceDelayMs?: number;
+  /** Mode 'block': how long the first slice blocks the event loop. */
+  blockMs?: number;
 }
 
 /** Forks test/fixtures/worker-process.ts under tsx and resolves once its BullMQ worker is ready. */
@@ -25,6 +27,7 @@ export async function startWorkerProcess(o: WorkerProcessOptions): Promise<Child
       BBK_OPTIONS: JSON.stringify(o.options ?? {}),
       BBK_WORKER: JSON.stringify(o.worker ?? {}),
       BBK_SLICE_DELAY_MS: String(o.sliceDelayMs ?? 0),
+      BBK_BLOCK_MS: String(o.blockMs ?? 0),
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
