@@ -81,6 +81,21 @@ const WORKER_OPTIONS = optionNames<CreateWorkerOptions>()([
   'workerThreadsOptions',
 ]);
 
+/** Each batcher's check of createWorker's options (see checkWorkerOptions). */
+const workerOptionChecks = new WeakMap<Batcher, (workerOptions: CreateWorkerOptions, where: string) => void>();
+
+/**
+ * Throws what `batcher.createWorker(workerOptions)` would throw for its options, without making
+ * a worker: the NestJS module checks every processor's before it starts any. `where` names the
+ * options in the message.
+ * @internal
+ */
+export function checkWorkerOptions(batcher: Batcher, workerOptions: CreateWorkerOptions, where: string): void {
+  const check = workerOptionChecks.get(batcher);
+  if (!check) throw new TypeError('checkWorkerOptions: not a batcher made by createBatcher');
+  check(workerOptions, where);
+}
+
 /**
  * A follower's own BullMQ concurrency (see shard-worker.ts): above any budget, so that the shared
  * budget, not the follower, decides how many of its jobs run.
@@ -268,6 +283,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     };
   }
 
+  const checkOptions = (workerOptions: CreateWorkerOptions, where: string): void => {
+    if (typeof workerOptions === 'object' && workerOptions !== null) onlyKnownOptions(where, workerOptions, WORKER_OPTIONS);
+    validateWorkerConnection(workerOptions.connection, opts.prefix);
+  };
+
   const batcher: Batcher = {
     name: opts.name,
     performBatchLater: push,
@@ -287,9 +307,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       attached.attach(worker);
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {
-      if (typeof workerOptions === 'object' && workerOptions !== null)
-        onlyKnownOptions('createWorker options', workerOptions, WORKER_OPTIONS);
-      validateWorkerConnection(workerOptions.connection, opts.prefix);
+      checkOptions(workerOptions, 'createWorker options');
       const config = firstClaimConfig(opts, keyspace.root);
       const cluster = client() instanceof Cluster;
       const workerConnection = workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection);
@@ -389,5 +407,6 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       }
     },
   };
+  workerOptionChecks.set(batcher, checkOptions);
   return batcher;
 }
