@@ -30,7 +30,7 @@ import { ShardQueues } from './storage/shard-queues';
 import { forgetShardCount, recordedShardCounts } from './storage/agreement';
 import { shardCounts } from './ops/shard-counts';
 import { MAX_SHARDS } from './storage/shards';
-import { integer } from './core/validate';
+import { requiredInteger } from './core/validate';
 import { ShardWorker, type ShardRef } from './engine/shard-worker';
 import { SlotBudget } from './engine/slots';
 import type {
@@ -354,7 +354,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
     shardCounts: async () => shardCounts(client(), await counts(), opts.shards, shards),
     retireShardCount: async (count) => {
-      const [listed] = await shardCounts(client(), [integer('retireShardCount count', count, 0, 1, MAX_SHARDS)], opts.shards, shards);
+      // Checked before client(): nothing reaches Redis with a bad count (a missing one included).
+      requiredInteger('retireShardCount count', count, 1, MAX_SHARDS);
+      const [listed] = await shardCounts(client(), [count], opts.shards, shards);
       if (listed!.own || listed!.jobs > 0 || listed!.keys > 0)
         throw new ShardsInUseError(
           listed!.own
