@@ -30,7 +30,7 @@ import { ShardQueues } from './storage/shard-queues';
 import { forgetShardCount, recordedShardCounts } from './storage/agreement';
 import { shardCounts } from './ops/shard-counts';
 import { MAX_SHARDS } from './storage/shards';
-import { integer } from './core/validate';
+import { requiredInteger } from './core/validate';
 import { ShardWorker, type ShardRef } from './engine/shard-worker';
 import { SlotBudget } from './engine/slots';
 import type {
@@ -80,6 +80,21 @@ const WORKER_OPTIONS = optionNames<CreateWorkerOptions>()([
   'workerForkOptions',
   'workerThreadsOptions',
 ]);
+
+/** Each batcher's check of createWorker's options (see checkWorkerOptions). */
+const workerOptionChecks = new WeakMap<Batcher, (workerOptions: CreateWorkerOptions, where: string) => void>();
+
+/**
+ * Throws what `batcher.createWorker(workerOptions)` would throw for its options, without making
+ * a worker: the NestJS module checks every processor's before it starts any. `where` names the
+ * options in the message.
+ * @internal
+ */
+export function checkWorkerOptions(batcher: Batcher, workerOptions: CreateWorkerOptions, where: string): void {
+  const check = workerOptionChecks.get(batcher);
+  if (!check) throw new TypeError('checkWorkerOptions: not a batcher made by createBatcher');
+  check(workerOptions, where);
+}
 
 /**
  * A follower's own BullMQ concurrency (see shard-worker.ts): above any budget, so that the shared
@@ -268,6 +283,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     };
   }
 
+  const checkOptions = (workerOptions: CreateWorkerOptions, where: string): void => {
+    if (typeof workerOptions === 'object' && workerOptions !== null) onlyKnownOptions(where, workerOptions, WORKER_OPTIONS);
+    validateWorkerConnection(workerOptions.connection, opts.prefix);
+  };
+
   const batcher: Batcher = {
     name: opts.name,
     performBatchLater: push,
@@ -287,9 +307,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       attached.attach(worker);
     },
     createWorker(workerOptions: CreateWorkerOptions = {}) {
-      if (typeof workerOptions === 'object' && workerOptions !== null)
-        onlyKnownOptions('createWorker options', workerOptions, WORKER_OPTIONS);
-      validateWorkerConnection(workerOptions.connection, opts.prefix);
+      checkOptions(workerOptions, 'createWorker options');
       const config = firstClaimConfig(opts, keyspace.root);
       const cluster = client() instanceof Cluster;
       const workerConnection = workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection);
@@ -337,7 +355,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     recover: async () => recoverStrandedKeys({ ...recoveryDeps(), graceMs: 0 }),
     shardCounts: async () => shardCounts(client(), await counts(), opts.shards, shards),
     retireShardCount: async (count) => {
-      const [listed] = await shardCounts(client(), [integer('retireShardCount count', count, 0, 1, MAX_SHARDS)], opts.shards, shards);
+      // Checked before client(): nothing reaches Redis with a bad count (a missing one included).
+      requiredInteger('retireShardCount count', count, 1, MAX_SHARDS);
+      const [listed] = await shardCounts(client(), [count], opts.shards, shards);
       if (listed!.own || listed!.jobs > 0 || listed!.keys > 0)
         throw new ShardsInUseError(
           listed!.own
@@ -390,5 +410,6 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       }
     },
   };
+  workerOptionChecks.set(batcher, checkOptions);
   return batcher;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { createReadStream, statSync } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { StringDecoder } from 'node:string_decoder';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createBatcher } from './batcher';
 import { commandClient, fromUrl, redactUrl, type RedisClient } from './core/connection';
@@ -136,6 +136,11 @@ function formatStats(s: Stats): string {
   return `${lines.join('\n')}\n`;
 }
 
+/**
+ * Calls `onLine` with each line of the input as it is, as the library takes ids: a line ends at
+ * `\n`, a `\r` just before it goes too (CRLF files), and nothing else is stripped (spaces, tabs,
+ * a lone `\r` are the id's). Empty lines are skipped; the last line needs no `\n`.
+ */
 async function readLines(
   io: Io,
   file: string | undefined,
@@ -144,15 +149,24 @@ async function readLines(
 ): Promise<void> {
   const total = file ? statSync(file).size : 0;
   const input: NodeJS.ReadableStream = file ? createReadStream(file) : io.stdin;
+  // A character split over two chunks is decoded whole.
+  const decoder = new StringDecoder('utf8');
+  const emit = async (line: string) => {
+    if (line !== '') await onLine(line);
+  };
   let bytes = 0;
-  input.on('data', (chunk: Buffer | string) => {
-    bytes += chunk.length;
+  let partial = '';
+  for await (const chunk of input as AsyncIterable<Buffer | string>) {
+    bytes += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
     progress(bytes, total);
-  });
-  for await (const line of createInterface({ input, crlfDelay: Infinity })) {
-    const id = line.trim();
-    if (id !== '') await onLine(id);
+    const text = partial + (typeof chunk === 'string' ? chunk : decoder.write(chunk));
+    let start = 0;
+    for (let end = text.indexOf('\n'); end !== -1; start = end + 1, end = text.indexOf('\n', start)) {
+      await emit(text.slice(start, end > start && text[end - 1] === '\r' ? end - 1 : end));
+    }
+    partial = text.slice(start);
   }
+  await emit(partial + decoder.end());
 }
 
 function progressBar(io: Io): { update: (bytes: number, total: number, pushed: number) => void; done: () => void } {

@@ -57,6 +57,48 @@ describe('the batch-by-key CLI', () => {
     expect(JSON.parse(json.stdout) as Stats).toMatchObject({ name: b.name, keys: 1, pending: 3, topKeys: [{ key: 'acct-1', pending: 3 }] });
   });
 
+  it('push sends each line as it is, spaces included: only the line ending (LF, or CRLF) goes, and only empty lines are skipped', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ eachIteration: rec.handler });
+    const input = ' lead\ntrail \n  both  \r\n\n\r\n   \n\ttab\t\r\nmid\rdle\nключ\nlast';
+    const ids = [' lead', 'trail ', '  both  ', '   ', '\ttab\t', 'mid\rdle', 'ключ', 'last'];
+    expect(await cli([...on(b), 'push', '--key', 'k'], { input })).toEqual({
+      code: 0,
+      stdout: `pushed ${ids.length} ids to k\n`,
+      stderr: '',
+    });
+    b.createWorker();
+    await waitFor(() => rec.all.length === ids.length, { what: 'every id pushed' });
+    expect(rec.idsOf('k')).toEqual(ids);
+  });
+
+  it("push --file: a CRLF and a character split over two of the file's read chunks arrive whole", async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ eachIteration: rec.handler, sliceSize: 1000 });
+    // createReadStream reads 64 KiB at a time.
+    const chunk = 64 * 1024;
+    let text = '';
+    const padTo = (offset: number, label: string) => {
+      for (let i = 0; Buffer.byteLength(text) < offset - 100; i++) text += `${label}${i}-${'x'.repeat(50)}\r\n`;
+    };
+    padTo(chunk, 'p');
+    // This line's \r is the first chunk's last byte, its \n the second's first.
+    text += `${'f'.repeat(chunk - 1 - Buffer.byteLength(text))}\r\n`;
+    padTo(2 * chunk, 'q');
+    // The two bytes of ж are the second chunk's last and the third's first.
+    text += `${'g'.repeat(2 * chunk - 1 - Buffer.byteLength(text))}жend\r\nlast\r\n`;
+    const file = join(mkdtempSync(join(tmpdir(), 'bbk-')), 'ids.txt');
+    writeFileSync(file, text);
+    const ids = text.split('\r\n').filter((id) => id !== '');
+    expect(await cli([...on(b), 'push', '--key', 'k', '--file', file])).toMatchObject({
+      code: 0,
+      stdout: `pushed ${ids.length} ids to k\n`,
+    });
+    b.createWorker();
+    await waitFor(() => rec.all.length === ids.length, { what: 'every id pushed' });
+    expect(rec.idsOf('k')).toEqual(ids);
+  });
+
   it('push --file sends a large file in batches (no progress bar when stderr is not a terminal)', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const file = join(mkdtempSync(join(tmpdir(), 'bbk-')), 'ids.txt');

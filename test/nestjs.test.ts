@@ -410,7 +410,7 @@ describe('BatchByKeyModule configuration errors', () => {
     class AsyncTypo {}
     await expect(createContext(AsyncTypo)).rejects.toThrow(/BatchByKeyModule root options: unknown option "prefx"/);
 
-    // A processor's worker options are BullMQ's, checked when its worker is created: the start fails.
+    // A processor's worker options are BullMQ's, checked at the start: the start fails.
     const name = uniqueName('nest-typo');
     @BatchProcessor(name, typo({ concurency: 2 }))
     class Processor {
@@ -422,6 +422,49 @@ describe('BatchByKeyModule configuration errors', () => {
     })
     class WorkerTypo {}
     await expect(createContext(WorkerTypo)).rejects.toThrow(/unknown option "concurency"; did you mean concurrency\?/);
+  });
+
+  it("a processor's worker options are checked with every other processor's before any worker starts: a typo in one leaves its siblings' ids pending", async () => {
+    const typo = <T>(options: T) => options as never;
+    const [good, bad] = [uniqueName('nest-typo'), uniqueName('nest-typo')];
+    const processed: string[] = [];
+    @BatchProcessor(good)
+    class GoodProcessor {
+      eachIteration(ids: string[]): void {
+        processed.push(...ids);
+      }
+    }
+    @BatchProcessor(bad, typo({ concurency: 2 }))
+    class BadProcessor {
+      eachIteration(): void {}
+    }
+    // The good batcher is registered, and so started, first: it would run while the start fails.
+    @Module({
+      imports: [
+        BatchByKeyModule.forRoot({ connection: testConnection() }),
+        BatchByKeyModule.registerBatcher({ name: good }, { name: bad }),
+      ],
+      providers: [GoodProcessor, BadProcessor],
+    })
+    class AppModule {}
+    const app = await boot(NestFactory.create<INestApplication>(AppModule, quiet));
+    const batcher = app.get<Batcher>(getBatcherToken(good));
+    // Every worker the registry makes for the good batcher, by the batcher's own createWorker.
+    const workers: unknown[] = [];
+    const createWorker = batcher.createWorker.bind(batcher);
+    batcher.createWorker = (options) => {
+      const worker = createWorker(options);
+      workers.push(worker);
+      return worker;
+    };
+    await batcher.performBatchLater(['1', '2'], { key: 'k' });
+    await expect(app.init()).rejects.toThrow(
+      /@BatchProcessor\('nest-typo-\w+'\) on BadProcessor workerOptions: unknown option "concurency"; did you mean concurrency\?/,
+    );
+    expect(workers).toEqual([]);
+    expect(await queueOf(batcher).getWorkersCount()).toBe(0);
+    expect((await batcher.stats()).pending).toBe(2);
+    expect(processed).toEqual([]);
   });
 
   it("forRoot without a connection fails the start; its prefix is every batcher's default, and a batcher's own wins", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ConnectionOptions, Job } from 'bullmq';
 import calculateSlot from 'cluster-key-slot';
-import { InvalidOptionError, ShardsInUseError, type Batcher, type KeyJobData } from '../src';
+import { ClosedError, InvalidOptionError, ShardsInUseError, type Batcher, type KeyJobData } from '../src';
 import { CLUSTER_SLOTS, ShardLayout } from '../src/storage/shards';
 import { Keyspace } from '../src/storage/keys';
 import {
@@ -280,6 +280,25 @@ describe('a batcher with shards', () => {
     // Another process's count with a job and a key left cannot be retired.
     const other = track(batchByKey({ name: b.name, connection: testConnection(), shards: 1 }));
     await expect(other.retireShardCount(2)).rejects.toThrow(/shard count 2 still has 1 key jobs on its queues and 1 keys/);
+  });
+});
+
+describe('retireShardCount', () => {
+  it('refuses a count that is not an integer from 1 to 64, a missing one included, before touching Redis', async () => {
+    const producer = () => track(batchByKey({ name: uniqueName(), connection: testConnection(), shards: 2 }));
+    const b = producer();
+    await b.performBatchLater(['1'], { key: 'k' });
+    const retire = async (count: unknown) => b.retireShardCount(count as number);
+    for (const count of [undefined, null, 0, 65, 1.5, Number.NaN, '2']) {
+      await expect(retire(count)).rejects.toThrow(InvalidOptionError);
+    }
+    await expect(retire(undefined)).rejects.toThrow(/retireShardCount count must be an integer between 1 and 64, got undefined/);
+    expect((await b.shardCounts()).map((c) => c.count)).toEqual([2]);
+    // A closed batcher refuses any Redis call with ClosedError: the count is refused first.
+    const closed = producer();
+    await closed.close();
+    await expect(closed.retireShardCount(undefined as unknown as number)).rejects.toThrow(InvalidOptionError);
+    await expect(closed.retireShardCount(2)).rejects.toThrow(ClosedError);
   });
 });
 

@@ -23,7 +23,11 @@ function fail(where: string, expected: string, value: unknown): never {
 
 /** An integer in [min, max]; `fallback` when undefined. */
 export function integer(where: string, value: unknown, fallback: number, min: number, max: number = Number.MAX_SAFE_INTEGER): number {
-  if (value === undefined) return fallback;
+  return value === undefined ? fallback : requiredInteger(where, value, min, max);
+}
+
+/** An integer in [min, max], with no default: undefined is refused as any other value is (an argument, not an option). */
+export function requiredInteger(where: string, value: unknown, min: number, max: number = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     fail(where, `an integer ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `between ${min} and ${max}`}`, value);
   }

@@ -8,7 +8,7 @@ import {
 } from '@nestjs/common';
 import { DiscoveryService, ModulesContainer } from '@nestjs/core';
 import type { Worker } from 'bullmq';
-import { createBatcher } from '../batcher';
+import { checkWorkerOptions, createBatcher } from '../batcher';
 import { describe, InvalidOptionError } from '../core/errors';
 import { log } from '../core/logger';
 import { onlyKnownOptions } from '../core/validate';
@@ -124,7 +124,7 @@ export class BatchByKeyRegistry implements OnModuleInit, OnApplicationBootstrap,
     return batcher;
   }
 
-  /** Checks every processor and wires its `@OnBatchEvent` methods; runs once all providers exist, before any worker starts. */
+  /** Checks every processor (its worker options included) and wires its `@OnBatchEvent` methods; runs once all providers exist, before any worker starts. */
   onModuleInit(): void {
     // Two roots would split the batchers between two registries, and each would miss the other's.
     if (this.discovery.getProviders().filter((wrapper) => wrapper.metatype === BatchByKeyRegistry).length > 1) {
@@ -148,6 +148,8 @@ export class BatchByKeyRegistry implements OnModuleInit, OnApplicationBootstrap,
       const instance = wrapper.instance as Record<string | symbol, unknown> | undefined;
       if (typeof instance?.eachIteration !== 'function')
         throw new InvalidOptionError(`${where}: the class has no eachIteration(ids, ctx) method`);
+      // Every processor's worker options now, so that a typo in one fails the start before any worker runs.
+      checkWorkerOptions(registered.batcher, meta.workerOptions, `${where} workerOptions`);
       for (const { event, method } of listenersOf(wrapper.metatype)) {
         const listener = instance[method];
         if (typeof listener !== 'function')
