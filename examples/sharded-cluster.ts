@@ -8,7 +8,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { Cluster } from 'ioredis';
-import { batchByKey, type Batcher } from '../src';
+import { batchByKey, ShardsInUseError, type Batcher } from '../src';
 import { startCluster } from '../tools/redis-cluster';
 
 type Nodes = { host: string; port: number }[];
@@ -23,11 +23,23 @@ function refresher(connection: Cluster, shards: number, processed: Set<string>):
     // shard) before it finds the key empty: a short lock TTL keeps this demo's change quick.
     lockTtlMs: 2_000,
     recoveryIntervalMs: 500,
+    // A count can be retired once no process has checked it for its recoveryIntervalMs plus this.
+    pushTimeoutMs: 2_000,
     eachIteration(ids, ctx) {
       for (const id of ids) processed.add(`${ctx.key}/${id}`);
     },
   });
 }
+
+/** Retires a shard count; false while it is still in use. */
+const retired = async (batcher: Batcher, count: number): Promise<boolean> =>
+  batcher.retireShardCount(count).then(
+    () => true,
+    (err: unknown) => {
+      if (err instanceof ShardsInUseError) return false;
+      throw err;
+    },
+  );
 
 const until = async (check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> => {
   const deadline = Date.now() + timeoutMs;
@@ -68,7 +80,8 @@ export async function main(nodes: Nodes, accounts = 300): Promise<{ pushed: numb
     await worker.close();
     // The old count retires once its queues hold no job and the recovery sweep has dropped its drained keys.
     await until(async () => (await six.shardCounts()).every((c) => c.own || (c.jobs === 0 && c.keys === 0)), 'the old count to empty');
-    await six.retireShardCount(3);
+    // ... and once no process on it may still push without checking again (ShardsInUseError until then).
+    await until(async () => retired(six, 3), 'the old count to retire');
     const counts = (await six.shardCounts()).map((c) => c.count);
     await until(() => newWorker.shardWorkers.length === 6, 'the new worker to drop the old queues');
     console.log(`pushed ${pushed} ids to ${accounts} accounts, processed ${processed.size}; shard counts in use now: ${counts.join(', ')}`);

@@ -27,7 +27,7 @@ import { defineScripts } from './storage/scripts';
 import { backlog, storeFor } from './storage/store';
 import { bullKeysOf, type KeyQueue } from './storage/job';
 import { ShardQueues } from './storage/shard-queues';
-import { forgetShardCount, recordedShardCounts } from './storage/agreement';
+import { forgetShardCount, recordedShardCounts, setPausedAll } from './storage/agreement';
 import { shardCounts } from './ops/shard-counts';
 import { MAX_SHARDS } from './storage/shards';
 import { requiredInteger } from './core/validate';
@@ -143,9 +143,13 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const queueOf = (key: Key) => shards.of(key);
   // Every count a process recorded, and this one's: the shards workers serve and reads read. Calls
   // made while one read is under way share it (a worker's sweep asks three times at once).
+  // The counts last read: a run's preemption reads the wait lists of every count served.
+  let served: readonly number[] = [opts.shards];
   const readCounts = async (): Promise<number[]> => {
     const recorded = await recordedShardCounts(client(), keyspace.config);
-    return recorded.includes(opts.shards) ? recorded : [...recorded, opts.shards].sort((a, b) => a - b);
+    const read = recorded.includes(opts.shards) ? recorded : [...recorded, opts.shards].sort((a, b) => a - b);
+    served = read;
+    return read;
   };
   let reading: Promise<number[]> | undefined;
   const counts = (): Promise<number[]> => (reading ??= readCounts().finally(() => (reading = undefined)));
@@ -158,7 +162,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     }
     return redlock;
   };
-  const agreement = new StoreAgreement(client, keyspace.config, opts.store, opts.shards, opts.recoveryIntervalMs);
+  const ownQueues = () => shards.all([opts.shards]);
+  const agreement = new StoreAgreement(client, keyspace.config, opts.store, opts.shards, opts.recoveryIntervalMs, opts.pushTimeoutMs, {
+    pause: async () => void (await Promise.all(ownQueues().map((queue) => queue.pause()))),
+    resume: async () => void (await Promise.all(ownQueues().map((queue) => queue.resume()))),
+  });
   const enqueueDeps = (): EnqueueDeps => ({
     client: client(),
     shard: (key) => shards.forKey(key),
@@ -237,7 +245,11 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     intervalMs: opts.recoveryIntervalMs,
     assertOpen,
     // Async, so that a sweep that cannot even start (a closed client) rejects rather than throws in a timer.
-    recover: async () => recoverStrandedKeys(recoveryDeps()),
+    // The sweep adds jobs on this process's count's queues: agreed first, so that they are paused under pauseAll.
+    recover: async () => {
+      await agreement.check('worker');
+      return recoverStrandedKeys(recoveryDeps());
+    },
     age:
       opts.scheduling === 'fair'
         ? async () =>
@@ -265,9 +277,12 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
           `eachIteration where workers run)`,
       );
     }
-    // Built once, not per run: the queues' names never change.
-    let lists: ReturnType<typeof bullKeysOf>[] | undefined;
-    const queueLists = () => (lists ??= shards.all([opts.shards]).map(bullKeysOf));
+    // Built once per change of the counts served, not per run.
+    let lists: { of: readonly number[]; lists: ReturnType<typeof bullKeysOf>[] } | undefined;
+    const queueLists = () => {
+      if (lists?.of !== served) lists = { of: served, lists: shards.all(served).map(bullKeysOf) };
+      return lists.lists;
+    };
     return {
       client: client(),
       redlock: getRedlock(),
@@ -365,18 +380,27 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
             : `shard count ${count} still has ${listed!.jobs} key jobs on its queues and ${listed!.keys} keys in its recovery indexes: ` +
                 'retire it once they have run and the recovery sweep has dropped them (shardCounts() tells)',
         );
-      await forgetShardCount(client(), keyspace.config, count);
+      const leftMs = await forgetShardCount(client(), keyspace.config, count);
+      if (leftMs > 0)
+        throw new ShardsInUseError(
+          `shard count ${count} was checked by a process that may still push to it without checking again for ${leftMs} ms ` +
+            '(its recoveryIntervalMs plus pushTimeoutMs): retire it once no process has used it for that long',
+        );
       // A read of the counts that began before the change would answer without it.
       reading = undefined;
     },
     pause: async (key, pauseOptions) => pause(pauseDeps(), key, pauseOptions),
     resume: async (key) => resume(pauseDeps(), key),
     paused: async () => paused(pauseDeps()),
+    // The mark first, then the counts read after it: a process that records a new count either
+    // finds the mark (and pauses its own queues; see agreement.ts) or is among the counts read.
     pauseAll: async () => {
-      await Promise.all((await allQueues()).map((queue) => queue.pause()));
+      await setPausedAll(client(), keyspace.config, true);
+      await Promise.all(shards.all(await readCounts()).map((queue) => queue.pause()));
     },
     resumeAll: async () => {
-      await Promise.all((await allQueues()).map((queue) => queue.resume()));
+      await setPausedAll(client(), keyspace.config, false);
+      await Promise.all(shards.all(await readCounts()).map((queue) => queue.resume()));
     },
     deadLetters,
     progress: async (ticket) => progress(client(), keyspace, ticket),

@@ -91,13 +91,13 @@ describe('preemption', () => {
     await redis.rpush(lists.wait, 'j1', 'j2');
     await redis.rpush(lists.active, 'run');
     const always = () => 0;
-    const demoted = preemption(redis, [lists], logger, { level: 2, startedAt: Date.now() }, always);
+    const demoted = preemption(redis, () => [lists], logger, { level: 2, startedAt: Date.now() }, always);
     // The counts are read in the background, at most every 5 ms: poll until two reads saw the jobs.
     const full = { full: true };
     await waitFor(() => demoted(full) === 'preempted', { intervalMs: 10, what: 'the level-2 run to yield' });
     expect(demoted({ full: false })).toBeUndefined();
     // A level-0 run inside its 50 ms quantum keeps going whatever waits.
-    const fresh = preemption(redis, [lists], logger, { level: 0, startedAt: Date.now() }, always);
+    const fresh = preemption(redis, () => [lists], logger, { level: 0, startedAt: Date.now() }, always);
     expect(fresh(full)).toBeUndefined();
     await redis.del(lists.wait, lists.active);
   });
@@ -112,7 +112,13 @@ describe('preemption', () => {
     await redis.hset(`${lists.jobPrefix}had-its-turn`, 'priority', 2);
     await redis.hset(`${lists.jobPrefix}back-from-a-wait`, 'priority', 0);
     await redis.hset(`${lists.jobPrefix}not-due`, 'priority', 0);
-    const running = preemption(redis, [lists], logger, { level: 2, startedAt: Date.now() }, () => 0);
+    const running = preemption(
+      redis,
+      () => [lists],
+      logger,
+      { level: 2, startedAt: Date.now() },
+      () => 0,
+    );
     await waitFor(() => running({ full: true }) === 'preempted', {
       intervalMs: 10,
       what: 'the run to yield to the key back from its wait',

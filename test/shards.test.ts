@@ -39,6 +39,17 @@ async function countEmptied(b: Batcher, count: number): Promise<void> {
   );
 }
 
+/** Retires shard count `count` once it may be: false (and retried by a waitFor) while ShardsInUseError says it is in use. */
+async function retired(b: Batcher, count: number): Promise<boolean> {
+  return b.retireShardCount(count).then(
+    () => true,
+    (err: unknown) => {
+      if (err instanceof ShardsInUseError) return false;
+      throw err;
+    },
+  );
+}
+
 /** The master of `slot` when a cluster splits its slots evenly over `masters`. */
 const evenMaster = (slot: number, masters: number) => Math.floor((slot * masters) / CLUSTER_SLOTS);
 
@@ -229,7 +240,15 @@ describe('a batcher with shards', () => {
     // A key's job on its old shard and one on its new may both exist: the one that finds the key's
     // lock held waits out the lock's TTL (as it would a crashed run's), so the old count's queue
     // empties within lockTtlMs.
-    const options = { name, connection: testConnection(), sliceSize: 5, recoveryIntervalMs: 200, lockTtlMs: 2_000, eachIteration };
+    const options = {
+      name,
+      connection: testConnection(),
+      sliceSize: 5,
+      recoveryIntervalMs: 200,
+      lockTtlMs: 2_000,
+      pushTimeoutMs: 1_000,
+      eachIteration,
+    };
     const before = track(batchByKey({ ...options, shards: 1 }));
     const after = track(batchByKey({ ...options, shards: 3 }));
     const oldWorker = before.createWorker({ concurrency: 3 });
@@ -264,7 +283,7 @@ describe('a batcher with shards', () => {
     await expect(after.retireShardCount(3)).rejects.toThrow(ShardsInUseError);
     // Its queue empties, and the recovery sweep drops its drained keys from its index.
     await countEmptied(after, 1);
-    await after.retireShardCount(1);
+    await waitFor(() => retired(after, 1), { what: 'count 1 to retire once no process may push to it unseen' });
     expect((await after.shardCounts()).map((c) => c.count)).toEqual([3]);
     await waitFor(() => newWorker.shardWorkers.length === 3, { what: 'the new worker to stop serving the old shard' });
     await after.performBatchLater(['last'], { key: 'acct-0' });
@@ -325,25 +344,80 @@ describe('attach with shards', () => {
 });
 
 describe('a process still running with a retired shard count', () => {
-  it('records its count again, so what it pushes is served and nothing is stranded', async () => {
+  it('keeps the count from retiring while it may push unseen, and records it again when it pushes later: nothing is stranded', async () => {
     const name = uniqueName('straggler');
     const processed: string[] = [];
     const eachIteration = (ids: string[], ctx: { key: string }) => {
       processed.push(...ids.map((id) => `${ctx.key}/${id}`));
     };
-    const options = { name, connection: testConnection(), recoveryIntervalMs: 200, eachIteration };
-    const straggler = track(batchByKey({ ...options, shards: 2 }));
-    const current = track(batchByKey({ ...options, shards: 3 }));
+    const options = { name, connection: testConnection(), eachIteration };
+    // Its recheck window plus push timeout: 1.5 s in which it pushes without checking again.
+    const straggler = track(batchByKey({ ...options, shards: 2, recoveryIntervalMs: 500, pushTimeoutMs: 1_000 }));
+    const current = track(batchByKey({ ...options, shards: 3, recoveryIntervalMs: 200 }));
     await straggler.performBatchLater(['a'], { key: 'x' });
     const worker = current.createWorker({ concurrency: 2 });
     await waitFor(() => processed.includes('x/a'), { what: 'x/a' });
     await countEmptied(current, 2);
-    await current.retireShardCount(2);
-    await waitFor(() => worker.shardWorkers.length === 3, { what: 'the worker to stop serving count 2' });
-    // The straggler's agreement is older than its recoveryIntervalMs: this push records count 2 again.
-    await sleep(300);
+    // Within the straggler's window: its next push would not check, so the count stays.
+    await expect(current.retireShardCount(2)).rejects.toThrow(/may still push to it without checking again for \d+ ms/);
     await straggler.performBatchLater(['b'], { key: 'y' });
+    await waitFor(() => processed.includes('y/b'), { what: "the straggler's push within its window" });
+
+    await countEmptied(current, 2);
+    await waitFor(() => retired(current, 2), { what: 'count 2 to retire once its window ended' });
+    await waitFor(() => worker.shardWorkers.length === 3, { what: 'the worker to stop serving count 2' });
+    // Its window is over: this push checks first, and that check records count 2 again.
+    await straggler.performBatchLater(['c'], { key: 'z' });
     expect((await current.shardCounts()).map((c) => c.count)).toEqual([2, 3]);
-    await waitFor(() => processed.includes('y/b'), { what: "the straggler's push" });
+    await waitFor(() => processed.includes('z/c'), { what: "the straggler's push after the retire" });
+  });
+});
+
+describe('pauseAll during a change of shards', () => {
+  it('holds a shard count that appears after it, until resumeAll', async () => {
+    const name = uniqueName('pause-all');
+    const rec = new Recorder();
+    const options = { name, connection: testConnection(), recoveryIntervalMs: 200, eachIteration: rec.handler };
+    const old = track(batchByKey({ ...options, shards: 1 }));
+    await old.pauseAll();
+    // A process with a new count starts during the pause: it pushes and runs a worker.
+    const fresh = track(batchByKey({ ...options, shards: 3 }));
+    const keys = range(6, 'acct-');
+    for (const key of keys) await fresh.performBatchLater(['1'], { key });
+    const { Queue } = await import('bullmq');
+    const queues = layoutOf(name, 3).prefixes.map((prefix) =>
+      track(new Queue(name, { connection: testConnection() as ConnectionOptions, prefix })),
+    );
+    // Its first push found the pause and paused its own queues before adding a job there.
+    expect(await Promise.all(queues.map(async (q) => q.isPaused()))).toEqual([true, true, true]);
+    fresh.createWorker({ concurrency: 2 });
+    await old.resumeAll();
+    await waitFor(() => rec.all.length === keys.length, { what: 'every id after resumeAll' });
+    expect(await Promise.all(queues.map(async (q) => q.isPaused()))).toEqual([false, false, false]);
+  });
+});
+
+describe('preemption during a change of shards', () => {
+  it("yields a heavy run's slot to a light key pushed on another count's queue, within a few slices", async () => {
+    const name = uniqueName('preempt-counts');
+    const done = new Map<string, number>();
+    let heavyDoneWhenLightRan = -1;
+    const eachIteration = async (ids: string[], ctx: { key: string }) => {
+      if (ctx.key === 'light') heavyDoneWhenLightRan = done.get('heavy') ?? 0;
+      else await sleep(5);
+      done.set(ctx.key, (done.get(ctx.key) ?? 0) + ids.length);
+    };
+    // A budget far longer than the test: without preemption the light key would wait it out.
+    const options = { name, connection: testConnection(), sliceSize: 5, maxRuntimeMs: 120_000, recoveryIntervalMs: 200, eachIteration };
+    const runner = track(batchByKey({ ...options, shards: 1 }));
+    const other = track(batchByKey({ ...options, shards: 2 }));
+    await runner.performBatchLater(range(20_000), { key: 'heavy' });
+    const worker = runner.createWorker({ concurrency: 1 });
+    await waitFor(() => (done.get('heavy') ?? 0) > 0, { what: 'the heavy key to start' });
+    await other.performBatchLater(['only'], { key: 'light' });
+    await waitFor(() => worker.shardWorkers.length === 3, { what: 'the worker to serve count 2' });
+    await waitFor(() => done.get('light') === 1, { what: 'the light key', timeoutMs: 15_000 });
+    expect(heavyDoneWhenLightRan).toBeGreaterThan(0);
+    expect(heavyDoneWhenLightRan).toBeLessThan(20_000);
   });
 });

@@ -224,7 +224,8 @@ export class NotPausedError extends BatchByKeyError {
 
 /**
  * `retireShardCount` was asked to forget a shard count that is still in use: the batcher's own
- * `shards`, or a count whose queues still hold key jobs (wait for them to run, then retire it).
+ * `shards`, a count whose queues still hold key jobs (wait for them to run, then retire it), or a
+ * count a process may still push to without checking again (wait as long as the message says).
  */
 export class ShardsInUseError extends BatchByKeyError {
   constructor(message: string) {

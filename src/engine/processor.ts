@@ -179,7 +179,7 @@ async function runSlices(
         stopped(run),
         maxRuntime(Date.now(), budgetOf(job.data.key, options.maxRuntimeMs, options.weight, options.logger)),
         ...(options.scheduling === 'fair'
-          ? [preemption(deps.client, deps.queueLists(), options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
+          ? [preemption(deps.client, deps.queueLists, options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
           : []),
       ],
       settleFailure: (failed) => settleFailure(deps, lock.value, failed),

@@ -43,7 +43,8 @@ const DUE_LOOKED_AT = 20;
  */
 export function preemption(
   client: RedisClient,
-  lists: readonly QueueLists[],
+  /** The wait lists to read, asked at each read: the counts a worker serves may change during a run. */
+  lists: () => readonly QueueLists[],
   logger: Logger,
   run: { level: number; startedAt: number },
   random: () => number = Math.random,
@@ -58,7 +59,7 @@ export function preemption(
     reading = true;
     lastRead = performance.now();
     // One script per shard queue, whose BullMQ keys share one slot (its prefix's hash tag).
-    queueLoad(client, lists, DUE_LOOKED_AT)
+    queueLoad(client, lists(), DUE_LOOKED_AT)
       .then((load) => {
         waitingBefore = waiting;
         waiting = load.waiting;

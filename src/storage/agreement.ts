@@ -1,12 +1,19 @@
 import { StoreMismatchError } from '../core/errors';
-import type { RedisClient } from './scripts';
+import { runScript, type RedisClient } from './scripts';
 import type { StoreKind } from '../core/types';
 
 /** The field of the batcher's config hash that holds its store. */
 const STORE_FIELD = 'store';
 
-/** Fields `shards:N` of the config hash: the shard counts processes have used (see recordedShardCounts). */
+/**
+ * Fields `shards:N` of the config hash: the shard counts processes have used (see
+ * recordedShardCounts), each with the time, by the Redis clock, until which a process that
+ * recorded it may push without checking again (see agree.lua).
+ */
 const SHARDS_FIELD = 'shards:';
+
+/** The field of the config hash that says every queue of every count is paused (`pauseAll`, until `resumeAll`). */
+const PAUSED_ALL_FIELD = 'paused';
 
 /**
  * The store recorded for a batcher (see StoreAgreement): what its first process to push or run
@@ -32,9 +39,30 @@ export async function recordedShardCounts(client: RedisClient, configKey: string
     .sort((a, b) => a - b);
 }
 
-/** Drops a recorded shard count: workers stop serving its queues at their next sweep. */
-export async function forgetShardCount(client: RedisClient, configKey: string, count: number): Promise<void> {
-  await client.hdel(configKey, `${SHARDS_FIELD}${count}`);
+/**
+ * Drops a recorded shard count, so workers stop serving its queues at their next sweep; unless a
+ * process that recorded it may still push to it without checking again (its last check was
+ * within its `recoveryIntervalMs` plus `pushTimeoutMs`): such a push would land on a count nobody
+ * serves or reads. Returns 0 when dropped, else the ms until it may be.
+ */
+export async function forgetShardCount(client: RedisClient, configKey: string, count: number): Promise<number> {
+  return Number(await runScript(client, 'forget-shard-count', [configKey], [`${SHARDS_FIELD}${count}`]));
+}
+
+/** Records (or clears) that every queue is paused: processes that check later pause their own count's queues too. */
+export async function setPausedAll(client: RedisClient, configKey: string, paused: boolean): Promise<void> {
+  if (paused) await client.hset(configKey, PAUSED_ALL_FIELD, '1');
+  else await client.hdel(configKey, PAUSED_ALL_FIELD);
+}
+
+async function pausedAll(client: RedisClient, configKey: string): Promise<boolean> {
+  return (await client.hexists(configKey, PAUSED_ALL_FIELD)) === 1;
+}
+
+/** A process's own count's queues, as the agreement pauses them under `pauseAll` (see `StoreAgreement`). */
+export interface OwnQueues {
+  pause(): Promise<void>;
+  resume(): Promise<void>;
 }
 
 /**
@@ -42,10 +70,14 @@ export async function forgetShardCount(client: RedisClient, configKey: string, c
  * as a set fails with WRONGTYPE, and a push may land half in one shape. The first batcher to push
  * or run records its store under the batcher's config key; every other process compares with
  * it (at its first push, or its first run, then at most once per `recheckMs`), and refuses to go
- * on if it differs. Changing a batcher's store means draining it and deleting that key. Each
- * check also records the process's shard count again: a process still on a count that was
- * retired (see forgetShardCount) puts it back within `recheckMs`, so workers serve its queues
- * and sweep its recovery indexes again, and nothing it pushes is stranded.
+ * on if it differs.
+ *
+ * Each check also records the process's shard count, with the time until which the process may
+ * push without checking again: a count cannot be retired before then (see forgetShardCount), and
+ * a process still on a count that was retired puts it back at its next check, so workers serve its
+ * queues and sweep its recovery indexes again, and nothing it pushes is stranded. And each check
+ * reads whether `pauseAll` holds: a process whose count appeared after the pause (a change of
+ * `shards`) pauses its own count's queues before it pushes or runs anything.
  */
 export class StoreAgreement {
   private agreed: Promise<void> | undefined;
@@ -57,8 +89,12 @@ export class StoreAgreement {
     private readonly store: StoreKind,
     /** This process's shard count, recorded with the store (see recordedShardCounts). */
     private readonly shards: number,
-    /** How often, at most, the check is made again (one MULTI): the batcher's recoveryIntervalMs. */
+    /** How often, at most, the check is made again (one script call): the batcher's recoveryIntervalMs. */
     private readonly recheckMs: number,
+    /** The longest a push may take after its check: the batcher's pushTimeoutMs. */
+    private readonly pushTimeoutMs: number,
+    /** The queues of this process's count. */
+    private readonly own: OwnQueues,
   ) {}
 
   /** Resolves once this process's store is the recorded one; a StoreMismatchError if it is not (asked again next time). */
@@ -73,19 +109,34 @@ export class StoreAgreement {
   }
 
   private async compare(side: 'push' | 'worker'): Promise<void> {
-    const replies = await this.client()
-      .multi()
-      .hsetnx(this.configKey, STORE_FIELD, this.store)
-      .hget(this.configKey, STORE_FIELD)
-      .hset(this.configKey, `${SHARDS_FIELD}${this.shards}`, '1')
-      .exec();
-    const recorded = replies?.[1]?.[1];
-    if (typeof recorded === 'string' && recorded !== this.store) {
+    const [recorded, paused] = (await runScript(
+      this.client(),
+      'agree',
+      [this.configKey],
+      [STORE_FIELD, this.store, `${SHARDS_FIELD}${this.shards}`, this.recheckMs + this.pushTimeoutMs, PAUSED_ALL_FIELD],
+    )) as [string, number];
+    if (recorded !== this.store) {
       throw new StoreMismatchError(
         `this batcher ${side === 'push' ? 'pushes' : 'runs'} with store '${this.store}', but the batcher's producers and workers use ` +
           `'${recorded}' ` +
           `(recorded in ${this.configKey}): give every process the same store (after draining, delete that key to change it)`,
       );
+    }
+    if (paused === 1) await this.followPausedAll();
+  }
+
+  /**
+   * Pauses this process's own queues, as `pauseAll` paused those of the counts it knew. A
+   * `resumeAll` may clear the mark meanwhile, after resuming the queues it knew: so the mark is read
+   * again after each change, until the queues are as the mark was last read (a few rounds at most).
+   */
+  private async followPausedAll(): Promise<void> {
+    let paused = true;
+    for (let round = 0; round < 5; round++) {
+      await (paused ? this.own.pause() : this.own.resume());
+      const now = await pausedAll(this.client(), this.configKey);
+      if (now === paused) return;
+      paused = now;
     }
   }
 }

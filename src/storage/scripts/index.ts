@@ -29,6 +29,8 @@ const NAMES = [
   'reads',
   'pause-key',
   'resume-key',
+  'agree',
+  'forget-shard-count',
 ] as const;
 
 export type ScriptName = (typeof NAMES)[number];
