@@ -28,6 +28,7 @@ import {
   type BatcherEvents,
   type Connection,
   type IterationContext,
+  type KeyWorker,
 } from '../src';
 import { BatchByKeyModule, BatchProcessor, getBatcherToken, InjectBatcher, OnBatchEvent } from '../src/nestjs';
 import { Keyspace } from '../src/storage/keys';
@@ -462,6 +463,48 @@ describe('BatchByKeyModule configuration errors', () => {
       /@BatchProcessor\('nest-typo-\w+'\) on BadProcessor workerOptions: unknown option "concurency"; did you mean concurrency\?/,
     );
     expect(workers).toEqual([]);
+    expect(await queueOf(batcher).getWorkersCount()).toBe(0);
+    expect((await batcher.stats()).pending).toBe(2);
+    expect(processed).toEqual([]);
+  });
+
+  it("a worker option that only BullMQ's Worker refuses (concurrency 0) fails the start with no sibling's worker left running", async () => {
+    const [good, bad] = [uniqueName('nest-bullmq'), uniqueName('nest-bullmq')];
+    const processed: string[] = [];
+    @BatchProcessor(good)
+    class GoodProcessor {
+      eachIteration(ids: string[]): void {
+        processed.push(...ids);
+      }
+    }
+    @BatchProcessor(bad, { concurrency: 0 })
+    class BadProcessor {
+      eachIteration(): void {}
+    }
+    @Module({
+      imports: [
+        BatchByKeyModule.forRoot({ connection: testConnection() }),
+        BatchByKeyModule.registerBatcher({ name: good }, { name: bad }),
+      ],
+      providers: [GoodProcessor, BadProcessor],
+    })
+    class AppModule {}
+    const app = await boot(NestFactory.create<INestApplication>(AppModule, quiet));
+    const batcher = app.get<Batcher>(getBatcherToken(good));
+    const workers: KeyWorker[] = [];
+    const createWorker = batcher.createWorker.bind(batcher);
+    batcher.createWorker = (options) => {
+      const worker = createWorker(options);
+      workers.push(worker);
+      return worker;
+    };
+    await batcher.performBatchLater(['1', '2'], { key: 'k' });
+    await expect(app.init()).rejects.toThrow(/concurrency/);
+    // The good processor's worker was built first, and closed again before the start failed.
+    expect(workers).toHaveLength(1);
+    expect(workers[0]!.closing).toBeDefined();
+    await workers[0]!.closing;
+    expect(workers[0]!.isRunning()).toBe(false);
     expect(await queueOf(batcher).getWorkersCount()).toBe(0);
     expect((await batcher.stats()).pending).toBe(2);
     expect(processed).toEqual([]);

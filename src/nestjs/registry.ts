@@ -179,7 +179,7 @@ export class BatchByKeyRegistry implements OnModuleInit, OnApplicationBootstrap,
    * the workers start at the end of the root module's own hook. Where that hook is not reached
    * (a root module class that is not a static singleton), they start here, as before.
    */
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
     const root = rootModuleClass(this.modules);
     if (!root) return this.startWorkers();
     const own = Object.getOwnPropertyDescriptor(root, 'onApplicationBootstrap');
@@ -188,13 +188,22 @@ export class BatchByKeyRegistry implements OnModuleInit, OnApplicationBootstrap,
       if (own) Object.defineProperty(root, 'onApplicationBootstrap', own);
       else delete root.onApplicationBootstrap;
       await inherited?.call(root);
-      this.startWorkers();
+      await this.startWorkers();
     };
   }
 
-  private startWorkers(): void {
-    for (const { batcher, processor, logger } of this.registered.values()) {
-      if (processor) this.workers.push({ worker: batcher.createWorker(processor.meta.workerOptions), logger });
+  /**
+   * BullMQ's own checks of a worker's options (a `concurrency` of 0, say) run only as its Worker
+   * is built: the workers started before such a one are closed again, so a failed start runs nothing.
+   */
+  private async startWorkers(): Promise<void> {
+    try {
+      for (const { batcher, processor, logger } of this.registered.values()) {
+        if (processor) this.workers.push({ worker: batcher.createWorker(processor.meta.workerOptions), logger });
+      }
+    } catch (err) {
+      await this.onModuleDestroy();
+      throw err;
     }
   }
 
