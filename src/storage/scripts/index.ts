@@ -2,7 +2,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
-import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, BULLMQ_PUSH_READS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES, TICKET_ERRORS_SUFFIX } from '../keys';
+import {
+  BULLMQ_ADD_KEYS,
+  BULLMQ_FINISH_KEYS,
+  BULLMQ_PUSH_READS,
+  JOB_NAME,
+  KEY_SUFFIXES,
+  LANE_NAMES,
+  SPARE_DEDUP_PREFIX,
+  TICKET_ERRORS_SUFFIX,
+} from '../keys';
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 
 import type { RedisClient } from '../../core/connection';
@@ -104,6 +113,12 @@ export function keyspaceInclude(): string {
     'local function keyBase(root, encoded) return root .. ":{" .. encoded .. "}" end',
     '-- The encoded key of a base (an encoded key holds no braces, and a root none either).',
     "local function encodedKeyOf(base) return string.match(base, '{([^{}]*)}$') end",
+    `local SPARE_DEDUP_PREFIX = ${lua(SPARE_DEDUP_PREFIX)}`,
+    "-- The encoded key of a key job's deduplication id, its own or its spare (keys.ts dedupIdsOf).",
+    'local function encodedKeyOfDedupId(id)',
+    '  if string.sub(id, 1, #SPARE_DEDUP_PREFIX) == SPARE_DEDUP_PREFIX then return string.sub(id, #SPARE_DEDUP_PREFIX + 1) end',
+    '  return id',
+    'end',
     '-- A name is built when first read: a claim reads about half of them, and a one-id run builds',
     "-- names for two keys (its own and the next job's). A field with no suffix is a bug: it fails.",
     'local LANE_FIELD = {}',
