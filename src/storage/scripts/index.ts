@@ -21,6 +21,7 @@ export type { RedisClient };
 /** One name per `.lua` file beside this module. */
 const NAMES = [
   'push',
+  'add-job',
   'claim',
   'fetch',
   'release',
@@ -180,7 +181,7 @@ export type ScriptArg = string | number | Buffer;
  * from a prefix it was given (a lane's keys, a ticket's hash, a key's dead letters), which shares
  * that prefix's hash tag, so every script touches one Redis Cluster slot. (push.lua also reads
  * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist;
- * queue-load.lua reads only BullMQ's, which share the queue's slot.)
+ * queue-load.lua and add-job.lua read only BullMQ's, which share the queue's slot.)
  */
 export function runScript(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
   return command(client, name).call(client, keys.length, ...keys, ...args) as Promise<unknown>;
