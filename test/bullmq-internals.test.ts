@@ -10,7 +10,7 @@ import { testConnection, uniqueName } from './helpers/redis';
  * upgrade that moves one fails here first, saying what moved (package.json pins the tested
  * minor version for this reason). The behaviour built on each is tested where it is used:
  * finish-in-claim.test.ts (the fused fetch and completion), push.test.ts (the inlined add and
- * its two-call fallback).
+ * its two-call fallback), processor.test.ts (add-job.lua's adds, under a key job's spare id).
  */
 describe('the BullMQ internals batch-by-key relies on', () => {
   it('is the BullMQ minor version package.json pins', () => {
@@ -28,11 +28,14 @@ describe('the BullMQ internals batch-by-key relies on', () => {
       ['moveToActive', undefined],
       ['moveToFinished', BULLMQ_FINISH_KEYS.length],
       ['addStandardJob', BULLMQ_ADD_KEYS.length],
+      ['addDelayedJob', undefined],
+      ['addPrioritizedJob', undefined],
     ] as const) {
       const script = bullmqScript(name);
-      expect(script.content.length, `bullmq/dist/cjs/scripts exports ${name}, inlined by fetch.lua, claim.lua or push.lua`).toBeGreaterThan(
-        0,
-      );
+      expect(
+        script.content.length,
+        `bullmq/dist/cjs/scripts exports ${name}, inlined by fetch.lua, claim.lua, push.lua or add-job.lua`,
+      ).toBeGreaterThan(0);
       if (keys !== undefined) expect(script.keys, `BullMQ's ${name} takes ${keys} keys (keys.ts derives them)`).toBe(keys);
     }
   });
@@ -53,7 +56,7 @@ describe('the BullMQ internals batch-by-key relies on', () => {
     await backend.close();
   });
 
-  it("has Job.addJob, which storage/job.ts calls with a capturing client to build the push's inlined add", () => {
+  it('has Job.addJob, which storage/job.ts calls with a capturing client to build the adds push.lua and add-job.lua inline', () => {
     expect(typeof bullmq.Job.prototype.addJob, 'Job.prototype.addJob exists').toBe('function');
   });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { keyspaceOf, keysMatching, onCluster, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
-import { encodeKey, KEY_SUFFIXES, Keyspace, laneNames } from '../src/storage/keys';
+import { dedupIdsOf, encodeKey, KEY_SUFFIXES, Keyspace, laneNames } from '../src/storage/keys';
 import { keyspaceInclude } from '../src/storage/scripts';
 
 const WEIRD_KEYS = [
@@ -93,6 +93,23 @@ describe('key names in TypeScript and in Lua', () => {
         const fromLua: Record<string, string> = {};
         for (let i = 0; i < flat.length; i += 2) fromLua[flat[i]!] = flat[i + 1]!;
         expect(fromLua).toEqual({ ...laneNames(names, lane) });
+      }
+    }
+  });
+
+  it("a key job's spare deduplication id is no key's own, and Lua finds the key from either of its ids", async () => {
+    const redis = redisClient();
+    const owns = new Set(WEIRD_KEYS.map(encodeKey));
+    for (const key of WEIRD_KEYS) {
+      const { own, spare } = dedupIdsOf(key);
+      expect(own).toBe(encodeKey(key));
+      expect(owns.has(spare)).toBe(false);
+      // An encoded key has no ':', and every spare id has one.
+      expect(own).not.toContain(':');
+      expect(spare).toContain(':');
+      for (const id of [own, spare]) {
+        // As a fetch finds the key's base from its job's deduplication id (includes/fused-claim.lua).
+        expect(await redis.eval(`${keyspaceInclude()}\nreturn encodedKeyOfDedupId(ARGV[1])`, 0, id)).toBe(own);
       }
     }
   });

@@ -1,5 +1,5 @@
-import { ensureJob, type KeyQueue } from '../storage/job';
-import { encodeKey, type Keyspace } from '../storage/keys';
+import { ensureJob, JOB_NAME, type KeyQueue } from '../storage/job';
+import { dedupIdsOf, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
 import { drainOutbox, type TicketDeps } from '../push/tickets';
 import { forgetKey } from '../storage/batcher-protocol';
@@ -40,10 +40,16 @@ export interface RecoveryDeps {
 
 const FINISHED = new Set(['completed', 'failed', 'unknown']);
 
+/** Whether a job of ours that has not ended holds either deduplication id of the key (a job not ours that holds one is no job of the key's). */
 async function hasLiveJob(queues: readonly KeyQueue[], key: string): Promise<boolean> {
+  const { own, spare } = dedupIdsOf(key);
   for (const queue of queues) {
-    const jobId = await queue.getDeduplicationJobId(encodeKey(key));
-    if (jobId !== null && !FINISHED.has(await queue.getJobState(jobId))) return true;
+    for (const id of [own, spare]) {
+      const jobId = await queue.getDeduplicationJobId(id);
+      if (jobId === null) continue;
+      const job = await queue.getJob(jobId);
+      if (job?.name === JOB_NAME && !FINISHED.has(await job.getState())) return true;
+    }
   }
   return false;
 }
@@ -100,7 +106,7 @@ async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: st
   // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
   // paused until resumed (resume adds its job): fine.
   if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.shards.ofKeyIn(counts, key), key))) {
-    await ensureJob(deps.shards.of(key), key, 0);
+    await ensureJob(client, deps.shards.of(key), key, 0);
     recovered = true;
   }
   // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.

@@ -72,7 +72,7 @@ export async function resume(deps: PauseDeps, rawKey: Key): Promise<void> {
   if (!wasPaused) throw new NotPausedError(`key ${JSON.stringify(key)} is not paused`);
   // A key paused until resumed has no job (its last run completed it); a timed one waits delayed.
   const due = await dueIn(client, deps.store, names);
-  if (due >= 0) await ensureJob(deps.queue(key), key, due);
+  if (due >= 0) await ensureJob(client, deps.queue(key), key, due);
 }
 
 /** Index entries read per page by `paused()`; each page's markers are read in one round trip (standalone). */

@@ -145,7 +145,7 @@ async function store(
     throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
   if (pushed.covered || pushed.added !== undefined) return;
   const waitMs = Math.max(0, pushed.waitMs);
-  await ensureJob(queue, key, waitMs, level);
+  await ensureJob(client, queue, key, waitMs, level);
   if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs);
 }
 
@@ -174,7 +174,7 @@ async function bringForward(client: RedisClient, queue: KeyQueue, key: Key, name
     const readyIn = await dueIn(client, 'zset', names);
     if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     dueAt = Date.now() + readyIn;
-    await ensureJob(queue, key, readyIn);
+    await ensureJob(client, queue, key, readyIn);
   }
 }
 

@@ -1,11 +1,22 @@
 import { Job, type JobsOptions, type Queue } from 'bullmq';
 import { addKeysDerivable, bullmqCall, type BullmqCall } from './protocol';
-import { bullmqScript } from './scripts';
-import { BULLMQ_PUSH_READS, encodeKey, JOB_NAME } from './keys';
+import { bullmqScript, runScript, type RedisClient } from './scripts';
+import { BULLMQ_PUSH_READS, dedupIdsOf, JOB_NAME } from './keys';
 import type { Key, KeyJobData } from '../core/types';
 
-/** BullMQ's addStandardJob: its keys, then packed arguments, the job's data and packed options (see push.lua). */
-const STANDARD_ADD = { keys: bullmqScript('addStandardJob').keys, args: 3 };
+/**
+ * BullMQ's adds of a key's job (by the name its backend calls each; no key job has a parent),
+ * as add-job.lua names them, with how many keys each takes: then come three arguments, its packed
+ * arguments, the job's data and its packed options.
+ */
+const ADDS = new Map<string, { kind: AddKind; keys: number }>([
+  ['addStandardJob', { kind: 'standard', keys: bullmqScript('addStandardJob').keys }],
+  ['addDelayedJob', { kind: 'delayed', keys: bullmqScript('addDelayedJob').keys }],
+  ['addPrioritizedJob', { kind: 'prioritized', keys: bullmqScript('addPrioritizedJob').keys }],
+]);
+const ADD_ARGS = 3;
+
+type AddKind = 'standard' | 'delayed' | 'prioritized';
 
 export { JOB_NAME } from './keys';
 
@@ -64,10 +75,14 @@ const prefixes = new WeakMap<KeyQueue, string | undefined>();
 /** Whether a queue's addStandardJob keys are the ones push.lua derives (see standardAdd). */
 const addsDerivable = new WeakMap<KeyQueue, boolean>();
 
-/** The options of a key's job: one per key (deduplicated by key), retries are ours, per slice. */
+/**
+ * The options of a key's job: one per key (deduplicated by key), retries are ours, per slice. Its
+ * deduplication id is the key's own; the Lua that sends the add makes it the spare one when a job
+ * not ours holds the own one (see scripts/includes/key-job.lua).
+ */
 function jobOptions(key: Key, delayMs: number, level: Level): JobsOptions {
   return {
-    deduplication: { id: encodeKey(key), keepLastIfActive: true, reschedule: true },
+    deduplication: { id: dedupIdsOf(key).own, keepLastIfActive: true, reschedule: true },
     delay: delayMs,
     ...(level !== LEVEL.light && { priority: level }),
     // A run never fails for a slice.
@@ -77,18 +92,79 @@ function jobOptions(key: Key, delayMs: number, level: Level): JobsOptions {
   };
 }
 
-/**
- * Adds the key's job at `level` unless one exists. An existing delayed job (backing off, or
- * waiting for a zset time) is moved to `delayMs`: for new ids that are ready now, that brings it
- * forward.
- */
-export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number, level: Level = LEVEL.light): Promise<void> {
-  await queue.add(JOB_NAME, { key }, jobOptions(key, delayMs, level));
+/** BullMQ's add of a key's job, built by BullMQ but not sent (see `capturedAdd`). */
+interface CapturedAdd {
+  kind: AddKind;
+  call: BullmqCall;
+  /** Takes the reply of the script that made the add as BullMQ's, and resolves when BullMQ has read it. */
+  done: (reply: unknown) => Promise<void>;
 }
 
 /**
- * BullMQ's add of a light key's job that may start now, built by BullMQ (its `Job.addJob`) but
- * not sent: `call` is its addStandardJob call (arguments; its keys are the ones push.lua derives
+ * BullMQ's add of the key's job, built by BullMQ (its `Job.addJob`) but not sent: which add
+ * script BullMQ chose and its call (keys and arguments), for a script of ours to make inside its
+ * own call. Undefined when BullMQ did not build one of the adds it knows at once: then nothing
+ * is sent or pending.
+ */
+function capturedAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level): CapturedAdd | undefined {
+  const job = new Job(queue, JOB_NAME, { key }, jobOptions(key, delayMs, level));
+  let captured: { kind: AddKind; call: BullmqCall } | undefined;
+  let answer!: (reply: unknown) => void;
+  const reply = new Promise<unknown>((resolve) => (answer = resolve));
+  const capture = {
+    runCommand: (command: string, flat: unknown[]) => {
+      const add = ADDS.get(command.slice(0, command.indexOf(':')));
+      if (add && flat.length === add.keys + ADD_ARGS) captured = { kind: add.kind, call: bullmqCall(flat, add.keys) };
+      return reply;
+    },
+  };
+  const added = job.addJob(capture as unknown as Parameters<typeof job.addJob>[0]);
+  if (!captured) {
+    answer(null);
+    added.catch(() => undefined);
+    return undefined;
+  }
+  return {
+    ...captured,
+    done: async (result) => {
+      answer(result);
+      await added;
+    },
+  };
+}
+
+/**
+ * Adds the key's job at `level` unless it has one. An existing delayed job (backing off, or
+ * waiting for a zset time) is moved to `delayMs`: for new ids that are ready now, that brings it
+ * forward. One call (add-job.lua), which picks the job's deduplication id as push.lua does, so no
+ * job not ours is taken for the key's job or moved. A BullMQ that builds no add this code knows
+ * gets its own add, under the key's own id.
+ */
+export async function ensureJob(
+  client: RedisClient,
+  queue: KeyQueue,
+  key: Key,
+  delayMs: number,
+  level: Level = LEVEL.light,
+): Promise<void> {
+  const add = capturedAdd(queue, key, delayMs, level);
+  if (!add) {
+    await queue.add(JOB_NAME, { key }, jobOptions(key, delayMs, level));
+    return;
+  }
+  const reply = await runScript(client, 'add-job', add.call.keys, [
+    add.kind,
+    queue.toKey(''),
+    `${queue.keys.de}:`,
+    dedupIdsOf(key).own,
+    ...add.call.args,
+  ]);
+  await add.done(reply);
+}
+
+/**
+ * BullMQ's add of a light key's job that may start now, built by BullMQ (`capturedAdd`) but not
+ * sent: `call` is its addStandardJob call (arguments; its keys are the ones push.lua derives
  * from the queue prefix), for a push to make in its own script call (push.lua), and `done` takes
  * that script's reply as BullMQ's and resolves when BullMQ has read it. Undefined when BullMQ did
  * not build the call at once, or builds its keys otherwise than push.lua derives them (checked at
@@ -97,32 +173,15 @@ export async function ensureJob(queue: KeyQueue, key: Key, delayMs: number, leve
  */
 export function standardAdd(queue: KeyQueue, key: Key): { call: BullmqCall; done: (reply: unknown) => Promise<void> } | undefined {
   if (addsDerivable.get(queue) === false) return undefined;
-  const job = new Job(queue, JOB_NAME, { key }, jobOptions(key, 0, LEVEL.light));
-  let call: BullmqCall | undefined;
-  let answer!: (reply: unknown) => void;
-  const reply = new Promise<unknown>((resolve) => (answer = resolve));
-  const capture = {
-    runCommand: (command: string, flat: unknown[]) => {
-      if (command.startsWith('addStandardJob:') && flat.length === STANDARD_ADD.keys + STANDARD_ADD.args)
-        call = bullmqCall(flat, STANDARD_ADD.keys);
-      return reply;
-    },
-  };
-  const added = job.addJob(capture as unknown as Parameters<typeof job.addJob>[0]);
-  if (call && !addsDerivable.has(queue)) {
+  const add = capturedAdd(queue, key, 0, LEVEL.light);
+  if (add && add.kind === 'standard' && !addsDerivable.has(queue)) {
     const prefix = queuePrefixOf(queue);
-    addsDerivable.set(queue, prefix !== undefined && addKeysDerivable(call, prefix));
+    addsDerivable.set(queue, prefix !== undefined && addKeysDerivable(add.call, prefix));
   }
-  if (!call || !addsDerivable.get(queue)) {
-    answer(null);
-    added.catch(() => undefined);
+  if (!add) return undefined;
+  if (add.kind !== 'standard' || !addsDerivable.get(queue)) {
+    void add.done(null).catch(() => undefined);
     return undefined;
   }
-  return {
-    call,
-    done: async (result) => {
-      answer(result);
-      await added;
-    },
-  };
+  return add;
 }

@@ -106,9 +106,9 @@ export const BULLMQ_ADD_KEYS = ['wait', 'paused', 'meta', 'id', 'completed', 'de
 
 /**
  * The BullMQ names a push reads to tell whether the key's job will claim its ids, as its queue
- * prefix followed by these (a job's own hash is the prefix and its id): the deduplication key is
- * `dedup` followed by the job's deduplication id (the encoded key). A push derives them in Lua
- * (see push.lua) when the installed BullMQ names them so (job.ts `queuePrefixOf`).
+ * prefix followed by these (a job's own hash is the prefix and its id): a deduplication key is
+ * `dedup` followed by a deduplication id (one of the key's two: `dedupIdsOf`). A push derives
+ * them in Lua (see push.lua) when the installed BullMQ names them so (job.ts `queuePrefixOf`).
  */
 export const BULLMQ_PUSH_READS = { dedup: 'de:', active: 'active', delayed: 'delayed' } as const;
 
@@ -285,7 +285,25 @@ export function deadLettersOf(dead: DeadNames, key: Key): string {
   return `${dead.ofKey}${encodeKey(key)}`;
 }
 
-/** Also the BullMQ deduplication id of the key's job. Throws URIError on lone surrogates (validated earlier). */
+/** Also the BullMQ deduplication id of the key's job (`dedupIdsOf`). Throws URIError on lone surrogates (validated earlier). */
 export function encodeKey(key: Key): string {
   return encodeURIComponent(key);
+}
+
+/**
+ * The spare deduplication id of a key's job is this followed by the encoded key: it contains a
+ * ':', which no encoded key does, so it is never any key's own id.
+ */
+export const SPARE_DEDUP_PREFIX = `${JOB_NAME}:`;
+
+/**
+ * The BullMQ deduplication ids of a key's job. On a queue shared with jobs of the caller's own
+ * (`processor(fallback)`) any id may be taken by one of theirs, so a job holding the key's id is
+ * the key's job only if it is ours (named JOB_NAME). The key's job has its `own` id, the encoded
+ * key, unless a job not ours holds that one; then it has the `spare` one, until it ends. Which
+ * one is picked in Lua, in the call that adds the job (see scripts/includes/key-job.lua).
+ */
+export function dedupIdsOf(key: Key): { own: string; spare: string } {
+  const own = encodeKey(key);
+  return { own, spare: SPARE_DEDUP_PREFIX + own };
 }

@@ -2,7 +2,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
-import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, BULLMQ_PUSH_READS, JOB_NAME, KEY_SUFFIXES, LANE_NAMES, TICKET_ERRORS_SUFFIX } from '../keys';
+import {
+  BULLMQ_ADD_KEYS,
+  BULLMQ_FINISH_KEYS,
+  BULLMQ_PUSH_READS,
+  JOB_NAME,
+  KEY_SUFFIXES,
+  LANE_NAMES,
+  SPARE_DEDUP_PREFIX,
+  TICKET_ERRORS_SUFFIX,
+} from '../keys';
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 
 import type { RedisClient } from '../../core/connection';
@@ -12,6 +21,7 @@ export type { RedisClient };
 /** One name per `.lua` file beside this module. */
 const NAMES = [
   'push',
+  'add-job',
   'claim',
   'fetch',
   'release',
@@ -106,6 +116,12 @@ export function keyspaceInclude(): string {
     'local function keyBase(root, encoded) return root .. ":{" .. encoded .. "}" end',
     '-- The encoded key of a base (an encoded key holds no braces, and a root none either).',
     "local function encodedKeyOf(base) return string.match(base, '{([^{}]*)}$') end",
+    `local SPARE_DEDUP_PREFIX = ${lua(SPARE_DEDUP_PREFIX)}`,
+    "-- The encoded key of a key job's deduplication id, its own or its spare (keys.ts dedupIdsOf).",
+    'local function encodedKeyOfDedupId(id)',
+    '  if string.sub(id, 1, #SPARE_DEDUP_PREFIX) == SPARE_DEDUP_PREFIX then return string.sub(id, #SPARE_DEDUP_PREFIX + 1) end',
+    '  return id',
+    'end',
     '-- A name is built when first read: a claim reads about half of them, and a one-id run builds',
     "-- names for two keys (its own and the next job's). A field with no suffix is a bug: it fails.",
     'local LANE_FIELD = {}',
@@ -167,7 +183,7 @@ export type ScriptArg = string | number | Buffer;
  * from a prefix it was given (a lane's keys, a ticket's hash, a key's dead letters), which shares
  * that prefix's hash tag, so every script touches one Redis Cluster slot. (push.lua also reads
  * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist;
- * queue-load.lua reads only BullMQ's, which share the queue's slot.)
+ * queue-load.lua and add-job.lua read only BullMQ's, which share the queue's slot.)
  */
 export function runScript(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
   return command(client, name).call(client, keys.length, ...keys, ...args) as Promise<unknown>;

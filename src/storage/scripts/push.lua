@@ -22,17 +22,21 @@
   ARGV[10] BullMQ's queue prefix (`prefix:name:`; standalone only, '' on a Cluster, where the
            index, BullMQ's keys and the key's data live in other slots and the caller writes the
            index and adds the job itself): the key's job is read from, and added under, the
-           names BullMQ gives them there (BULLMQ_PUSH_READS: its deduplication key + the
-           encoded key, its active list and delayed set; job hashes; BULLMQ_ADD_KEYS)
+           names BullMQ gives them there (BULLMQ_PUSH_READS: its deduplication keys, the
+           prefix + `dedup` + each of the key's two deduplication ids, its active list and
+           delayed set; job hashes; BULLMQ_ADD_KEYS)
   ARGV[11] '1': add the key's job in this same call when it needs one and may start now, with
            BullMQ's addStandardJob (inlined) and its arguments ARGV[12..14] (see job.ts
-           standardAdd); '0': the caller adds it
+           standardAdd), built for the key's own deduplication id and made over here for its
+           spare one when that is the id the job goes under (includes/key-job.lua); '0': the
+           caller adds it
   ARGV[15..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ARGV[8]) that is unknown
   or expired; {REPLY.sealedTicket, 0} one that is sealed.
-  Returns {covered, waitMs, added}: covered 1 when a run or a waiting job will claim these ids (no
-  job add needed), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
+  Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
+  ids (no job add needed: a job not ours that holds a deduplication id of the key is no cover,
+  see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
   failed slice is due, -1 when none; for any store, at least until its pause or hold ends; added
   BullMQ's reply (the job's id) when this call added the job, else nil.
 ]]
@@ -42,6 +46,7 @@
 --- @include "flow"
 --- @include "payloads"
 --- @include "due"
+--- @include "key-job"
 --- @include "bullmq-add-standard-job"
 local K = keyNames(KEYS[1], 0)
 local queue = ARGV[10]
@@ -108,27 +113,36 @@ local held = heldFor(K.paused, K.hold)
 if held == -1 then return {1, waitMs} end
 if held and held > waitMs then waitMs = held end
 
--- Not covered: the job is added here when the caller sent BullMQ's add and it may start now;
--- else the caller adds it (delayed, or at another level).
+if queue == '' then return {redis.call('EXISTS', K.lock), waitMs} end
+-- One read for the lock and the job ids the key's two deduplication ids hold (standalone: any
+-- keys may share a call). Telling whether a job holding one is ours is one HGET per job found
+-- (includes/key-job.lua): one in the common case, where the spare id holds none.
+local encoded = encodedKeyOf(KEYS[1])
+local spareId = SPARE_DEDUP_PREFIX .. encoded
+local spareKey = queue .. BULLMQ_PUSH_READS.dedup .. spareId
+local got = redis.call('MGET', K.lock, queue .. BULLMQ_PUSH_READS.dedup .. encoded, spareKey)
+if got[1] then return {1, waitMs} end
+local jobId, dedup = keyJobOf(queue, got[2], got[3])
+
+-- Not covered: the job is added here, under the deduplication id `dedup` names, when the caller
+-- sent BullMQ's add and it may start now; else the caller adds it (delayed, or at another level).
+-- When jobs not ours hold both ids nothing can be added (the caller's add finds the same).
 local function uncovered()
-  if ARGV[11] ~= '1' or waitMs ~= 0 then return {0, waitMs} end
+  if ARGV[11] ~= '1' or waitMs ~= 0 or not dedup then return {0, waitMs} end
   local keys = {}
   for i, name in ipairs(BULLMQ_ADD_KEYS) do keys[i] = queue .. name end
-  return {0, 0, bullmqAddStandardJob(keys, {ARGV[12], ARGV[13], ARGV[14]})}
+  local args = {ARGV[12], ARGV[13], ARGV[14]}
+  if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
+  return {0, 0, bullmqAddStandardJob(keys, args)}
 end
 
-if queue == '' then return {redis.call('EXISTS', K.lock), waitMs} end
--- One read for the lock and the job's id (standalone: any keys may share a call).
-local got = redis.call('MGET', K.lock, queue .. BULLMQ_PUSH_READS.dedup .. encodedKeyOf(KEYS[1]))
-if got[1] then return {1, waitMs} end
--- A waiting (or prioritized) job will claim soon. An active one may be between its last claim
--- and its completion, and a delayed one may be backing off or waiting for a zset time: for them
--- the job is added (which brings a delayed job forward, or is kept as the next job of an active
--- one). A job id whose job is gone is no job.
-local jobId = got[2]
+-- A waiting (or prioritized) job of ours will claim soon. An active one may be between its last
+-- claim and its completion, and a delayed one may be backing off or waiting for a zset time: for
+-- them the job is added (which brings a delayed job forward, or is kept as the next job of an
+-- active one). A job id whose job is gone is no job, nor is a job not ours (the add then goes
+-- under the spare id, and leaves that job as it is).
 if not jobId then return uncovered() end
 if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) or redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId) then
   return uncovered()
 end
-if redis.call('EXISTS', queue .. jobId) == 1 then return {1, waitMs} end
-return uncovered()
+return {1, waitMs}

@@ -3,11 +3,13 @@
 -- is one round trip, as a BullMQ job is. `reply` is BullMQ's fetch reply, {fields, jobId, ...}
 -- with the job hash as HGETALL returns it. Only our key jobs are claimed for: their name is
 -- JOB_NAME, and their deduplication id (the hash's `deid` field) is their key as keys.ts
--- encodes it, so the key's base name comes from the hash with no JSON to decode. Adds the
--- claim's reply (see claim-key.lua) as reply[5], and sets K and A to that key's. A claim that
--- fails (a key of the wrong type, say) must not fail the fetch, whose job is active by now and
--- would wait for BullMQ's stalled check: reply[5] is then {0, error}, and the run makes its own
--- first claim, which meets the error where the run can handle it.
+-- encodes it, or that after SPARE_DEDUP_PREFIX (the spare id a key's job takes while a job not
+-- ours holds its own: includes/key-job.lua), so the key's base name comes from the hash with
+-- no JSON to decode. Adds the claim's reply (see claim-key.lua) as reply[5], and sets K and A
+-- to that key's. A claim that fails (a key of the wrong type, say) must not fail the fetch,
+-- whose job is active by now and would wait for BullMQ's stalled check: reply[5] is then {0,
+-- error}, and the run makes its own first claim, which meets the error where the run can
+-- handle it.
 --- @include "stores"
 --- @include "claim-key"
 local function claimFetched(reply, root, args)
@@ -19,7 +21,7 @@ local function claimFetched(reply, root, args)
     if field == 'name' then name = fields[i + 1] elseif field == 'deid' then encoded = fields[i + 1] end
   end
   if name ~= JOB_NAME or not encoded then return end
-  K, A = keyNames(keyBase(root, encoded), 0), args
+  K, A = keyNames(keyBase(root, encodedKeyOfDedupId(encoded)), 0), args
   local ok, claimed = pcall(function() return claimKey(storeOf(args.store)) end)
   reply[5] = ok and claimed or {0, type(claimed) == 'table' and claimed.err or tostring(claimed)}
 end
