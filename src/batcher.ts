@@ -210,6 +210,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     keyspace,
     store,
     graceMs: opts.recoveryIntervalMs,
+    lockTtlMs: opts.lockTtlMs,
     logger: opts.logger,
   });
 
@@ -388,6 +389,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
         );
       // A read of the counts that began before the change would answer without it.
       reading = undefined;
+      // Its queues were opened for the check above only (up to 64 connections): not kept until close.
+      await shards.closeCount(count);
     },
     pause: async (key, pauseOptions) => pause(pauseDeps(), key, pauseOptions),
     resume: async (key) => resume(pauseDeps(), key),

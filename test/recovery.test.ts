@@ -15,6 +15,26 @@ describe('recovery of keys that have ids but no job', () => {
     expect(rec.idsOf('orphan')).toEqual(range(5));
   });
 
+  it('a key lock set by hand with no TTL gets one from the sweep, with a warning, and the key runs once it expires', async () => {
+    const rec = new Recorder();
+    const warnings: string[] = [];
+    const b = testBatcher({
+      eachIteration: rec.handler,
+      recoveryIntervalMs: 100,
+      lockTtlMs: 1_000,
+      logger: { warn: (message) => void warnings.push(message) },
+    });
+    const redis = redisClient();
+    const names = keyspaceOf(b).forKey('stuck');
+    await redis.set(names.lock, 'by-hand');
+    // The push counts the lock as a run that will take its ids: it adds no job.
+    await b.performBatchLater(range(3), { key: 'stuck' });
+    b.createWorker();
+    await waitFor(() => rec.all.length === 3, { what: 'the key to run after the repaired lock expired', timeoutMs: 10_000 });
+    expect(rec.idsOf('stuck')).toEqual(range(3));
+    expect(warnings).toContain('batch-by-key: a key lock had no TTL (set by hand?); it expires in lockTtlMs');
+  });
+
   it('a slice a dead run left in a lane other than 0, with no lanes mark (an earlier version), is found and run', async () => {
     const rec = new Recorder();
     const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 100 });

@@ -4,8 +4,11 @@ import calculateSlot from 'cluster-key-slot';
 import { ClosedError, InvalidOptionError, ShardsInUseError, type Batcher, type KeyJobData } from '../src';
 import { CLUSTER_SLOTS, ShardLayout } from '../src/storage/shards';
 import { Keyspace } from '../src/storage/keys';
+import { Redis } from 'ioredis';
 import {
+  isolatedRedis,
   keyspaceOf,
+  onCluster,
   prefixOf,
   range,
   Recorder,
@@ -318,6 +321,21 @@ describe('retireShardCount', () => {
     await closed.close();
     await expect(closed.retireShardCount(undefined as unknown as number)).rejects.toThrow(InvalidOptionError);
     await expect(closed.retireShardCount(2)).rejects.toThrow(ClosedError);
+  });
+});
+
+describe('retireShardCount of a count nobody used', () => {
+  const server = isolatedRedis();
+  it.skipIf(onCluster())('closes the queues it opened to check the count: no connection is held until close', async () => {
+    const admin = new Redis(server().url);
+    const clients = async () => Number(/connected_clients:(\d+)/.exec(await admin.info('clients'))![1]);
+    const b = track(batchByKey({ name: uniqueName('retire-unused'), connection: server().url, shards: 2 }));
+    await b.performBatchLater(['1'], { key: 'k' });
+    await waitFor(async () => (await b.shardCounts()).length === 1, { what: 'the batcher to be connected' });
+    const before = await clients();
+    await b.retireShardCount(64);
+    expect(await clients()).toBe(before);
+    admin.disconnect();
   });
 });
 

@@ -35,6 +35,8 @@ export interface RecoveryDeps {
   store: Store;
   /** Entries younger than this are left alone: their pusher is still adding the job. */
   graceMs: number;
+  /** The TTL a key lock without one gets (see sweepOne). */
+  lockTtlMs: number;
   logger: Logger;
 }
 
@@ -85,12 +87,16 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
 async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: string, key: string, seenScore: string): Promise<boolean> {
   const { client, keyspace } = deps;
   const names = keyspace.forKey(key);
-  const [{ pending, inFlight, retrying }, locked, pausedTtl, outbox] = await Promise.all([
+  const [{ pending, inFlight, retrying }, lockTtl, pausedTtl, outbox] = await Promise.all([
     backlog(client, deps.store, names),
-    client.exists(names.lock),
+    client.pttl(names.lock),
     client.pttl(names.paused),
     client.llen(names.settledTickets),
   ]);
+  const locked = lockTtl !== -2;
+  // A lock with no TTL was set by hand (ours always have one): it would block the key for ever,
+  // every push counting it as covered. It gets a TTL; a run that does hold it renews it anyway.
+  if (lockTtl === -1) await repairLock(deps, key, names.lock);
   if (outbox > 0) await drainOutbox(deps.tickets, key, names);
   if (!pending && !inFlight && !retrying && !locked) {
     await forgetKey(client, index, key, seenScore);
@@ -112,6 +118,15 @@ async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: st
   // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.
   await client.zadd(index, 'XX', Date.now(), key);
   return recovered;
+}
+
+async function repairLock(deps: RecoveryDeps, key: string, lock: string): Promise<void> {
+  log(deps.logger, 'warn', 'batch-by-key: a key lock had no TTL (set by hand?); it expires in lockTtlMs', {
+    key,
+    lock,
+    lockTtlMs: deps.lockTtlMs,
+  });
+  await deps.client.pexpire(lock, deps.lockTtlMs);
 }
 
 async function relistPaused(deps: RecoveryDeps, key: string, marker: string, pttl: number): Promise<void> {

@@ -73,6 +73,22 @@ export class ShardQueues {
     return counts.map((count) => this.at(count, this.layout(count).of(key)));
   }
 
+  /**
+   * Closes the queues of a count no process uses any more (a retired one) and forgets them: each
+   * holds a connection, and a retired count's queues are never read again.
+   */
+  async closeCount(count: number): Promise<void> {
+    const closing: Promise<void>[] = [];
+    for (let index = 0; index < count; index++) {
+      const id = `${count}.${index}`;
+      const queue = this.queues.get(id);
+      if (!queue) continue;
+      this.queues.delete(id);
+      closing.push(queue.close());
+    }
+    await Promise.all(closing);
+  }
+
   /** The queues opened so far (to close them). */
   opened(): KeyQueue[] {
     return [...this.queues.values()];
