@@ -6,9 +6,10 @@ import type { BatchByKeyError } from '../src';
  * - 400: what the client sent is wrong (its ids, or the account that names the key), and
  *   nothing was written.
  * - 503: the service cannot take the push now and the client may retry: Redis did not answer
- *   within `pushTimeoutMs` (PushTimeoutError; the ids may still land, so a retried push may store
- *   them twice: delivery is at least once), or the batcher is closed because the process is
- *   shutting down (ClosedError).
+ *   within `pushTimeoutMs` (PushTimeoutError) or the push cannot tell whether its ids were stored
+ *   (PushOutcomeUnknownError, say its connection closed in a failover): the ids may have landed,
+ *   so a retried push may store them twice (delivery is at least once); or the batcher is closed
+ *   because the process is shutting down (ClosedError).
  * - 500 for every other code: a mistake of the server's own (an option it passed, a store that
  *   differs from its workers'), not for the client to see.
  */
@@ -19,6 +20,7 @@ export function httpStatusOf(err: BatchByKeyError): 400 | 500 | 503 {
     case 'ERR_MISSING_KEY':
       return 400;
     case 'ERR_PUSH_TIMEOUT':
+    case 'ERR_PUSH_OUTCOME_UNKNOWN':
     case 'ERR_CLOSED':
       return 503;
     default:

@@ -40,6 +40,7 @@ export {
   UnknownTicketError,
   WaitTimeoutError,
   PushTimeoutError,
+  PushOutcomeUnknownError,
   MissingDependencyError,
   RateLimitedError,
   NotPausedError,

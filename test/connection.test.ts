@@ -1,7 +1,9 @@
+import { once } from 'node:events';
+import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
-import { BatchByKey, batchByKey, ClosedError, InvalidOptionError, PushTimeoutError } from '../src';
+import { BatchByKey, batchByKey, ClosedError, InvalidOptionError, PushOutcomeUnknownError, PushTimeoutError } from '../src';
 import { fromUrl } from '../src/core/connection';
 import { startRedis } from '../tools/redis-server';
 import { keyspaceOf, Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
@@ -13,6 +15,44 @@ async function usersConnected(admin: Redis): Promise<string[]> {
     .split('\n')
     .filter((line) => line !== '' && !line.startsWith(`id=${self} `));
   return lines.map((line) => /(?:^| )user=(\S*)/.exec(line)?.[1] ?? '');
+}
+
+/**
+ * A TCP proxy to a Redis on `port` that, once told `dropNextReply()`, closes the client's
+ * connection instead of passing on the server's next reply: Redis ran the command, its client
+ * never hears back.
+ */
+async function replyDroppingProxy(port: number): Promise<{ port: number; dropNextReply(): void; close(): Promise<void> }> {
+  let drop = false;
+  const sockets = new Set<Socket>();
+  const proxy = createServer((downstream) => {
+    const upstream = connect(port, '127.0.0.1');
+    for (const socket of [downstream, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        sockets.delete(socket);
+        downstream.destroy();
+        upstream.destroy();
+      });
+    }
+    downstream.on('data', (chunk) => upstream.write(chunk));
+    upstream.on('data', (chunk) => {
+      if (!drop) return void downstream.write(chunk);
+      drop = false;
+      downstream.destroy();
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (proxy.address() as AddressInfo).port,
+    dropNextReply: () => void (drop = true),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        proxy.close(() => resolve());
+      }),
+  };
 }
 
 describe('connection', () => {
@@ -100,6 +140,83 @@ describe('connection', () => {
     await expect(nowhere.performBatchLater([], { key: 'k', track: true })).rejects.toThrow(PushTimeoutError);
   });
 
+  it('a push whose connection closes after Redis ran its script rejects with PushOutcomeUnknownError: its ids were stored', async () => {
+    const server = await startRedis();
+    const proxy = await replyDroppingProxy(server.port);
+    const admin = new Redis(server.port);
+    try {
+      // No resend after a reconnect: what was unanswered when the connection closed rejects.
+      const client = track(new Redis({ port: proxy.port, maxRetriesPerRequest: 0 }));
+      client.on('error', () => {});
+      const b = track(batchByKey({ name: uniqueName(), connection: client }));
+      await b.performBatchLater(['a'], { key: 'k' });
+      // Everything the batcher and its queue sent has been answered: the next reply is the push's.
+      await client.ping();
+      proxy.dropNextReply();
+      const error = await b.performBatchLater(['b', 'c'], { key: 'k' }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PushOutcomeUnknownError);
+      expect(error).not.toBeInstanceOf(PushTimeoutError);
+      expect(error).toMatchObject({ code: 'ERR_PUSH_OUTCOME_UNKNOWN', message: expect.stringMatching(/may have been stored/) });
+      expect((error as Error).cause).toBeInstanceOf(Error);
+      // It did land: the rejected push's ids wait for a worker beside the first push's.
+      expect(await admin.lrange(keyspaceOf(b).forKey('k').pending, 0, -1)).toEqual(['a', 'b', 'c']);
+    } finally {
+      admin.disconnect();
+      await proxy.close();
+      await server.stop();
+    }
+  });
+
+  it("Redis's refusal of a call ioredis sent again after a reconnect is no proof: the first one ran, the push rejects with PushOutcomeUnknownError", async () => {
+    const server = await startRedis();
+    const proxy = await replyDroppingProxy(server.port);
+    const admin = new Redis(server.port);
+    try {
+      await admin.call('ACL', 'SETUSER', 'app', 'on', '>pw', '~*', '&*', '+@all');
+      // ioredis' defaults: what was unanswered when the connection closed is sent again once it is back.
+      const client = track(new Redis({ port: proxy.port, username: 'app', password: 'pw', retryStrategy: () => 300 }));
+      client.on('error', () => {});
+      const b = track(batchByKey({ name: uniqueName(), connection: client }));
+      await b.performBatchLater(['a'], { key: 'k' });
+      await client.ping();
+      const closed = once(client, 'close');
+      proxy.dropNextReply();
+      const pushing = b.performBatchLater(['b', 'c'], { key: 'k' }).catch((e: unknown) => e);
+      await closed;
+      // Before the reconnect: the call sent again is refused (NOPERM), after the first one ran.
+      await admin.call('ACL', 'SETUSER', 'app', '-evalsha', '-eval');
+      const error = await pushing;
+      expect(error).toBeInstanceOf(PushOutcomeUnknownError);
+      expect((error as Error).cause).toMatchObject({ name: 'ReplyError', message: expect.stringMatching(/^NOPERM/) });
+      expect(await admin.lrange(keyspaceOf(b).forKey('k').pending, 0, -1)).toEqual(['a', 'b', 'c']);
+    } finally {
+      admin.disconnect();
+      await proxy.close();
+      await server.stop();
+    }
+  });
+
+  it('a push Redis holds past pushTimeoutMs rejects with PushTimeoutError, a PushOutcomeUnknownError, and lands when Redis answers', async () => {
+    const server = await startRedis();
+    const admin = new Redis(server.port);
+    try {
+      const b = track(batchByKey({ name: uniqueName(), connection: server.url, pushTimeoutMs: 300 }));
+      await b.performBatchLater(['a'], { key: 'k' });
+      // Redis takes the push's script call but runs no writing command for 1.5 s.
+      await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
+      const error = await b.performBatchLater(['b'], { key: 'k' }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PushTimeoutError);
+      expect(error).toBeInstanceOf(PushOutcomeUnknownError);
+      expect(error).toMatchObject({ code: 'ERR_PUSH_TIMEOUT' });
+      const pending = keyspaceOf(b).forKey('k').pending;
+      expect(await admin.lrange(pending, 0, -1)).toEqual(['a']);
+      await waitFor(async () => (await admin.llen(pending)) === 2, { what: 'the timed-out push to land', timeoutMs: 5_000 });
+    } finally {
+      admin.disconnect();
+      await server.stop();
+    }
+  });
+
   it('works under the ACL docs/internals.md documents, and a push refused a command writes nothing', async () => {
     const server = await startRedis();
     const admin = new Redis(server.port);
@@ -124,7 +241,10 @@ describe('connection', () => {
       const denied = track(
         batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: () => {} }),
       );
-      await expect(denied.performBatchLater(['1'], { key: 'k' })).rejects.toThrow(/can't run this command/);
+      const refused = await denied.performBatchLater(['1'], { key: 'k' }).catch((e: unknown) => e);
+      expect(refused).toMatchObject({ message: expect.stringMatching(/can't run this command/) });
+      // Redis's own refusal: the push's outcome is known.
+      expect(refused).not.toBeInstanceOf(PushOutcomeUnknownError);
       // Only the batcher's config (its store, recorded before the first push) may be there.
       expect(await admin.keys(`bull:${denied.name}:*`)).toEqual([`bull:${denied.name}:bbk:config`]);
       await denied.close();

@@ -60,13 +60,14 @@ describe('examples/server.ts', () => {
 });
 
 describe('examples/http-errors.ts', () => {
-  it('bad input is a 400, Redis not answering or a closed batcher a 503, and every other code a 500', async () => {
+  it('bad input is a 400, Redis not answering, a push of unknown outcome or a closed batcher a 503, and every other code a 500', async () => {
     const { httpStatusOf } = await import('../examples/http-errors');
     const errors = await import('../src');
     expect(httpStatusOf(new errors.InvalidIdsError('x'))).toBe(400);
     expect(httpStatusOf(new errors.InvalidKeyError('x'))).toBe(400);
     expect(httpStatusOf(new errors.MissingKeyError('x'))).toBe(400);
     expect(httpStatusOf(new errors.PushTimeoutError('x'))).toBe(503);
+    expect(httpStatusOf(new errors.PushOutcomeUnknownError('x'))).toBe(503);
     expect(httpStatusOf(new errors.ClosedError('x'))).toBe(503);
     expect(httpStatusOf(new errors.InvalidOptionError('x'))).toBe(500);
     expect(httpStatusOf(new errors.StoreMismatchError('x'))).toBe(500);

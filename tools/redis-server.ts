@@ -71,7 +71,8 @@ export async function startRedis(extraArgs: string[] = [], port?: number): Promi
     url: `redis://127.0.0.1:${port}`,
     port,
     stop: async () => {
-      if (child.exitCode === null) {
+      // A server killed by a signal (a test's SIGKILL) has a signalCode and no exitCode.
+      if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((resolve) => child.once('exit', resolve));
         child.kill('SIGTERM');
         await exited;

@@ -53,3 +53,36 @@ export function commandClient(connection: Redis | Cluster | RedisOptions, logger
   client.on('error', (err) => log(logger, 'warn', 'batch-by-key: redis connection error', { err }));
   return { client, owned: true };
 }
+
+const closeCounts = new WeakMap<RedisClient, { closes: number }>();
+
+/**
+ * How many times a connection of `client` has closed (for a Cluster, a connection to any of its
+ * nodes), counted from the first call for that client. ioredis sends a command again only after
+ * the connection it went out on closed (a standalone client resends what was unanswered when it
+ * reconnects; a Cluster retries on another node after a failover), so a reply to a command during
+ * which the count did not move answers the only time it was sent.
+ */
+export function connectionCloses(client: RedisClient): number {
+  let count = closeCounts.get(client);
+  if (!count) {
+    const counted = { closes: 0 };
+    const watch = (connection: Redis) => connection.on('close', () => counted.closes++);
+    if (client instanceof Cluster) {
+      for (const node of client.nodes()) watch(node);
+      client.on('+node', watch);
+    } else {
+      watch(client);
+    }
+    closeCounts.set(client, (count = counted));
+  }
+  return count.closes;
+}
+
+/**
+ * Whether `err` is an error reply from Redis (ioredis' `ReplyError`), by its name: a client the
+ * caller built with another copy of ioredis throws that copy's class.
+ */
+export function isReplyError(err: unknown): boolean {
+  return err instanceof Error && err.name === 'ReplyError';
+}

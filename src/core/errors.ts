@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'ERR_UNKNOWN_TICKET'
   | 'ERR_WAIT_TIMEOUT'
   | 'ERR_PUSH_TIMEOUT'
+  | 'ERR_PUSH_OUTCOME_UNKNOWN'
   | 'ERR_MISSING_DEPENDENCY'
   | 'ERR_RATE_LIMITED'
   | 'ERR_NOT_PAUSED'
@@ -38,15 +39,29 @@ export class BatchByKeyError extends Error {
 }
 
 /**
- * `performBatchLater` could not finish with Redis within `pushTimeoutMs` (Redis unreachable, a
- * failing TLS handshake, a stalled connection). Its ids may still land once Redis answers (the
- * commands stay queued on the connection): delivery is at least once, and a retry may store them
- * twice (the set store collapses such duplicates).
+ * `performBatchLater` cannot tell whether its ids were stored: its script call was sent, and what
+ * ended it was no refusal from Redis (the connection closed, perhaps after Redis ran the call;
+ * ioredis gave up retrying on a Cluster during a failover, whose first attempt may have run; the
+ * key's job could not be added after the ids were stored). Its ids may have been stored, and then
+ * they run. `cause` is the error that ended it. A retry of the push is at least once: the set and
+ * zset stores keep one copy of a pending id, the list store stores it twice. Any other error of a
+ * push stored none of its ids. `PushTimeoutError` is one.
  */
-export class PushTimeoutError extends BatchByKeyError {
-  constructor(message: string) {
-    super('ERR_PUSH_TIMEOUT', message);
+export class PushOutcomeUnknownError extends BatchByKeyError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('ERR_PUSH_OUTCOME_UNKNOWN', message);
+    if (options.cause !== undefined) this.cause = options.cause;
   }
+}
+
+/**
+ * `performBatchLater` could not finish with Redis within `pushTimeoutMs` (Redis unreachable, a
+ * failing TLS handshake, a stalled connection). A `PushOutcomeUnknownError`: its ids may still
+ * land once Redis answers (the commands stay queued on the connection), so delivery is at least
+ * once, and a retry may store them twice (the set and zset stores collapse such duplicates).
+ */
+export class PushTimeoutError extends PushOutcomeUnknownError {
+  override readonly code = 'ERR_PUSH_TIMEOUT';
 }
 
 /**

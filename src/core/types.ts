@@ -257,7 +257,8 @@ export interface BatchByKeyOptions<Data = unknown> {
   recoveryIntervalMs?: number;
   /**
    * The longest `performBatchLater` waits for Redis (its script call and the job add); then it
-   * rejects with a PushTimeoutError, and its ids may still land later (at least once).
+   * rejects with a PushTimeoutError (a PushOutcomeUnknownError), and its ids may still land later
+   * (at least once).
    * @default 10000
    */
   pushTimeoutMs?: number;

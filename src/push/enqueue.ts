@@ -1,13 +1,22 @@
 import { Cluster } from 'ioredis';
 import { currentKey } from './context';
 import { withDeadline } from '../core/deadline';
-import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError, TicketSealedError, UnknownTicketError } from '../core/errors';
+import { connectionCloses, isReplyError } from '../core/connection';
+import {
+  describe,
+  InvalidOptionError,
+  MissingKeyError,
+  PushOutcomeUnknownError,
+  PushTimeoutError,
+  TicketSealedError,
+  UnknownTicketError,
+} from '../core/errors';
 import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
 import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
 import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
 import { newTicket, parseTicket } from './progress';
-import { dueIn, push, type PushCall } from '../storage/protocol';
+import { dueIn, push, type PushCall, type PushResult } from '../storage/protocol';
 import { openTicket, sealTicket, type TicketDeps } from './tickets';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
@@ -49,6 +58,8 @@ const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track'
  * push is left without a job (no lost wakeup). An active job whose run does not hold the lock is
  * never trusted: it may be between its last (empty) claim and its completion, and the add, which
  * BullMQ keeps as the next job, is what covers that window. Waits at most `timeoutMs` for Redis.
+ * Once the script call may have gone out, a failure that is not Redis's own answer rejects with a
+ * PushOutcomeUnknownError (see pushOnce): only then may a rejected push have stored its ids.
  */
 
 export async function performBatchLater(
@@ -135,18 +146,64 @@ async function store(
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
   // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built).
   const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(queue, key) : undefined;
-  const pushed = await push(client, names, { ...call, ...(add && { add: add.call }) });
-  await add?.done(pushed.added ?? null);
-  if (pushed.refused === 'unknown_ticket')
-    throw new UnknownTicketError(
-      `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
+  // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
+  // to the one time the call was sent says what happened (see pushOnce).
+  const pushed = await pushOnce(client, key, () => push(client, names, { ...call, ...(add && { add: add.call }) }));
+  // The ids are stored; the key is in its recovery index, so a workers' sweep serves it if the job add fails.
+  try {
+    await add?.done(pushed.added ?? null);
+    if (pushed.covered || pushed.added !== undefined) return;
+    const waitMs = Math.max(0, pushed.waitMs);
+    await ensureJob(client, queue, key, waitMs, level);
+    if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs);
+  } catch (err) {
+    throw new PushOutcomeUnknownError(
+      `performBatchLater for key ${JSON.stringify(key)} stored its ids, but adding the key's job failed (${messageOf(err)}); ` +
+        `the workers' recovery sweep serves the key. ${RETRY}`,
+      { cause: err },
     );
-  if (pushed.refused === 'sealed_ticket')
-    throw new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
-  if (pushed.covered || pushed.added !== undefined) return;
-  const waitMs = Math.max(0, pushed.waitMs);
-  await ensureJob(client, queue, key, waitMs, level);
-  if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs);
+  }
+}
+
+/** What a retry of a push whose outcome is unknown does, for the messages that say so. */
+const RETRY = 'A retry is at least once: the set and zset stores keep one copy of a pending id, the list store stores it twice';
+
+/**
+ * The push script's call, whose answer is definite only when it is Redis's to the one time the
+ * call was sent: a result (a refusal of an open ticket writes nothing), or an error reply (a
+ * script error, OOM, a missing permission; push.lua writes the ids before anything else, so a
+ * call that failed wrote nothing). Anything else, once the call may have gone out, leaves its
+ * outcome unknown: the connection closed (Redis may have run the call before), ioredis gave up
+ * retrying on a Cluster, or a connection of the client closed meanwhile, after which ioredis may
+ * have sent the call again and this answer is the second one's. Then the push rejects with a
+ * PushOutcomeUnknownError carrying what ended it.
+ */
+async function pushOnce(client: RedisClient, key: Key, send: () => Promise<PushResult>): Promise<PushResult> {
+  const closes = connectionCloses(client);
+  const unknown = (cause: unknown) =>
+    new PushOutcomeUnknownError(
+      `performBatchLater for key ${JSON.stringify(key)} cannot tell whether Redis stored its ids (its script call was sent, then: ` +
+        `${messageOf(cause)}). They may have been stored, and then they run. ${RETRY}`,
+      { cause },
+    );
+  let pushed: PushResult;
+  try {
+    pushed = await send();
+  } catch (err) {
+    throw isReplyError(err) && connectionCloses(client) === closes ? err : unknown(err);
+  }
+  if (pushed.refused === undefined) return pushed;
+  const refusal =
+    pushed.refused === 'unknown_ticket'
+      ? new UnknownTicketError(
+          `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
+        )
+      : new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
+  throw connectionCloses(client) === closes ? refusal : unknown(refusal);
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /**

@@ -42,6 +42,20 @@ export async function role(node: Node): Promise<string> {
   }
 }
 
+/** SIGKILLs the redis-server at `node` (a test's own, by the pid it reports), as a crash would: no shutdown, no last reply. */
+export async function sigkill(node: Node): Promise<void> {
+  const direct = new Redis({ ...node, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  let pid: number;
+  try {
+    await direct.connect();
+    pid = Number(/^process_id:(\d+)/m.exec(await direct.info('server'))?.[1]);
+  } finally {
+    direct.disconnect();
+  }
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`no process_id in INFO of ${node.host}:${node.port}`);
+  process.kill(pid, 'SIGKILL');
+}
+
 /** Promotes `replica` with CLUSTER FAILOVER and waits until it is master and `master` its replica. */
 export async function failOver(master: Node, replica: Node): Promise<void> {
   const admin = track(new Redis(replica));
