@@ -34,7 +34,9 @@ async function commandCounts(run: () => Promise<unknown>): Promise<Record<string
   const counts: Record<string, number> = {};
   for (const [, name, calls] of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[name!] = Number(calls);
   // A script's first call on a connection may be an EVAL (after NOSCRIPT): either is one script call.
-  counts.scripts = (counts.evalsha ?? 0) + (counts.eval ?? 0);
+  // A process's first push checks the recorded store first (agree.lua, whose one HSETNX counts it):
+  // a check once per recoveryIntervalMs, no part of the push.
+  counts.scripts = (counts.evalsha ?? 0) + (counts.eval ?? 0) - (counts.hsetnx ?? 0);
   return counts;
 }
 
