@@ -500,7 +500,7 @@ describe('BatchByKeyModule configuration errors', () => {
     };
     await batcher.performBatchLater(['1', '2'], { key: 'k' });
     await expect(app.init()).rejects.toThrow(/concurrency/);
-    // The good processor's worker was built first, and closed again before the start failed.
+    // The good processor's worker was built first, not running, and closed again when the next failed.
     expect(workers).toHaveLength(1);
     expect(workers[0]!.closing).toBeDefined();
     await workers[0]!.closing;

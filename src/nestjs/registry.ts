@@ -12,7 +12,7 @@ import { checkWorkerOptions, createBatcher } from '../batcher';
 import { describe, InvalidOptionError } from '../core/errors';
 import { log } from '../core/logger';
 import { onlyKnownOptions } from '../core/validate';
-import type { Batcher, EachIteration, Logger } from '../core/types';
+import type { Batcher, EachIteration, KeyWorker, Logger } from '../core/types';
 import { listenersOf, processorOf, type BatchHandler, type ProcessorMetadata } from './decorators';
 import { nestLogger } from './logger';
 import { ROOT_OPTION_NAMES, type BatchByKeyRootOptions, type RegisterBatcherOptions } from './options';
@@ -194,16 +194,24 @@ export class BatchByKeyRegistry implements OnModuleInit, OnApplicationBootstrap,
 
   /**
    * BullMQ's own checks of a worker's options (a `concurrency` of 0, say) run only as its Worker
-   * is built: the workers started before such a one are closed again, so a failed start runs nothing.
+   * is built: every worker is built first, not running, and they start only once all are built.
+   * A worker that fails to build fails the start with none running (those built are closed).
    */
   private async startWorkers(): Promise<void> {
+    const built: { worker: KeyWorker; logger: Logger; autorun: boolean }[] = [];
     try {
       for (const { batcher, processor, logger } of this.registered.values()) {
-        if (processor) this.workers.push({ worker: batcher.createWorker(processor.meta.workerOptions), logger });
+        if (!processor) continue;
+        const options = processor.meta.workerOptions;
+        built.push({ worker: batcher.createWorker({ ...options, autorun: false }), logger, autorun: options?.autorun !== false });
       }
     } catch (err) {
-      await this.onModuleDestroy();
+      await Promise.all(built.map(({ worker }) => worker.close()));
       throw err;
+    }
+    for (const { worker, logger, autorun } of built) {
+      this.workers.push({ worker, logger });
+      if (autorun) worker.run().catch((err: unknown) => log(logger, 'error', 'batch-by-key: a worker stopped with an error', { err }));
     }
   }
 
