@@ -65,11 +65,21 @@ describe("worker.cancelJob on a createWorker's worker", () => {
     const reasons: unknown[] = [];
     let jobId: string | undefined;
     let cancelled = false;
+    // The third slice waits for the test to cancel the run (a cancel between two slices stops the
+    // run before the next one starts, and no handler would see the signal).
+    let entered!: () => void;
+    const inThird = new Promise<void>((resolve) => (entered = resolve));
+    let resume!: () => void;
+    const cancelledNow = new Promise<void>((resolve) => (resume = resolve));
+    let slices = 0;
     const b = testBatcher({
       sliceSize: 5,
       async eachIteration(ids, ctx) {
         jobId = ctx.job.id;
-        await sleep(5);
+        if (++slices === 3) {
+          entered();
+          await cancelledNow;
+        }
         if (ctx.signal.aborted) reasons.push(ctx.signal.reason);
         seen.push(...ids);
       },
@@ -77,8 +87,9 @@ describe("worker.cancelJob on a createWorker's worker", () => {
     b.on('interrupted', () => void (cancelled = true));
     const worker = b.createWorker();
     await b.performBatchLater(range(100), { key: 'k' });
-    await waitFor(() => seen.length >= 10, { what: 'the run to be under way' });
+    await inThird;
     expect(worker.cancelJob(jobId!, 'cancelled by the test')).toBe(true);
+    resume();
     await waitFor(() => seen.length === 100, { what: 'every id' });
     expect(seen).toEqual(range(100));
     expect(cancelled).toBe(true);
