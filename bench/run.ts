@@ -28,6 +28,7 @@ import { oversubscribed } from './scenarios/oversubscribed';
 import { profile } from './scenarios/profile';
 import { rateLimit } from './scenarios/rate-limit';
 import { scaleOut } from './scenarios/scale-out';
+import { scriptMicro } from './scenarios/script-micro';
 import { smallKeys } from './scenarios/small-keys';
 import { splitFlood } from './scenarios/split-flood';
 import { stream } from './scenarios/stream';
@@ -50,6 +51,8 @@ const SCENARIOS: readonly Scenario[] = [
   oneIdKeys,
   stream,
   cycleCost,
+  // The hot scripts one at a time: µs per call, and what each pays before its first statement of work.
+  scriptMicro,
   // A controller that pushes, under a sudden jump in load.
   controllerJump,
   // Flow control: rateLimit and retryAfter.
