@@ -35,6 +35,8 @@ export interface Config {
   oneIdKeys: { keys: number; concurrency: number; fillCallers: number; timeoutMs: number };
   stream: StreamPlan;
   cycleCost: { keys: number; ratePerSec: number; concurrency: number; idleMs: number; timeoutMs: number };
+  /** Each hot script called `calls` times in a row, then its prelude and `return 0` as many times (see scenarios/script-micro.ts). */
+  scriptMicro: { calls: number; timeoutMs: number };
   /** A controller that pushes, under open-loop HTTP load: warm at `lowRate` requests/s, then a jump to `highRate`. */
   controllerJump: { lowRate: number; highRate: number; warmMs: number; jumpMs: number; steadyMs: number };
   rateLimit: FlowPlan;
@@ -176,6 +178,8 @@ interface Sizes {
   cycleKeys: number;
   /** How long cycle-cost watches the idle worker before the pushes. */
   cycleIdleMs: number;
+  /** Calls per script of script-micro. */
+  scriptCalls: number;
   controllerJump: { warmMs: number; jumpMs: number; steadyMs: number };
   rateLimit: {
     limitedIds: number;
@@ -234,6 +238,7 @@ function configFor(mode: Mode, s: Sizes): Config {
     oneIdKeys: { keys: s.oneIdKeys, concurrency: 5, fillCallers: 16, timeoutMs: s.oneIdTimeoutMs },
     stream: { keys: 2_000, ...s.stream, concurrency: 16, keptUpMs: 2_000, maxInFlight: 2_000, seed: 7 },
     cycleCost: { keys: s.cycleKeys, ratePerSec: 500, concurrency: 16, idleMs: s.cycleIdleMs, timeoutMs: s.timeoutMs },
+    scriptMicro: { calls: s.scriptCalls, timeoutMs: s.timeoutMs },
     controllerJump: { lowRate: 300, highRate: 3_000, ...s.controllerJump },
     rateLimit: flowPlan(s.rateLimit),
     // Intervals far shorter than the default 10 s, so the run takes seconds, not hours.
@@ -320,6 +325,7 @@ export const CONFIGS: Record<Mode, Config> = {
     stream: { ratesPerSec: [2_000, 5_000, 20_000], durationMs: 10_000, fifoRow: true },
     cycleKeys: 2_000,
     cycleIdleMs: 1_000,
+    scriptCalls: 5_000,
     controllerJump: { warmMs: 4_000, jumpMs: 4_000, steadyMs: 4_000 },
     rateLimit: {
       limitedIds: 500_000,
@@ -361,6 +367,7 @@ export const CONFIGS: Record<Mode, Config> = {
     stream: { ratesPerSec: [500, 2_000], durationMs: 1_500, fifoRow: false },
     cycleKeys: 300,
     cycleIdleMs: 250,
+    scriptCalls: 500,
     controllerJump: { warmMs: 1_000, jumpMs: 1_500, steadyMs: 1_000 },
     rateLimit: {
       limitedIds: 50_000,

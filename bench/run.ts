@@ -1,6 +1,7 @@
 /**
  * `npm run bench` (full, about 12-13 minutes on 2 cores) or `npm run bench -- --quick` (small sizes,
- * about 110 s; what CI runs so the bench never rots). `--only=drain,enqueue` runs some scenarios.
+ * about 110 s; what CI runs so the bench never rots). `--only=drain,enqueue` (or `--only drain,enqueue`)
+ * runs some scenarios.
  * Starts a throwaway redis-server per measurement, or uses REDIS_URL (FLUSHALL before each).
  * Prints markdown tables and writes results.json and latency.svg beside this file
  * (results.quick.json / latency.quick.svg in quick mode and *.partial.* with --only, so neither
@@ -27,6 +28,7 @@ import { oversubscribed } from './scenarios/oversubscribed';
 import { profile } from './scenarios/profile';
 import { rateLimit } from './scenarios/rate-limit';
 import { scaleOut } from './scenarios/scale-out';
+import { scriptMicro } from './scenarios/script-micro';
 import { smallKeys } from './scenarios/small-keys';
 import { splitFlood } from './scenarios/split-flood';
 import { stream } from './scenarios/stream';
@@ -49,6 +51,8 @@ const SCENARIOS: readonly Scenario[] = [
   oneIdKeys,
   stream,
   cycleCost,
+  // The hot scripts one at a time: µs per call, and what each pays before its first statement of work.
+  scriptMicro,
   // A controller that pushes, under a sudden jump in load.
   controllerJump,
   // Flow control: rateLimit and retryAfter.
@@ -65,9 +69,11 @@ const SCENARIO_DEADLINE_MS: Record<Mode, number> = { quick: 90_000, full: 300_00
 function parseArgs(argv: readonly string[]): { mode: Mode; only: Set<string> | undefined } {
   let mode: Mode = 'full';
   let only: Set<string> | undefined;
-  for (const arg of argv) {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
     if (arg === '--quick') mode = 'quick';
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(','));
+    else if (arg === '--only' && argv[i + 1] !== undefined) only = new Set(argv[++i]!.split(','));
     else throw new Error(`unknown argument ${arg}; use --quick and/or --only=${SCENARIOS.map((s) => s.id).join(',')}`);
   }
   for (const id of only ?? []) if (!SCENARIOS.some((s) => s.id === id)) throw new Error(`no scenario ${id}`);

@@ -33,3 +33,74 @@ export async function readCommandStats(redis: BenchRedis): Promise<CommandStat[]
   }
   return stats.sort((a, b) => b.usec - a.usec);
 }
+
+/**
+ * Commands clients send that scripts never run: blocking waits, transactions, connection and
+ * admin commands (BullMQ's BZPOPMIN, MULTI/EXEC, INFO, CLIENT SETNAME, PING...). Every other line
+ * of INFO commandstats but the script calls counts as run by scripts (see `scriptSplit`).
+ */
+export const CLIENT_ONLY: ReadonlySet<string> = new Set([
+  'bzpopmin',
+  'bzpopmax',
+  'bzmpop',
+  'blpop',
+  'brpop',
+  'blmpop',
+  'blmove',
+  'brpoplpush',
+  'multi',
+  'exec',
+  'discard',
+  'watch',
+  'unwatch',
+  'info',
+  'client',
+  'ping',
+  'hello',
+  'auth',
+  'select',
+  'quit',
+  'readonly',
+  'command',
+  'script',
+  'config',
+  'slowlog',
+]);
+
+/**
+ * The script calls of some INFO commandstats and the commands they ran. In Redis 7 INFO counts a
+ * command a script runs on that command's own line, and in the script call's usec too: so `luaUsec`,
+ * the script calls' usec less their commands', is what the scripts cost beyond their commands (Lua
+ * itself, the calls into Redis and back, setting up each call). The commands scripts ran are every
+ * line but the script calls and CLIENT_ONLY; a command a client sent directly that a script could
+ * also run (a startup's HSET, say, or one queued in a MULTI) counts as a script's.
+ */
+export interface ScriptSplit {
+  scriptCalls: number;
+  /** EVAL/EVALSHA/FCALL usec: each script call with the commands it ran. */
+  scriptUsec: number;
+  innerCalls: number;
+  innerUsec: number;
+  luaUsec: number;
+  /** Calls of CLIENT_ONLY commands: left out of both. */
+  clientOnlyCalls: number;
+}
+
+const baseName = (command: string) => command.split('|')[0]!;
+
+export function scriptSplit(stats: readonly CommandStat[]): ScriptSplit {
+  const sum = (filter: (s: CommandStat) => boolean, field: 'calls' | 'usec') => stats.filter(filter).reduce((n, s) => n + s[field], 0);
+  const isScript = (s: CommandStat) => SCRIPTS.has(s.command);
+  const isClientOnly = (s: CommandStat) => CLIENT_ONLY.has(baseName(s.command));
+  const isInner = (s: CommandStat) => !isScript(s) && !isClientOnly(s);
+  const scriptUsec = sum(isScript, 'usec');
+  const innerUsec = sum(isInner, 'usec');
+  return {
+    scriptCalls: sum(isScript, 'calls'),
+    scriptUsec,
+    innerCalls: sum(isInner, 'calls'),
+    innerUsec,
+    luaUsec: scriptUsec - innerUsec,
+    clientOnlyCalls: sum(isClientOnly, 'calls'),
+  };
+}

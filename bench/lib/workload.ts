@@ -68,8 +68,8 @@ export interface WorkloadResult {
   slowlog?: SlowlogProfile;
   /** With `commandstats`: INFO commandstats from the workers' start to the end of the run. */
   commandstats?: CommandStat[];
-  /** With `commandstats`: INFO commandstats of the fill, and redis-server CPU (µs) over it. */
-  fill?: { commandstats: CommandStat[]; redisCpuUs: number };
+  /** With `commandstats`: INFO commandstats of the fill, redis-server CPU (µs) over it, and its time. */
+  fill?: { commandstats: CommandStat[]; redisCpuUs: number; ms: number };
 }
 
 const mb = (bytes: number) => bytes / (1024 * 1024);
@@ -87,7 +87,7 @@ export async function runWorkload(w: Workload): Promise<WorkloadResult> {
       const fillCpuBefore = await redis.cpuMicros();
       const fill = await measuredFill(redis, producer, calls, w.fillCallers ?? FILL_CALLERS, w.timeoutMs, system.label);
       const fillStats = w.commandstats
-        ? { commandstats: await readCommandStats(redis), redisCpuUs: (await redis.cpuMicros()) - fillCpuBefore }
+        ? { commandstats: await readCommandStats(redis), redisCpuUs: (await redis.cpuMicros()) - fillCpuBefore, ms: fill.ms }
         : undefined;
       const backlogIds = fill.ids;
       pool = await WorkerPool.fork(w.processes, {

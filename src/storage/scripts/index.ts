@@ -52,7 +52,11 @@ const INCLUDE = /^--- @include "([a-z-]+)"$/gm;
  * may name what they need (the clock, say) without defining it twice.
  */
 function load(file: string, chain: ReadonlySet<string> = new Set(), included = new Set<string>()): string {
-  const source = readFileSync(join(__dirname, file), 'utf8');
+  return inline(readFileSync(join(__dirname, file), 'utf8'), chain, included);
+}
+
+/** A script's text with its includes inlined (see `load`). */
+function inline(source: string, chain: ReadonlySet<string>, included: Set<string>): string {
   return source.replace(INCLUDE, (_line, name: string) => {
     if (chain.has(name)) throw new Error(`script include cycle at ${name}`);
     if (included.has(name)) return '';
@@ -145,6 +149,23 @@ let sources: Map<ScriptName, string> | undefined;
 function allSources(): Map<ScriptName, string> {
   sources ??= new Map(NAMES.map((name) => [name, load(`${name}.lua`)]));
   return sources;
+}
+
+/**
+ * A script's source as its command runs it (includes inlined).
+ * @internal (exported for the bench's script microbenchmark)
+ */
+export function scriptSource(name: ScriptName): string {
+  return allSources().get(name)!;
+}
+
+/**
+ * The text of a script file (`.lua` beside this module), edited or not, with its includes inlined
+ * as `load` inlines them: the bench builds a script's prelude from it (see bench/lib/prelude.ts).
+ * @internal (exported for the bench's script microbenchmark)
+ */
+export function inlineIncludes(source: string): string {
+  return inline(source, new Set(), new Set());
 }
 
 /** The command name carries the version, so two library versions on one Redis never run each other's scripts. */
