@@ -425,9 +425,12 @@ describe('BatchByKeyModule configuration errors', () => {
     await expect(createContext(WorkerTypo)).rejects.toThrow(/unknown option "concurency"; did you mean concurrency\?/);
   });
 
-  it("a processor's worker options are checked with every other processor's before any worker starts: a typo in one leaves its siblings' ids pending", async () => {
-    const typo = <T>(options: T) => options as never;
-    const [good, bad] = [uniqueName('nest-typo'), uniqueName('nest-typo')];
+  /**
+   * An application with two processors, the second with `badOptions`, built but not started; two
+   * ids pushed to the first's batcher, and every worker the registry makes for it recorded.
+   */
+  async function twoProcessors(label: string, badOptions: object) {
+    const [good, bad] = [uniqueName(label), uniqueName(label)];
     const processed: string[] = [];
     @BatchProcessor(good)
     class GoodProcessor {
@@ -435,52 +438,11 @@ describe('BatchByKeyModule configuration errors', () => {
         processed.push(...ids);
       }
     }
-    @BatchProcessor(bad, typo({ concurency: 2 }))
+    @BatchProcessor(bad, badOptions)
     class BadProcessor {
       eachIteration(): void {}
     }
     // The good batcher is registered, and so started, first: it would run while the start fails.
-    @Module({
-      imports: [
-        BatchByKeyModule.forRoot({ connection: testConnection() }),
-        BatchByKeyModule.registerBatcher({ name: good }, { name: bad }),
-      ],
-      providers: [GoodProcessor, BadProcessor],
-    })
-    class AppModule {}
-    const app = await boot(NestFactory.create<INestApplication>(AppModule, quiet));
-    const batcher = app.get<Batcher>(getBatcherToken(good));
-    // Every worker the registry makes for the good batcher, by the batcher's own createWorker.
-    const workers: unknown[] = [];
-    const createWorker = batcher.createWorker.bind(batcher);
-    batcher.createWorker = (options) => {
-      const worker = createWorker(options);
-      workers.push(worker);
-      return worker;
-    };
-    await batcher.performBatchLater(['1', '2'], { key: 'k' });
-    await expect(app.init()).rejects.toThrow(
-      /@BatchProcessor\('nest-typo-\w+'\) on BadProcessor workerOptions: unknown option "concurency"; did you mean concurrency\?/,
-    );
-    expect(workers).toEqual([]);
-    expect(await queueOf(batcher).getWorkersCount()).toBe(0);
-    expect((await batcher.stats()).pending).toBe(2);
-    expect(processed).toEqual([]);
-  });
-
-  it("a worker option that only BullMQ's Worker refuses (concurrency 0) fails the start with no sibling's worker left running", async () => {
-    const [good, bad] = [uniqueName('nest-bullmq'), uniqueName('nest-bullmq')];
-    const processed: string[] = [];
-    @BatchProcessor(good)
-    class GoodProcessor {
-      eachIteration(ids: string[]): void {
-        processed.push(...ids);
-      }
-    }
-    @BatchProcessor(bad, { concurrency: 0 })
-    class BadProcessor {
-      eachIteration(): void {}
-    }
     @Module({
       imports: [
         BatchByKeyModule.forRoot({ connection: testConnection() }),
@@ -499,6 +461,22 @@ describe('BatchByKeyModule configuration errors', () => {
       return worker;
     };
     await batcher.performBatchLater(['1', '2'], { key: 'k' });
+    return { app, batcher, workers, processed };
+  }
+
+  it("a processor's worker options are checked with every other processor's before any worker starts: a typo in one leaves its siblings' ids pending", async () => {
+    const { app, batcher, workers, processed } = await twoProcessors('nest-typo', { concurency: 2 });
+    await expect(app.init()).rejects.toThrow(
+      /@BatchProcessor\('nest-typo-\w+'\) on BadProcessor workerOptions: unknown option "concurency"; did you mean concurrency\?/,
+    );
+    expect(workers).toEqual([]);
+    expect(await queueOf(batcher).getWorkersCount()).toBe(0);
+    expect((await batcher.stats()).pending).toBe(2);
+    expect(processed).toEqual([]);
+  });
+
+  it("a worker option that only BullMQ's Worker refuses (concurrency 0) fails the start with no sibling's worker left running", async () => {
+    const { app, batcher, workers, processed } = await twoProcessors('nest-bullmq', { concurrency: 0 });
     await expect(app.init()).rejects.toThrow(/concurrency/);
     // The good processor's worker was built first, not running, and closed again when the next failed.
     expect(workers).toHaveLength(1);
