@@ -1,25 +1,35 @@
 import { describe, expect, it } from 'vitest';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
-import { batchByKey, type Batcher } from '../src';
+import { batchByKey, type Batcher, type BatchByKeyOptions } from '../src';
 import { parseUrl, range, redisClient, redisUrl, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
 
 // Short BullMQ lock and stall check, short key lock: the recovery window is their sum.
 const FAST_RECOVERY = { lockTtlMs: 2000 };
 const FAST_STALL = { lockDuration: 1000, stalledInterval: 500 };
 
-/** The batcher that takes over from a killed worker process, recording what it processes. */
-function survivorOf(name: string): { survivor: Batcher; processed: string[] } {
+/**
+ * The batcher that takes over from a killed worker process, recording what it processes and each
+ * id's attempts. With the fast key lock unless told otherwise (`{}`: the defaults).
+ */
+function survivorOf(
+  name: string,
+  options: Partial<BatchByKeyOptions> = FAST_RECOVERY,
+): { survivor: Batcher; processed: string[]; attempts: Map<string, number[]> } {
   const processed: string[] = [];
+  const attempts = new Map<string, number[]>();
   const survivor = track(
     batchByKey({
       name,
       connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null },
       sliceSize: 10,
-      ...FAST_RECOVERY,
-      eachIteration: (ids) => void processed.push(...ids),
+      ...options,
+      eachIteration: (ids, ctx) => {
+        processed.push(...ids);
+        for (const id of ids) attempts.set(id, [...(attempts.get(id) ?? []), ctx.attempt]);
+      },
     }),
   );
-  return { survivor, processed };
+  return { survivor, processed, attempts };
 }
 
 describe('a worker process killed with SIGKILL mid-slice', () => {
@@ -120,19 +130,11 @@ describe('two worker processes on the same keys', () => {
 });
 
 describe('the crash bound with the default lock and stall settings', () => {
-  it('a key whose worker was SIGKILLed mid-slice runs again within 60 s, its slice counted as one failed attempt', async () => {
+  it('a key whose worker was SIGKILLed mid-slice runs again within 60 s (45 s by these settings), its slice counted as one failed attempt', async () => {
     const name = uniqueName('crash-bound');
     const redis = redisClient();
     const victim = await startWorkerProcess({ redisUrl: redisUrl(), name, mode: 'hang', options: { sliceSize: 10 } });
-    const attempts = new Map<string, number[]>();
-    const survivor = track(
-      batchByKey({
-        name,
-        connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null },
-        sliceSize: 10,
-        eachIteration: (ids, ctx) => ids.forEach((id) => attempts.set(id, [...(attempts.get(id) ?? []), ctx.attempt])),
-      }),
-    );
+    const { survivor, attempts } = survivorOf(name, {});
     await survivor.performBatchLater(range(30), { key: 'k' });
     await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the victim to claim a slice' });
 
