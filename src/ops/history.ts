@@ -187,6 +187,9 @@ export class HistorySampler {
       added = true;
       if (!claimed) return false;
       const stats = await this.deps.stats({ top: Math.max(1, options.topKeys) });
+      // The last worker closed while this sample was read: it is not appended, so nothing is
+      // sampled after a close returned (an append already sent lands before any later read).
+      if (!this.timer) return false;
       const sample = encodeSample(at, processed, stats, options.topKeys);
       return await historyAppend(client, names, sample, options.intervalMs, samplesKept(options), options.retentionMs);
     } catch (err) {
