@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import { batchByKey, type Batcher } from '../../src';
+import { batchByKey, WORKER_DEFAULTS, type Batcher } from '../../src';
 import { startCluster, type LocalCluster } from '../../tools/redis-cluster';
 import { pollUntil, sleep, spin, withTimeout } from '../lib/clock';
 import { percentile, ratio } from '../lib/stats';
@@ -258,7 +258,8 @@ export const clusterShards: Scenario = {
           "the batcher's queue tag takes every job command (add, fetch, completion, the stalled check) and the recovery index; per-key " +
           'data is spread over all three either way',
         'Idle: what the worker sends while every queue is empty (history sampling off): per shard, a blocking fetch per drainDelay ' +
-          "(5 s; INFO counts it when it ends) and a stalled-job check per stalledInterval (30 s), plus BullMQ's lock renewals and " +
+          `(5 s; INFO counts it when it ends) and a stalled-job check per stalledInterval (${WORKER_DEFAULTS.stalledInterval / 1000} s, ` +
+          "createWorker's default), plus BullMQ's lock renewals and " +
           'the recovery and aging sweeps',
       ],
       details: runs,
