@@ -59,7 +59,7 @@ export const oneIdKeys: Scenario = {
         `${fmtInt(c.keys)} keys × 1 id, pushed first (one push per key, ${c.fillCallers} concurrent callers), then 1 worker process, ` +
         `concurrency ${c.concurrency}, empty handler. ` +
         `Every system gets all ${fmtInt(c.keys)} ids; bullmq-per-id adds each with Queue.add. The backlog case of the cost per key ` +
-        `cycle (the paced case is "Redis cost per key cycle"): Redis µs in scripts is INFO commandstats usec of EVAL/EVALSHA ` +
+        `cycle (the paced case is "Redis cost per key cycle"): Redis µs in scripts is INFO commandstats usec of EVAL/EVALSHA/FCALL ` +
         `(each with the commands it ran), of the pushes and of the drain, per key; worker CPU is the worker process's over the drain.`,
       columns: [
         ...forRepeats(THROUGHPUT_COLUMNS, 1),
