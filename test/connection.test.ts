@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
 import { BatchByKey, batchByKey, ClosedError, InvalidOptionError, PushOutcomeUnknownError, PushTimeoutError } from '../src';
 import { fromUrl } from '../src/core/connection';
+import { scriptLibrary } from '../src/storage/scripts';
 import { startRedis } from '../tools/redis-server';
 import { keyspaceOf, Recorder, parseUrl, redisUrl, track, uniqueName, waitFor } from './helpers/redis';
 
@@ -184,7 +185,7 @@ describe('connection', () => {
       const pushing = b.performBatchLater(['b', 'c'], { key: 'k' }).catch((e: unknown) => e);
       await closed;
       // Before the reconnect: the call sent again is refused (NOPERM), after the first one ran.
-      await admin.call('ACL', 'SETUSER', 'app', '-evalsha', '-eval');
+      await admin.call('ACL', 'SETUSER', 'app', '-evalsha', '-eval', '-fcall');
       const error = await pushing;
       expect(error).toBeInstanceOf(PushOutcomeUnknownError);
       expect((error as Error).cause).toMatchObject({ name: 'ReplyError', message: expect.stringMatching(/^NOPERM/) });
@@ -234,6 +235,8 @@ describe('connection', () => {
       expect((await b.waitFor(ticket!)).done).toBe(2);
       expect((await b.stats()).pending).toBe(0);
       expect(await b.deadLetters.count()).toBe(0);
+      // The user loaded the scripts as functions (FUNCTION LOAD is @scripting, not @dangerous).
+      expect(await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', scriptLibrary().name)).toHaveLength(1);
       await b.close();
 
       // Without +time the push script stops at its first command, before any write.

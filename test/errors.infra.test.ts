@@ -67,6 +67,27 @@ describe('Redis errors outside the handler', () => {
     expect(rec.idsOf('k')).toEqual(['0', '1', '2']);
   });
 
+  it('after FUNCTION FLUSH pushes and runs go on: a call that finds its function gone loads the library again and is sent once more', async () => {
+    const rec = new Recorder();
+    const redis = redisClient();
+    const b = testBatcher({ eachIteration: rec.handler });
+    await b.performBatchLater(['0'], { key: 'k' });
+    // Every node of a Cluster: the functions are gone wherever the key lives.
+    const nodes = 'nodes' in redis ? redis.nodes('master') : [redis];
+    await Promise.all(nodes.map((node) => node.call('FUNCTION', 'FLUSH')));
+    await b.performBatchLater(['1', '2'], { key: 'k', track: true });
+    expect(await b.backlog('k')).toEqual({ pending: 3, inFlight: 0, retrying: 0 });
+    const worker = b.createWorker();
+    await waitFor(() => rec.all.length === 3, { what: 'the three ids' });
+    // Gone again between a push and the worker's next call: its fetch or first claim loads it.
+    await worker.pause();
+    await b.performBatchLater(['3'], { key: 'k' });
+    await Promise.all(nodes.map((node) => node.call('FUNCTION', 'FLUSH')));
+    await worker.resume();
+    await waitFor(() => rec.all.length === 4, { what: 'the id pushed before the second flush' });
+    expect(rec.idsOf('k')).toEqual(['0', '1', '2', '3']);
+  });
+
   it('a first claim that fails after taking the lock gives the lock back, so the key does not wait out its TTL', async () => {
     const rec = new Recorder();
     const redis = redisClient();

@@ -23,7 +23,7 @@ const moveToActive = bullmqScript('moveToActive');
 const MOVE_TO_FINISHED = createHash('sha1').update(moveToFinished.content).digest('hex');
 const MOVE_TO_ACTIVE = createHash('sha1').update(moveToActive.content).digest('hex');
 
-/** Every script call Redis logged while `run` ran, as [its SHA, its first key, how many keys it sent]. */
+/** Every script call Redis logged while `run` ran, as [its SHA or function, its first key, how many keys it sent]. */
 async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[string, string, number][]> {
   await admin.config('SET', 'slowlog-log-slower-than', '0');
   await admin.config('SET', 'slowlog-max-len', '100000');
@@ -47,7 +47,8 @@ async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[
           keys,
         ],
       ];
-    return command?.toLowerCase() === 'evalsha' ? [[script!, firstKey ?? '', keys] as [string, string, number]] : [];
+    // Ours are FCALLs of their functions on Redis 7 (named, where an EVALSHA names its SHA).
+    return /^(evalsha|fcall)$/i.test(command ?? '') ? [[script!, firstKey ?? '', keys] as [string, string, number]] : [];
   });
 }
 

@@ -33,10 +33,11 @@ async function commandCounts(run: () => Promise<unknown>): Promise<Record<string
   const info = await admin.info('commandstats');
   const counts: Record<string, number> = {};
   for (const [, name, calls] of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[name!] = Number(calls);
-  // A script's first call on a connection may be an EVAL (after NOSCRIPT): either is one script call.
+  // Our scripts are FCALLs on Redis 7 (BullMQ's stay EVALSHAs); a script's first call on a
+  // connection may be an EVAL (after NOSCRIPT): each is one script call.
   // A process's first push checks the recorded store first (agree.lua, whose one HSETNX counts it):
   // a check once per recoveryIntervalMs, no part of the push.
-  counts.scripts = (counts.evalsha ?? 0) + (counts.eval ?? 0) - (counts.hsetnx ?? 0);
+  counts.scripts = (counts.fcall ?? 0) + (counts.evalsha ?? 0) + (counts.eval ?? 0) - (counts.hsetnx ?? 0);
   return counts;
 }
 
@@ -109,7 +110,7 @@ describe('performBatchLater', () => {
       await b.performBatchLater(['1'], { key: 'fresh' });
       const log = (await admin.slowlog('GET', -1)) as [number, number, number, string[]][];
       await admin.config('SET', 'slowlog-log-slower-than', '10000');
-      const pushes = log.filter(([, , , args]) => /^eval/i.test(args[0]!) && String(args[3]).includes(':bbk:{fresh}'));
+      const pushes = log.filter(([, , , args]) => /^(eval|fcall)/i.test(args[0]!) && String(args[3]).includes(':bbk:{fresh}'));
       expect(pushes.map(([, , , args]) => Number(args[2]))).toEqual([2]);
       expect(await isolatedQueue(b).getWaitingCount()).toBe(1);
     },

@@ -1,8 +1,12 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { laneNames } from '../src/storage/keys';
-import { failSlice } from '../src/storage/protocol';
-import { defineScripts } from '../src/storage/scripts';
-import { keyspaceOf, redisClient, testBatcher } from './helpers/redis';
+import { Keyspace, laneNames } from '../src/storage/keys';
+import { failSlice, sealTicket } from '../src/storage/protocol';
+import { defineScripts, keyspaceInclude, runScript, scriptLibrary, scriptMode, splitScript } from '../src/storage/scripts';
+import { keyspaceOf, prefixOf, redisClient, testBatcher, uniqueName } from './helpers/redis';
+import { sleep } from './helpers/time';
 
 describe('fail-slice.lua', () => {
   it('is idempotent: a resent call (after a reconnect) does not bring back a part claimed since', async () => {
@@ -44,5 +48,80 @@ describe('fail-slice.lua', () => {
     expect(await redis.get(lane2.lastClaim)).toBe('slice-1:failed');
     expect(await redis.lrange(names.inFlight, 0, -1)).toEqual(['lane-0-id']);
     expect(await redis.exists(names.lastClaim)).toBe(0);
+  });
+});
+
+const INCLUDES = join(__dirname, '../src/storage/scripts/includes');
+
+describe('the scripts as one library of Redis functions (Redis 7+)', () => {
+  it('builds a script’s includes up to its first line of code once (its prelude), and the rest on every call', () => {
+    const source = [
+      '--[[',
+      '  KEYS[1] ...',
+      ']]',
+      '--- @include "a"',
+      '',
+      '--- @include "b"',
+      'local x = 1',
+      '--- @include "c"',
+      'return x',
+    ];
+    expect(splitScript(source.join('\n'))).toEqual({ prelude: source.slice(0, 6).join('\n'), body: source.slice(6).join('\n') });
+    // fetch.lua builds the claim's machinery only when it fetched a job: those includes stay in its body.
+    const fetch = splitScript(readFileSync(join(INCLUDES, '../fetch.lua'), 'utf8'));
+    expect(fetch.prelude).toContain('--- @include "bullmq-move-to-active"');
+    expect(fetch.body).toContain('--- @include "fused-claim"');
+  });
+
+  it('keeps no state of an include from one call to the next: an include’s top-level local is a function, a constant, or reset per call', () => {
+    const sources = readdirSync(INCLUDES).map((file) => [file, readFileSync(join(INCLUDES, file), 'utf8')] as const);
+    sources.push(['keyspace (generated)', keyspaceInclude()]);
+    const stateful: string[] = [];
+    for (const [file, source] of sources) {
+      const reset = new Set([...source.matchAll(/^--- @per-call (.+?) =/gm)].flatMap((m) => m[1]!.split(/,\s*/)));
+      for (const [, names] of source.matchAll(/^local (?!function\b)([\w, ]+?)\s*(?:=|$)/gm)) {
+        // An UPPER_CASE local is a constant: built when the library loads, never written after.
+        for (const name of names!.split(/,\s*/)) if (!reset.has(name) && !/^[A-Z][A-Z0-9_]*$/.test(name)) stateful.push(`${file}: ${name}`);
+      }
+    }
+    expect(stateful, 'declare it per call with `--- @per-call <name> = <its start value>` after it (see scripts/index.ts)').toEqual([]);
+  });
+
+  it('is loaded on the first call, on every master of a Cluster, with one function per script', async () => {
+    const redis = redisClient();
+    defineScripts(redis);
+    const names = new Keyspace(prefixOf(uniqueName()), 'n').forKey('k');
+    expect(await runScript(redis, 'due-in', [names.base], ['list'])).toBe(-1);
+    expect(scriptMode(redis)).toBe('functions');
+    const { name, functions } = scriptLibrary();
+    for (const node of redis instanceof Cluster ? redis.nodes('master') : [redis]) {
+      const [library] = (await node.call('FUNCTION', 'LIST', 'LIBRARYNAME', name)) as unknown[][];
+      const listed = library![library!.indexOf('functions') + 1] as unknown[][];
+      expect(listed.map((fn) => fn[fn.indexOf('name') + 1]).sort()).toEqual([...functions.values()].sort());
+    }
+  });
+
+  it('reads the Redis clock anew on every call', async () => {
+    const redis = redisClient();
+    defineScripts(redis);
+    const names = new Keyspace(prefixOf(uniqueName()), 'n').forKey('k');
+    const pause = async () => Number(await runScript(redis, 'pause-key', [names.base], ['k', 60_000]));
+    const first = await pause();
+    await sleep(50);
+    expect((await pause()) - first).toBeGreaterThanOrEqual(40);
+  });
+
+  it('answers with the tickets its own call settled, never an earlier call’s', async () => {
+    const redis = redisClient();
+    defineScripts(redis);
+    const names = new Keyspace(prefixOf(uniqueName()), 'n').forKey('k');
+    // Two open tickets whose ids are all done: sealing settles each; only the first wants a callback.
+    const ticket = { total: 1, done: 1, failed: 0, sealed: '0', ttl: 60_000 };
+    await redis.hset(`${names.ticketPrefix}with-cb`, { ...ticket, cb: '1' });
+    await redis.hset(`${names.ticketPrefix}without`, { ...ticket, cb: '0' });
+    expect(await sealTicket(redis, names, 'with-cb')).toBe('settled');
+    // Settled with no callback to add: the call says so only when no earlier call's ticket lingers.
+    expect(await sealTicket(redis, names, 'without')).toBe('pending');
+    expect(await redis.lrange(names.settledTickets, 0, -1)).toEqual(['with-cb']);
   });
 });

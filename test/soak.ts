@@ -2,7 +2,7 @@
  * `npm run soak [-- --minutes=N]` (default 3): the chaos test (test/chaos.test.ts) for minutes.
  * Rounds of two pusher processes (1,000 single ids each over 50 keys) against two worker
  * processes, with a fault every 0.5–2 s taken in turn from: SIGKILL a worker (and start another),
- * CLIENT KILL every connection, SCRIPT FLUSH, restart Redis (AOF, same port). After each round,
+ * CLIENT KILL every connection, SCRIPT FLUSH and FUNCTION FLUSH, restart Redis (AOF, same port). After each round,
  * every id whose push resolved must be processed within 60 s. Prints a table of the rounds; exits
  * 1 if a round lost an id or a worker did not close cleanly at the end.
  */
@@ -14,7 +14,7 @@ import { adminClient, persistentRedis, startChaosWorker } from './helpers/chaos'
 import { startPushProcess, stopProcess } from './helpers/processes';
 import { sleep } from './helpers/time';
 
-const FAULTS = ['SIGKILL a worker', 'CLIENT KILL', 'SCRIPT FLUSH', 'Redis restart'] as const;
+const FAULTS = ['SIGKILL a worker', 'CLIENT KILL', 'SCRIPT FLUSH', 'FUNCTION FLUSH', 'Redis restart'] as const;
 
 interface Round {
   round: number;
@@ -59,7 +59,13 @@ async function main(): Promise<void> {
           server = await startRedis(persistent, port);
         } else {
           const a = admin();
-          await (fault === 'CLIENT KILL' ? a.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes') : a.script('FLUSH')).catch(() => undefined);
+          const act =
+            fault === 'CLIENT KILL'
+              ? a.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+              : fault === 'SCRIPT FLUSH'
+                ? a.script('FLUSH')
+                : a.call('FUNCTION', 'FLUSH');
+          await act.catch(() => undefined);
           await a.quit().catch(() => undefined);
         }
         applied.push(fault);

@@ -44,8 +44,8 @@ let warnedShared = false;
 
 /**
  * Runs `fn` against an empty Redis: a throwaway redis-server per call, or, with REDIS_URL, that
- * server after FLUSHALL. One per system and measurement, so no memory, keys or scripts leak from
- * one system into the next one's figures.
+ * server after FLUSHALL. One per system and measurement, so no memory, keys, scripts or functions
+ * leak from one system into the next one's figures.
  */
 export async function withFreshRedis<T>(fn: (redis: BenchRedis) => Promise<T>): Promise<T> {
   const shared = process.env.REDIS_URL;
@@ -59,6 +59,8 @@ export async function withFreshRedis<T>(fn: (redis: BenchRedis) => Promise<T>): 
   try {
     await admin.flushall();
     await admin.script('FLUSH');
+    // Redis 7+ (a REDIS_URL of Redis 6.2 has no FUNCTION command).
+    await admin.call('FUNCTION', 'FLUSH').catch(() => undefined);
     await admin.config('RESETSTAT');
     return await fn(benchRedis(url, admin));
   } finally {

@@ -23,7 +23,7 @@ export interface SlowlogProfile {
 /**
  * Logs every command from now on. SLOWLOG, unlike INFO commandstats, records only what clients
  * sent (a script once, not its inner calls) with its arguments, so it counts round trips and names
- * each script by its SHA. Only for small profile runs: logging everything slows Redis down.
+ * each script by its SHA, or its function's name. Only for small profile runs: logging everything slows Redis down.
  */
 export async function startSlowlog(redis: BenchRedis): Promise<void> {
   await redis.admin.config('SET', 'slowlog-log-slower-than', '0');
@@ -39,6 +39,8 @@ type Entry = [number, number, number, string[], string, string];
 function commandName(args: readonly string[]): string {
   const command = (args[0] ?? '?').toLowerCase();
   if (command === 'evalsha') return scriptNames().get((args[1] ?? '').toLowerCase()) ?? `script ${(args[1] ?? '').slice(0, 8)}`;
+  // Ours on Redis 7+: a function of our library, by its name.
+  if (command === 'fcall') return scriptNames().get(args[1] ?? '') ?? `function ${args[1] ?? ''}`;
   // ioredis sends a script's body once per connection; SLOWLOG truncates it, so it cannot be hashed.
   if (command === 'eval') return 'eval (first call of a script on a connection)';
   return command;
@@ -87,7 +89,7 @@ export async function readSentCalls(
   for (const [, , , args] of entries) {
     const command = (args[0] ?? '?').toLowerCase();
     byCommand.set(command, (byCommand.get(command) ?? 0) + 1);
-    if (command === 'evalsha' || command === 'eval') {
+    if (command === 'evalsha' || command === 'eval' || command === 'fcall') {
       const name = commandName(args);
       byScript.set(name, (byScript.get(name) ?? 0) + 1);
     }

@@ -89,7 +89,7 @@ async function cost(
     });
   });
   try {
-    // Each connection's first call of a script sends its body (EVAL): out of the measurement.
+    // Each connection's first call of a script sends its body (EVAL), or loads the library: out of the measurement.
     for (const sampler of samplers) await sampler.tick();
     await b.stats();
     const before = await redis.admin.llen(names.series);

@@ -234,7 +234,7 @@ export const rateLimit: Scenario = {
           'after its claim, by an amount that varies, so its starts can crowd one more slice into a window',
         `a limited or retrying key waits without a worker slot, then its job queues for one like any other: a pause between limited ` +
           `slices longer than ${windowLabel} is time spent in that queue`,
-        'Redis µs (scripts): INFO commandstats usec of EVALSHA and EVAL, the commands the scripts run included (every claim is a ' +
+        'Redis µs (scripts): INFO commandstats usec of EVALSHA, EVAL and FCALL, the commands the scripts run included (every claim is a ' +
           'script); commands per 100 ids counts those inner commands too',
         "a limited claim reads the key's whole rate-limit log, one entry per claim of the last durationMs, so what a limit adds grows " +
           'with the slices a key claims per window: ' +

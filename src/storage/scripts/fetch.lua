@@ -22,7 +22,8 @@ local args = {}
 for i = 9, #ARGV do args[#args + 1] = ARGV[i] end
 local reply = bullmqMoveToActive(KEYS, args)
 -- Most fetches of an idle worker find nothing: the claim's machinery (its includes' functions
--- and tables, built on every call of a script) is built only when a job came.
+-- and tables, which a call builds here, in the script's body, by EVALSHA and FCALL alike: see
+-- scripts/index.ts) is built only when a job came.
 if type(reply[1]) ~= 'table' then return reply end
 local function claimFor(fetched)
 --- @include "claim-keys"

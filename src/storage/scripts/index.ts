@@ -1,5 +1,8 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Cluster } from 'ioredis';
+import { isReplyError } from '../../core/connection';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
 import {
@@ -129,7 +132,8 @@ export function keyspaceInclude(): string {
     '-- A name is built when first read: a claim reads about half of them, and a one-id run builds',
     "-- names for two keys (its own and the next job's). A field with no suffix is a bug: it fails.",
     'local LANE_FIELD = {}',
-    'for _, field in ipairs(LANE_NAMES) do LANE_FIELD[field] = true end',
+    '-- A numeric loop: while Redis 7.0 loads a library of functions, its code sees no global but `redis`.',
+    'for i = 1, #LANE_NAMES do LANE_FIELD[LANE_NAMES[i]] = true end',
     'local KEY_NAMES = { __index = function(names, field)',
     '  local suffix = KEY_SUFFIXES[field]',
     "  if not suffix then error('batch-by-key: no key name ' .. tostring(field)) end",
@@ -176,17 +180,151 @@ function commandName(name: ScriptName): string {
 /** Each script's command name, built once: a run's claim looked it up on every call. */
 const COMMAND_NAMES = new Map(NAMES.map((name) => [name, commandName(name)]));
 
+/**
+ * Scripts that only read: their functions are flagged `no-writes`, so Redis runs them when it is
+ * out of memory (as it ran them by EVALSHA), where it refuses a function that may write before it
+ * starts.
+ */
+const READ_ONLY: ReadonlySet<ScriptName> = new Set(['due-in', 'queue-load', 'reads']);
+
+/**
+ * A line of an include that resets state of its own that lives for one call (the clock read once
+ * per call, the tickets a call settled, the claim's K and A): `--- @per-call <Lua statement>`, after
+ * that state's declaration. A script sent by EVALSHA builds its includes anew on every call; a
+ * library of functions builds them once, when Redis loads it, so each function runs these
+ * statements, of the includes its script names before its first line of code, first thing.
+ */
+const PER_CALL = /^--- @per-call (.+)$/gm;
+
+/**
+ * A script's source in two: its prelude, up to its last `--- @include` line before its first line
+ * of code (the includes a library builds once), and its body, the rest (run on every call, with
+ * what it includes: fetch.lua builds the claim's machinery only when it fetched a job).
+ * @internal (exported for the test that reads it)
+ */
+export function splitScript(source: string): { prelude: string; body: string } {
+  const lines = source.split('\n');
+  let end = 0;
+  let inComment = false;
+  for (const [i, line] of lines.entries()) {
+    if (inComment) {
+      inComment = !line.includes(']]');
+    } else if (line.startsWith('--[[')) {
+      inComment = !line.includes(']]', 4);
+    } else if (line.startsWith('--- @include ')) {
+      end = i + 1;
+    } else if (line.trim() !== '' && !line.startsWith('--')) {
+      break;
+    }
+  }
+  return { prelude: lines.slice(0, end).join('\n'), body: lines.slice(end).join('\n') };
+}
+
+/** Stands for the library's name in its functions' names until the source, hashed, names it. */
+const LIBRARY_NAME = '@library@';
+
+/**
+ * One script as a block of the library: its prelude's includes, built once (a `do` block of its
+ * own, so Lua's 200 locals per function count per script), and a function of Redis whose call
+ * sets KEYS and ARGV (includes read them, as they do when EVAL runs them), resets the per-call
+ * state, and runs the body.
+ */
+function functionBlock(name: ScriptName): string {
+  const included = new Set<string>();
+  const { prelude, body } = splitScript(readFileSync(join(__dirname, `${name}.lua`), 'utf8'));
+  const head = inline(prelude, new Set(), included);
+  const rest = inline(body, new Set(), included);
+  const resets = [...head.matchAll(PER_CALL)].map((m) => `  ${m[1]}`);
+  const flags = READ_ONLY.has(name) ? ", flags = { 'no-writes' }" : '';
+  return [
+    `do -- ${name}.lua`,
+    'local KEYS, ARGV',
+    head,
+    'local function main()',
+    rest,
+    'end',
+    `redis.register_function{ function_name = '${LIBRARY_NAME}_${name.replace(/-/g, '_')}'${flags}, callback = function(keys, args)`,
+    '  KEYS, ARGV = keys, args',
+    ...resets,
+    '  local reply = main()',
+    '  KEYS, ARGV = nil, nil',
+    '  return reply',
+    'end }',
+    'end',
+  ].join('\n');
+}
+
+interface Library {
+  name: string;
+  source: string;
+  functions: ReadonlyMap<ScriptName, string>;
+}
+
+let library: Library | undefined;
+
+/**
+ * Every script as one library of Redis functions, built once per process. Its name carries the
+ * package version, as the commands' names do, and a hash of its source: function names are global
+ * to a Redis, and two processes of one version may inline different BullMQ patch versions.
+ * @internal (exported for the tests)
+ */
+export function scriptLibrary(): Library {
+  if (library) return library;
+  const blocks = NAMES.map(functionBlock).join('\n');
+  const hash = createHash('sha1').update(blocks).digest('hex').slice(0, 10);
+  const name = `bbk_${VERSION.replace(/\W/g, '_')}_${hash}`;
+  const header = [`#!lua name=${name}`, '-- batch-by-key: each script of src/storage/scripts as a function (see scripts/index.ts).'];
+  library = {
+    name,
+    source: [...header, blocks.replaceAll(LIBRARY_NAME, name), ''].join('\n'),
+    functions: new Map(NAMES.map((script) => [script, `${name}_${script.replace(/-/g, '_')}`])),
+  };
+  return library;
+}
+
 type Caller = Record<string, ((...args: ScriptArg[]) => unknown) | undefined>;
 
-const defined = new WeakSet<object>();
+/**
+ * How a client runs the scripts: `functions` once the library is loaded (FCALL), `evalsha` on a
+ * Redis without functions (before 7.0) or where loading them is refused for good (no such command,
+ * no permission). Until it is known, `pending` is the look and load under way, and a load Redis
+ * refused for now (out of memory, say) leaves the client on EVALSHA until `evalshaUntil`.
+ */
+interface ClientScripts {
+  mode?: 'functions' | 'evalsha';
+  pending?: Promise<void>;
+  evalshaUntil: number;
+  /** A reload after Redis lost the library (a restart, FUNCTION FLUSH), shared by the calls that found it gone. */
+  reloading?: Promise<void>;
+}
 
-/** Registers every script on a client (once) so it can be called there and in its pipelines. */
+const clients = new WeakMap<object, ClientScripts>();
+
+/** How long a client runs scripts by EVALSHA after Redis refused to load the library for now, before it tries again. */
+const LOAD_RETRY_MS = 10_000;
+
+/**
+ * Forces EVALSHA on clients whose mode is decided after it is set: for the tests of that path
+ * (CI runs Redis 7). Not an option: a Redis without functions is found out by itself.
+ * @internal
+ */
+export const FORCE_EVALSHA_ENV = 'BATCH_BY_KEY_FORCE_EVALSHA';
+
+/**
+ * Registers every script on a client (once) as an ioredis command, for EVALSHA. Whether the
+ * client runs them as functions instead is found on its first call (see `runScript`).
+ */
 export function defineScripts(client: RedisClient): void {
-  if (defined.has(client)) return;
+  if (clients.has(client)) return;
   for (const [name, lua] of allSources()) {
     client.defineCommand(commandName(name), { lua });
   }
-  defined.add(client);
+  clients.set(client, { evalshaUntil: 0 });
+}
+
+/** How `client` runs the scripts (undefined until its first call decided it). @internal */
+export function scriptMode(client: RedisClient): 'functions' | 'evalsha' | undefined {
+  return clients.get(client)?.mode;
 }
 
 /** The client's command for a script (unbound: call it with the client as `this`). */
@@ -205,7 +343,117 @@ export type ScriptArg = string | number | Buffer;
  * that prefix's hash tag, so every script touches one Redis Cluster slot. (push.lua also reads
  * BullMQ's keys and a job's hash, but only on a standalone server, where slots do not exist;
  * queue-load.lua and add-job.lua read only BullMQ's, which share the queue's slot.)
+ *
+ * On Redis 7.0 or later the call is an FCALL of the script's function in the library (see
+ * `scriptLibrary`), whose includes Redis built once, at load; before, an EVALSHA, which builds
+ * them on every call. ioredis routes either by its first key on a Cluster. A function Redis no
+ * longer has (a restart without persistence, FUNCTION FLUSH, a new master) is loaded again on
+ * every master, and the call sent once more: it did not run.
  */
 export function runScript(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
+  const state = clients.get(client);
+  if (!state) throw new Error(`script ${name} is not defined on this client: call defineScripts first`);
+  if (state.mode === 'functions') return callFunction(client, state, name, keys, args);
+  if (state.mode === 'evalsha' || Date.now() < state.evalshaUntil) return evalsha(client, name, keys, args);
+  state.pending ??= decide(client, state).finally(() => (state.pending = undefined));
+  return state.pending.then(() => runScript(client, name, keys, args));
+}
+
+function evalsha(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
   return command(client, name).call(client, keys.length, ...keys, ...args) as Promise<unknown>;
+}
+
+function fcall(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
+  return client.fcall(scriptLibrary().functions.get(name)!, keys.length, ...keys, ...args);
+}
+
+async function callFunction(
+  client: RedisClient,
+  state: ClientScripts,
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly ScriptArg[],
+): Promise<unknown> {
+  try {
+    return await fcall(client, name, keys, args);
+  } catch (err) {
+    if (!isReplyError(err) || !FUNCTION_MISSING.test((err as Error).message)) throw err;
+  }
+  state.reloading ??= loadLibrary(client, state, true).finally(() => (state.reloading = undefined));
+  await state.reloading;
+  return state.mode === 'functions' ? fcall(client, name, keys, args) : evalsha(client, name, keys, args);
+}
+
+/** What Redis answers a call of a function, or a library, it does not have. */
+const FUNCTION_MISSING = /Function not found|Library .*not found/i;
+
+/**
+ * Redis has no functions (before 7.0: no FUNCTION command; a proxy that does not pass it on), or
+ * the user may not load them (ACL).
+ */
+const NO_FUNCTIONS = /unknown command|unknown subcommand|not supported|unsupported|NOPERM/i;
+
+/** How long a Cluster master may take to answer a load before it counts as not reached (one that is down may never answer). */
+const NODE_LOAD_TIMEOUT_MS = 10_000;
+
+/** Decides a client's mode: EVALSHA when forced, else the library's load tells (see `loadLibrary`). */
+async function decide(client: RedisClient, state: ClientScripts): Promise<void> {
+  if (process.env[FORCE_EVALSHA_ENV]) {
+    state.mode = 'evalsha';
+    return;
+  }
+  await loadLibrary(client, state, false);
+}
+
+/**
+ * Loads the library on the client's server, or on every master of a Cluster (each keeps its own;
+ * replicas get it from their master, and a restarted Redis from its RDB or AOF): with `replace`,
+ * always (it was found missing); else only where it is not loaded yet (the name carries the
+ * source's hash: a library of that name is this one), so that a process start neither makes
+ * Redis compile it again nor appends it to the AOF. A Redis before 7.0 answers the first FUNCTION
+ * with an unknown command: the client then runs its scripts by EVALSHA for good, as it does when
+ * its user may not load functions. A load refused for now (out of memory, say) leaves the client
+ * on EVALSHA until LOAD_RETRY_MS later. A master that cannot be reached is left out (calls there
+ * fail, as they would have, and load it when it is back).
+ */
+async function loadLibrary(client: RedisClient, state: ClientScripts, replace: boolean): Promise<void> {
+  const { name, source } = scriptLibrary();
+  const cluster = client instanceof Cluster;
+  // A Cluster knows its masters once it is ready (a command waits for that, as a script call would).
+  if (cluster && client.status !== 'ready') await client.ping();
+  // Its masters connect when first used; one being reconnected is down.
+  const nodes = cluster ? client.nodes('master').filter((node) => !['reconnecting', 'close', 'end'].includes(node.status)) : [client];
+  const results = await Promise.allSettled(
+    nodes.map((node) => {
+      const loading = (async () => {
+        if (!replace && ((await node.call('FUNCTION', 'LIST', 'LIBRARYNAME', name)) as unknown[]).length > 0) return;
+        await node.call('FUNCTION', 'LOAD', 'REPLACE', source);
+      })();
+      return cluster ? withTimeout(loading, NODE_LOAD_TIMEOUT_MS) : loading;
+    }),
+  );
+  const refused = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && isReplyError(r.reason));
+  if (refused) {
+    if (NO_FUNCTIONS.test((refused.reason as Error).message)) {
+      state.mode = 'evalsha';
+    } else {
+      state.mode = undefined;
+      state.evalshaUntil = Date.now() + LOAD_RETRY_MS;
+    }
+    return;
+  }
+  // Not one master reached: the call fails as it would have.
+  const [first] = results;
+  if (!first) throw new Error('batch-by-key: no Redis master to load the scripts on');
+  if (results.every((r) => r.status === 'rejected')) throw (first as PromiseRejectedResult).reason;
+  state.mode = 'functions';
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

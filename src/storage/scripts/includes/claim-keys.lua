@@ -5,6 +5,7 @@
 -- storage/keys.ts), never from KEYS by position.
 --- @include "keyspace"
 local K, A
+--- @per-call K, A = nil, nil
 
 -- The arguments of claim.lua, from ARGV[1..13].
 local function claimArgs()

@@ -34,6 +34,7 @@ end
 
 -- Tickets this call settled (see settleTicket), for its reply.
 local settledTickets = {}
+--- @per-call settledTickets = {}
 
 -- A ticket settles when its every id is done or failed, once it is sealed (an open ticket is
 -- not, until sealTicket): exactly once (HSETNX `settled`), whichever call counts its last id.
