@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { batchByKey, type KeyWorker } from '../../src';
-import { scriptSource, type ScriptName } from '../../src/storage/scripts';
+import { FORCE_EVALSHA_ENV, scriptSource, type ScriptName } from '../../src/storage/scripts';
+import { ratio } from '../lib/stats';
 import { withTimeout } from '../lib/clock';
 import { readCommandStats, resetCommandStats, scriptSplit, type ScriptSplit } from '../lib/commandstats';
 import { newTarget } from '../lib/fill';
@@ -96,11 +97,16 @@ export const scriptMicro: Scenario = {
     const n = config.scriptMicro.calls;
     progress(`${fmtInt(n)} calls per script`);
     const measured = await withTimeout(
-      withFreshRedis((redis) => measure(redis, n)),
+      withFreshRedis(async (redis) => {
+        // The EVALSHA path first (forced, as on a Redis without functions), then the library's own: FCALL on Redis 7.
+        process.env[FORCE_EVALSHA_ENV] = '1';
+        const evalsha = await measure(redis, n).finally(() => delete process.env[FORCE_EVALSHA_ENV]);
+        return { ...evalsha, fcall: (await measure(redis, n)).scripts };
+      }),
       config.scriptMicro.timeoutMs,
       'script-micro',
     );
-    const { floor, scripts } = measured;
+    const { floor, scripts, fcall } = measured;
     const notes = scripts
       .filter((m) => m.calls !== n || m.sent !== n)
       .map(
@@ -117,21 +123,25 @@ export const scriptMicro: Scenario = {
         'backlog (the completion fetches the next job and makes its first claim). µs/call: INFO commandstats usec / calls of EVALSHA, ' +
         'reset before each round (in Redis 7 with the commands the script ran); commands/call: those it ran. Prelude: the same script ' +
         "returning 0 where its own body begins (after its top-level includes), sent the round's recorded keys and arguments again; so " +
-        'is `return 0` (with its arguments). The floor: `return 0` with no keys or arguments.',
+        'is `return 0` (with its arguments). The floor: `return 0` with no keys or arguments. Each is measured twice: with EVALSHA ' +
+        '(forced, as on a Redis without functions) and as the library runs it on Redis 7, FCALL of its function library, whose ' +
+        'includes are built once per server, not per call (so it pays no prelude beyond the call itself).',
       columns: [
         { key: 'script', label: 'script' },
         { key: 'calls', label: 'calls' },
-        { key: 'us', label: 'µs/call', digits: 1 },
+        { key: 'us', label: 'EVALSHA µs/call', digits: 1 },
+        { key: 'fcall', label: 'FCALL µs/call', digits: 1 },
         { key: 'commands', label: 'commands/call', digits: 1 },
-        { key: 'prelude', label: 'prelude µs', digits: 1 },
-        { key: 'beyond', label: 'µs beyond prelude', digits: 1 },
+        { key: 'prelude', label: 'EVALSHA prelude µs', digits: 1 },
+        { key: 'beyond', label: 'EVALSHA µs beyond prelude', digits: 1 },
         { key: 'floorWithArgs', label: '`return 0` with its arguments µs', digits: 1 },
       ],
       rows: [
-        ...scripts.map((m) => ({
+        ...scripts.map((m, i) => ({
           script: m.label,
           calls: m.calls,
           us: m.usPerCall,
+          fcall: fcall[i]?.usPerCall ?? null,
           commands: m.commandsPerCall,
           prelude: m.prelude,
           beyond: m.usPerCall - m.prelude,
@@ -141,13 +151,17 @@ export const scriptMicro: Scenario = {
           script: '`return 0` (the floor)',
           calls: floor.calls,
           us: floor.usPerCall,
+          fcall: null,
           commands: 0,
           prelude: null,
           beyond: null,
           floorWithArgs: null,
         },
       ],
-      ratios: [],
+      ratios: scripts.map((m, i) => ({
+        name: `${m.script} (${m.label}): FCALL / EVALSHA µs`,
+        value: ratio(fcall[i]?.usPerCall, m.usPerCall),
+      })),
       notes: [
         "the prelude runs Redis's setup of the call (KEYS and ARGV) and the top-level code of the script's includes (their " +
           'functions and tables are built on every call); `return 0` with its arguments, the setup alone',
