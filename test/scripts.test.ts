@@ -67,10 +67,11 @@ describe('the scripts as one library of Redis functions (Redis 7+)', () => {
       'return x',
     ];
     expect(splitScript(source.join('\n'))).toEqual({ prelude: source.slice(0, 6).join('\n'), body: source.slice(6).join('\n') });
-    // fetch.lua builds the claim's machinery only when it fetched a job: those includes stay in its body.
+    // fetch.lua's claim includes are in its prelude: built once per server by a function library.
     const fetch = splitScript(readFileSync(join(INCLUDES, '../fetch.lua'), 'utf8'));
     expect(fetch.prelude).toContain('--- @include "bullmq-move-to-active"');
-    expect(fetch.body).toContain('--- @include "fused-claim"');
+    expect(fetch.prelude).toContain('--- @include "fused-claim"');
+    expect(fetch.body).not.toContain('--- @include');
   });
 
   it('keeps no state of an include from one call to the next: an include’s top-level local is a function, a constant, or reset per call', () => {

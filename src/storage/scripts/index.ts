@@ -199,7 +199,7 @@ const PER_CALL = /^--- @per-call (.+)$/gm;
 /**
  * A script's source in two: its prelude, up to its last `--- @include` line before its first line
  * of code (the includes a library builds once), and its body, the rest (run on every call, with
- * what it includes: fetch.lua builds the claim's machinery only when it fetched a job).
+ * any include inside it).
  * @internal (exported for the test that reads it)
  */
 export function splitScript(source: string): { prelude: string; body: string } {
