@@ -5,7 +5,7 @@ import { Keyspace } from '../../src/storage/keys';
 import { defaultPrefix } from '../../src/options';
 import { scriptLibrary, scriptMode } from '../../src/storage/scripts';
 import { CLUSTER_OPTIONS, Recorder, track, uniqueName, waitFor } from '../helpers/redis';
-import { keyslot, ownCluster, role, servers, sigkill, type Node } from '../helpers/cluster';
+import { allowPartialCoverage, keyslot, ownCluster, role, servers, sigkill, type Node } from '../helpers/cluster';
 
 /**
  * The scripts as Redis functions on a Cluster (see storage/scripts/index.ts): a client loads the
@@ -59,14 +59,7 @@ describe('scripts as Redis functions on a Cluster', () => {
 
   it('a master SIGKILLed: its replica takes over with the functions, and pushes and runs go on', async () => {
     // Only the killed master's slots go down (see master-killed.test.ts).
-    for (const node of cluster().nodes) {
-      const admin = new Redis(node);
-      try {
-        await admin.config('SET', 'cluster-require-full-coverage', 'no');
-      } finally {
-        admin.disconnect();
-      }
-    }
+    await allowPartialCoverage(cluster().nodes);
     const { b, rec, master, replica } = await setUp('k');
     await b.performBatchLater(['before'], { key: 'k' });
     b.createWorker();

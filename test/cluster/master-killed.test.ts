@@ -1,10 +1,10 @@
-import { Cluster, Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { batchByKey, PushOutcomeUnknownError } from '../../src';
 import { Keyspace } from '../../src/storage/keys';
 import { defaultPrefix } from '../../src/options';
 import { CLUSTER_OPTIONS, Recorder, track, uniqueName, waitFor } from '../helpers/redis';
-import { keyslot, ownCluster, role, servers, sigkill, type Node } from '../helpers/cluster';
+import { allowPartialCoverage, keyslot, ownCluster, role, servers, sigkill, type Node } from '../helpers/cluster';
 
 const cluster = ownCluster();
 
@@ -41,14 +41,7 @@ describe('a Redis Cluster master SIGKILLed mid-push', () => {
     // Only the killed master's slots go down. With full coverage required (Redis's default), every
     // node answers CLUSTERDOWN from the moment the master is marked failed until its replica takes
     // over, and pushes would also fail before their script call, at the index write, with nothing stored.
-    for (const node of cluster().nodes) {
-      const admin = new Redis(node);
-      try {
-        await admin.config('SET', 'cluster-require-full-coverage', 'no');
-      } finally {
-        admin.disconnect();
-      }
-    }
+    await allowPartialCoverage(cluster().nodes);
     const client = track(new Cluster(cluster().nodes, CLUSTER_OPTIONS));
     const { name, keys, master, replica } = await nameWithAMasterOfKeysAlone(client);
 

@@ -56,6 +56,22 @@ export async function sigkill(node: Node): Promise<void> {
   process.kill(pid, 'SIGKILL');
 }
 
+/**
+ * Lets a cluster serve the slots it still has while a master is down: with full coverage required
+ * (Redis's default), every node answers CLUSTERDOWN from the moment a master is marked failed
+ * until its replica takes over, and a command fails before it reaches a live master.
+ */
+export async function allowPartialCoverage(nodes: readonly Node[]): Promise<void> {
+  for (const node of nodes) {
+    const admin = new Redis(node);
+    try {
+      await admin.config('SET', 'cluster-require-full-coverage', 'no');
+    } finally {
+      admin.disconnect();
+    }
+  }
+}
+
 /** Promotes `replica` with CLUSTER FAILOVER and waits until it is master and `master` its replica. */
 export async function failOver(master: Node, replica: Node): Promise<void> {
   const admin = track(new Redis(replica));
