@@ -3,30 +3,42 @@ import { ShutdownError } from '../src';
 import type { Redis } from 'ioredis';
 import { startWorkerProcess } from './helpers/processes';
 import { onCluster, range, redisClient, redisUrl, testBatcher, uniqueName, waitFor } from './helpers/redis';
-import { sleep } from './helpers/time';
 
 describe('worker.close()', () => {
   it('lets the running slice finish, releases the key, and another worker resumes it at once', async () => {
     const byWorker: Record<string, string[]> = { first: [], second: [] };
     let current: 'first' | 'second' = 'first';
     const abortedDuringSlice: boolean[] = [];
+    // The sixth slice waits for the close to begin: the close lands inside a slice, which must
+    // finish (a close between two slices stops the run before the next one starts).
+    let entered!: () => void;
+    const inSixth = new Promise<void>((resolve) => (entered = resolve));
+    let resume!: () => void;
+    const closingNow = new Promise<void>((resolve) => (resume = resolve));
+    let slices = 0;
     const b = testBatcher({
       sliceSize: 10,
       // Long enough that the test would time out if the second worker had to wait for the TTL.
       lockTtlMs: 120_000,
       async eachIteration(ids, ctx) {
         const owner = current;
-        await sleep(10);
+        if (++slices === 6) {
+          entered();
+          await closingNow;
+        }
         abortedDuringSlice.push(ctx.signal.aborted);
         byWorker[owner]!.push(...ids);
       },
     });
     const first = b.createWorker();
     await b.performBatchLater(range(400), { key: 'k' });
-    await waitFor(() => byWorker.first!.length >= 50, { what: 'the first worker to be busy' });
+    await inSixth;
 
+    const began = new Promise((resolve) => first.once('closing', resolve));
     const closing = first.close();
     current = 'second';
+    await began;
+    resume();
     b.createWorker();
     await closing;
     await waitFor(() => byWorker.first!.length + byWorker.second!.length === 400, { timeoutMs: 20_000 });
