@@ -119,8 +119,7 @@ describe('dead letters', () => {
   });
 
   it('refuses bad queries before touching Redis', async () => {
-    // No worker: on a Cluster, a worker closed right after it was made can wait for ever for its blocking
-    // connection's 'end', which ioredis does not send (as BullMQ issue #4065's pause does).
+    // No worker: nothing here runs.
     const b = testBatcher({ eachIteration: () => {} });
     await expect(b.deadLetters.list({ limit: 0 })).rejects.toThrow(/limit must be an integer between 1 and 1000, got number 0/);
     await expect(b.deadLetters.list({ cursor: 'abc' })).rejects.toThrow(InvalidOptionError);

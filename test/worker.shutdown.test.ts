@@ -304,6 +304,25 @@ describe('a worker process stopped as Kubernetes stops a pod', () => {
   );
 });
 
+describe('a worker closed right after it was made', () => {
+  it('returns from close() within seconds, every time (on a Cluster one in ten or so waited for ever)', async () => {
+    const closeMs: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      const b = testBatcher({ eachIteration: () => {} });
+      const worker = b.createWorker();
+      // Closes at different points of its start.
+      await new Promise((resolve) => setTimeout(resolve, i % 5));
+      const started = Date.now();
+      await Promise.race([
+        worker.close(),
+        new Promise((_, reject) => setTimeout(() => reject(new Error(`close ${i} did not return within 8 s`)), 8_000)),
+      ]);
+      closeMs.push(Date.now() - started);
+    }
+    expect(Math.max(...closeMs)).toBeLessThan(8_000);
+  }, 300_000);
+});
+
 describe('worker.pause()', () => {
   // On a Cluster, BullMQ's pause waits for an 'end' event of its blocking connection that ioredis
   // does not send while that connection is idle (BullMQ issue #4065): pause() does not return.

@@ -17,8 +17,33 @@ export function closeAfterReconnect(worker: Worker): void {
   const close = worker.close.bind(worker);
   worker.close = async (force?: boolean) => {
     await blockingReady(worker);
-    return close(force);
+    const closing = close(force);
+    const stuck = setTimeout(() => void unstickBlocking(worker), BLOCKING_DISCONNECT_WAIT_MS);
+    try {
+      return await closing;
+    } finally {
+      clearTimeout(stuck);
+    }
   };
+}
+
+/** How long a closing worker's blocking connection may stay connected before it is disconnected here. */
+export const BLOCKING_DISCONNECT_WAIT_MS = 2_000;
+
+/**
+ * A second window, on a Redis Cluster: a worker closed within moments of its creation waited for
+ * ever. BullMQ's close first disconnects the blocking connection, but awaits that connection's
+ * setup (its version check) before it does, and on a Cluster that setup could stay unfinished
+ * while the client itself was ready (reproduced: about one in ten closes right after
+ * `createWorker`). Every close disconnects that client at once, so one still connected
+ * `BLOCKING_DISCONNECT_WAIT_MS` after the close began is stuck there: it is disconnected here,
+ * which ends the setup's wait, and BullMQ's close goes on (its later steps run despite that
+ * step's error).
+ */
+async function unstickBlocking(worker: Worker): Promise<void> {
+  const backend = (worker as unknown as { backend?: { blockingClient?: Promise<Redis> } }).backend;
+  const client = await backend?.blockingClient?.catch(() => undefined);
+  if (client && (client.status === 'ready' || client.status === 'connect')) client.disconnect();
 }
 
 async function blockingReady(worker: Worker): Promise<void> {
