@@ -4,7 +4,16 @@ import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { Keyspace, laneNames } from '../src/storage/keys';
 import { failSlice, sealTicket } from '../src/storage/protocol';
-import { defineScripts, keyspaceInclude, runScript, scriptLibrary, scriptMode, splitScript } from '../src/storage/scripts';
+import {
+  bullmqDefinitions,
+  bullmqScript,
+  defineScripts,
+  keyspaceInclude,
+  runScript,
+  scriptLibrary,
+  scriptMode,
+  splitScript,
+} from '../src/storage/scripts';
 import { keyspaceOf, prefixOf, redisClient, testBatcher, uniqueName } from './helpers/redis';
 import { sleep } from './helpers/time';
 
@@ -54,6 +63,17 @@ describe('fail-slice.lua', () => {
 const INCLUDES = join(__dirname, '../src/storage/scripts/includes');
 
 describe('the scripts as one library of Redis functions (Redis 7+)', () => {
+  it("builds BullMQ's moveToFinished helpers once in the library: the installed BullMQ's script splits where its body reads KEYS", () => {
+    const split = bullmqDefinitions(bullmqScript('moveToFinished').content);
+    expect(split, 'the installed BullMQ moveToFinished has a block of helper functions first').toBeDefined();
+    expect(split!.body.split('\n')[0]).toMatch(/\bKEYS\[\d+\]/);
+    expect((split!.definitions.match(/^local (function )?\w+( = function)?/gm) ?? []).length).toBeGreaterThan(30);
+    expect(scriptLibrary().source).toContain('local bullmqMoveToFinished\ndo\n');
+    // Scripts whose helpers come after code that reads KEYS stay whole, as their own call builds them.
+    expect(bullmqDefinitions('local rcall = redis.call\nlocal waitKey = KEYS[1]\nlocal function f() end')).toBeUndefined();
+    expect(bullmqDefinitions('local function f()\n  return ARGV[1]\nend\nreturn f()')).toBeUndefined();
+  });
+
   it('builds a script’s includes up to its first line of code once (its prelude), and the rest on every call', () => {
     const source = [
       '--[[',
