@@ -80,7 +80,8 @@ describe('Redis errors outside the handler', () => {
     const worker = b.createWorker();
     await waitFor(() => rec.all.length === 3, { what: 'the three ids' });
     // Gone again between a push and the worker's next call: its fetch or first claim loads it.
-    await worker.pause();
+    // (pause(true): on a Cluster BullMQ's waiting pause can wait for ever, BullMQ issue #4065.)
+    await worker.pause(true);
     await b.performBatchLater(['3'], { key: 'k' });
     await Promise.all(nodes.map((node) => node.call('FUNCTION', 'FLUSH')));
     await worker.resume();
