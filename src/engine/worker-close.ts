@@ -41,15 +41,12 @@ export const BLOCKING_DISCONNECT_WAIT_MS = 2_000;
  * step's error).
  */
 async function unstickBlocking(worker: Worker): Promise<void> {
-  const backend = (worker as unknown as { backend?: { blockingClient?: Promise<Redis> } }).backend;
-  const client = await backend?.blockingClient?.catch(() => undefined);
+  const client = await blockingClientOf(worker);
   if (client && (client.status === 'ready' || client.status === 'connect')) client.disconnect();
 }
 
 async function blockingReady(worker: Worker): Promise<void> {
-  // BullMQ's backend exposes its raw blocking client for such cases; absent, there is nothing to wait for.
-  const backend = (worker as unknown as { backend?: { blockingClient?: Promise<Redis> } }).backend;
-  const client = await backend?.blockingClient?.catch(() => undefined);
+  const client = await blockingClientOf(worker);
   if (!client || (client.status !== 'reconnecting' && client.status !== 'connecting')) return;
   let timer: NodeJS.Timeout | undefined;
   let onReady: (() => void) | undefined;
@@ -60,4 +57,10 @@ async function blockingReady(worker: Worker): Promise<void> {
   });
   clearTimeout(timer);
   if (onReady) client.removeListener('ready', onReady);
+}
+
+/** BullMQ's backend exposes its raw blocking client for such cases; undefined without one (nothing to wait for or to end). */
+async function blockingClientOf(worker: Worker): Promise<Redis | undefined> {
+  const backend = (worker as unknown as { backend?: { blockingClient?: Promise<Redis> } }).backend;
+  return backend?.blockingClient?.catch(() => undefined);
 }
