@@ -38,7 +38,7 @@ export class ShardQueues {
 
   /** The queue of shard `index` of `count` shards. */
   at(count: number, index: number): KeyQueue {
-    const id = `${count}.${index}`;
+    const id = queueId(count, index);
     let queue = this.queues.get(id);
     if (!queue) {
       queue = this.open(this.layout(count).prefixes[index]!);
@@ -80,7 +80,7 @@ export class ShardQueues {
   async closeCount(count: number): Promise<void> {
     const closing: Promise<void>[] = [];
     for (let index = 0; index < count; index++) {
-      const id = `${count}.${index}`;
+      const id = queueId(count, index);
       const queue = this.queues.get(id);
       if (!queue) continue;
       this.queues.delete(id);
@@ -93,4 +93,9 @@ export class ShardQueues {
   opened(): KeyQueue[] {
     return [...this.queues.values()];
   }
+}
+
+/** A queue's id among those opened: its shard count and index. */
+function queueId(count: number, index: number): string {
+  return `${count}.${index}`;
 }
