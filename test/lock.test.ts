@@ -58,12 +58,14 @@ describe('per-key lock and fencing', () => {
     // A resent empty claim answers with the same wait, not 'drained' (which would end the run).
     expect(await claimAs('holder', 'c2', 'ack', 10)).toMatchObject({ ids: ['b'] });
     const time = await redis.time();
+    // A failed slice backing off, as fail-slice.lua leaves it (with the key's extras mark).
     await redis.zadd(names.retry, Number(time[0]) * 1000 + 60_000, 'failed-slice');
+    await redis.set(names.extras, '1');
     const waiting = await claimAs('holder', 'c3', 'ack', 10);
     expect(waiting).toMatchObject({ held: true, ids: [] });
     expect((waiting as { waitMs: number }).waitMs).toBeGreaterThan(50_000);
     expect(await claimAs('holder', 'c3', 'ack', 10)).toEqual(waiting);
-    await redis.del(names.pending, names.inFlight, names.lock, names.lastClaim, names.retry);
+    await redis.del(names.pending, names.inFlight, names.lock, names.lastClaim, names.retry, names.extras);
   });
 });
 

@@ -94,12 +94,14 @@ describe('the scripts as one library of Redis functions (Redis 7+)', () => {
     expect(fetch.body).not.toContain('--- @include');
   });
 
-  it('keeps no state of an include from one call to the next: an include’s top-level local is a function, a constant, or reset per call', () => {
+  it('keeps no state of an include from one call to the next: an include’s top-level local is a function, a constant, a memo, or reset per call', () => {
     const sources = readdirSync(INCLUDES).map((file) => [file, readFileSync(join(INCLUDES, file), 'utf8')] as const);
     sources.push(['keyspace (generated)', keyspaceInclude()]);
     const stateful: string[] = [];
     for (const [file, source] of sources) {
       const reset = new Set([...source.matchAll(/^--- @per-call (.+?) =/gm)].flatMap((m) => m[1]!.split(/,\s*/)));
+      // A memo (`--- @memo <name> (why)`) holds what every call would build alike.
+      for (const [, name] of source.matchAll(/^--- @memo (\w+) \(.+\)$/gm)) reset.add(name!);
       for (const [, names] of source.matchAll(/^local (?!function\b)([\w, ]+?)\s*(?:=|$)/gm)) {
         // An UPPER_CASE local is a constant: built when the library loads, never written after.
         for (const name of names!.split(/,\s*/)) if (!reset.has(name) && !/^[A-Z][A-Z0-9_]*$/.test(name)) stateful.push(`${file}: ${name}`);

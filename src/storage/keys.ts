@@ -66,6 +66,15 @@ export interface KeyNames {
    */
   lanes: string;
   /**
+   * Set (to '1') by every call that writes one of the key's uncommon keys, those a key that uses
+   * no pause, hold, failed slice, ticket or data never has: paused, hold, retryAfterStreak, retry,
+   * retrySlices, retryData, tracked and payloads (and, claimed from them, trackedInFlight and
+   * payloadsInFlight). A claim or push that finds it absent reads none of them: one name looked
+   * up instead of up to ten, on the path every key takes. A run's last claim deletes it once none
+   * of them exists (see includes/extras.lua).
+   */
+  extras: string;
+  /**
    * The rate limit's window: a list of `claimMs count`, one per claim (or claims within 0.5 % of a
    * window), oldest first (see includes/flow.lua).
    */
@@ -141,6 +150,7 @@ export const KEY_SUFFIXES = {
   payloads: ':data',
   payloadsInFlight: ':data:inflight',
   lanes: ':lanes',
+  extras: ':extras',
 } as const satisfies Record<Exclude<keyof KeyNames, 'base'>, string>;
 
 /**
@@ -263,6 +273,7 @@ export class Keyspace {
       payloads: base + s.payloads,
       payloadsInFlight: base + s.payloadsInFlight,
       lanes: base + s.lanes,
+      extras: base + s.extras,
     };
   }
 }

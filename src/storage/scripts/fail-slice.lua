@@ -23,12 +23,14 @@
 --- @include "clock"
 --- @include "tracking"
 --- @include "payloads"
+--- @include "extras"
 local K = keyNames(KEYS[1], tonumber(ARGV[5]))
 if redis.call('GET', K.lock) ~= ARGV[1] then return {REPLY.lockNotHeld, ''} end
 if redis.call('GET', K.lastClaim) == ARGV[4] then return {REPLY.ok, ''} end
 redis.call('SET', K.lastClaim, ARGV[4], 'PX', math.max(1, redis.call('PTTL', K.lock)))
 local plan = cjson.decode(ARGV[2])
 local now = clockMs()
+if #plan.retry > 0 then markExtras(K) end
 
 for _, part in ipairs(plan.retry) do
   redis.call('ZADD', K.retry, now + part.delayMs, part.id)

@@ -14,7 +14,9 @@
 ]]
 --- @include "keyspace"
 --- @include "clock"
+--- @include "extras"
 local K = keyNames(KEYS[1], 0)
+markExtras(K)
 local ms = tonumber(ARGV[2])
 local untilMs = ms < 0 and '+inf' or tostring(clockMs() + ms)
 if ms < 0 then

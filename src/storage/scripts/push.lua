@@ -43,6 +43,7 @@
 --- @include "keyspace"
 --- @include "clock"
 --- @include "chunked"
+--- @include "extras"
 --- @include "flow"
 --- @include "payloads"
 --- @include "due"
@@ -89,6 +90,7 @@ end
 
 -- After the ids, whose write is the one a key of the wrong type would fail: so a push that fails
 -- writes nothing (Redis does not roll a script back).
+if mode ~= '' or ticket ~= '' then markExtras(K) end
 if mode ~= '' then
   for i = FIRST, LAST do storePayload(K.payloads, ARGV[i], ARGV[i + count], mode) end
 end
@@ -109,20 +111,28 @@ end
 
 if queue ~= '' then redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5]) end
 
-local held = heldFor(K.paused, K.hold)
-if held == -1 then return {1, waitMs} end
-if held and held > waitMs then waitMs = held end
+-- A key paused until resumed needs no job (its resume adds one); a paused or held one waits at
+-- least until that ends. Only a key with extras can be either (see includes/extras.lua).
+local function holding(extras)
+  local held = extras and heldFor(K.paused, K.hold)
+  if held == -1 then return true end
+  if held and held > waitMs then waitMs = held end
+  return false
+end
 
-if queue == '' then return {redis.call('EXISTS', K.lock), waitMs} end
--- One read for the lock and the job ids the key's two deduplication ids hold (standalone: any
--- keys may share a call). Telling whether a job holding one is ours is one HGET per job found
--- (includes/key-job.lua): one in the common case, where the spare id holds none.
+if queue == '' then
+  if holding(redis.call('EXISTS', K.extras) == 1) then return {1, waitMs} end
+  return {redis.call('EXISTS', K.lock), waitMs}
+end
+-- One read for the lock, the extras mark and the job ids the key's two deduplication ids hold
+-- (standalone: any keys may share a call). Telling whether a job holding one is ours is one HGET
+-- per job found (includes/key-job.lua): one in the common case, where the spare id holds none.
 local encoded = encodedKeyOf(KEYS[1])
 local spareId = SPARE_DEDUP_PREFIX .. encoded
 local spareKey = queue .. BULLMQ_PUSH_READS.dedup .. spareId
-local got = redis.call('MGET', K.lock, queue .. BULLMQ_PUSH_READS.dedup .. encoded, spareKey)
-if got[1] then return {1, waitMs} end
-local jobId, dedup = keyJobOf(queue, got[2], got[3])
+local got = redis.call('MGET', K.lock, K.extras, queue .. BULLMQ_PUSH_READS.dedup .. encoded, spareKey)
+if holding(got[2]) or got[1] then return {1, waitMs} end
+local jobId, dedup = keyJobOf(queue, got[3], got[4])
 
 -- Not covered: the job is added here, under the deduplication id `dedup` names, when the caller
 -- sent BullMQ's add and it may start now; else the caller adds it (delayed, or at another level).

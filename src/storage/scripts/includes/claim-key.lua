@@ -21,22 +21,27 @@
 --- @include "due"
 local function claimKey(store, finish)
   -- Tickets settled by an earlier claim of this call (another key's) are not this one's.
-  settledTickets = {}
-  -- Almost always none of the rare keys exists (a pause or hold, failed slices, tickets, data),
-  -- nor, at a run's first claim, anything a dead run left, nor, at an ack, a ticket of an id in
-  -- flight: one call spares the reads each would need (`quiet`). A restore changes the rare keys
-  -- (its ids go back, with their tickets and data), so it asks after settling.
+  if settledTickets[1] then settledTickets = {} end
+  -- Almost always the key has no extras (a pause or hold, failed slices, tickets, data: see
+  -- extras.lua), nor, at a run's first claim, anything a dead run left: one call spares the reads
+  -- each would need (`quiet`). A restore changes the extras (its ids go back, with their tickets
+  -- and data), so it asks after settling.
   local quiet
   if A.settle == 'recover' then
-    quiet = redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads, unpack(recoverable(K))) == 0
+    -- (A failed slice in flight, K.inFlightSlice, comes with the extras of its retry.)
+    quiet = redis.call('EXISTS', K.extras, K.inFlight, K.inFlightMark, K.lanes) == 0
   elseif A.settle == 'ack' then
-    quiet = redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads, K.trackedInFlight) == 0
+    quiet = redis.call('EXISTS', K.extras) == 0
   end
   local early = settlePrevious(store, K, A, quiet)
   if early then return early end
 
-  local asked = A.holdMs > 0 and holdAfter(K.hold, K.retryAfterStreak, A.holdMs, A.settle == 'restore') or nil
-  local plain = quiet or redis.call('EXISTS', K.paused, K.hold, K.retry, K.tracked, K.payloads) == 0
+  local asked
+  if A.holdMs > 0 then
+    markExtras(K)
+    asked = holdAfter(K.hold, K.retryAfterStreak, A.holdMs, A.settle == 'restore')
+  end
+  local plain = quiet or redis.call('EXISTS', K.extras) == 0
 
   local result = {REPLY.ok, 0, '', -1, '', table.concat(settledTickets, ' '), ''}
   local count = A.count
@@ -107,11 +112,13 @@ local function claimKey(store, finish)
   if limited then
     result[2] = limited
     -- Held too, so pushes meanwhile leave its delayed job where it is (see push.lua).
+    markExtras(K)
     holdFor(K.hold, limited)
   end
 
   if A.releaseIfEmpty and count > 0 and #result == CLAIM_REPLY_HEAD then
     redis.call('DEL', K.lock, K.lastClaim)
+    if not plain then dropExtrasIfNone(K) end
     -- Nothing left and nothing due later: the run is over, and so is its job.
     if A.finishKeys ~= 0 and result[2] == 0 then result[7] = finish() end
     return result

@@ -12,6 +12,9 @@
 -- handle it.
 --- @include "stores"
 --- @include "claim-key"
+-- claimKey for the key of K and A, as a function of nothing, so that pcall needs no closure.
+local function claimWithStore() return claimKey(storeOf(A.store)) end
+
 local function claimFetched(reply, root, args)
   local fields = type(reply) == 'table' and reply[1]
   if type(fields) ~= 'table' then return end
@@ -22,6 +25,6 @@ local function claimFetched(reply, root, args)
   end
   if name ~= JOB_NAME or not encoded then return end
   K, A = keyNames(keyBase(root, encodedKeyOfDedupId(encoded)), 0), args
-  local ok, claimed = pcall(function() return claimKey(storeOf(args.store)) end)
+  local ok, claimed = pcall(claimWithStore)
   reply[5] = ok and claimed or {0, type(claimed) == 'table' and claimed.err or tostring(claimed)}
 end

@@ -7,12 +7,15 @@
 -- id is remembered with its waitMs, `claimId|waitMs`, and a failed slice's JSON is kept in flight
 -- with it).
 
+--- @include "extras"
+
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
 -- worker must still reach the dead letters): it becomes a failed slice, due now, one attempt on.
 -- L: the lane's names (keyNames(K.base, lane)).
 local function recoverLane(store, K, A, L, lane)
   local ids = store.inFlightIds(L.inFlight)
   if #ids > 0 then
+    markExtras(K)
     local previous = redis.call('GET', L.inFlightSlice)
     local slice = previous and cjson.decode(previous) or { attempts = 0, isolating = false }
     local now = clockMs()
@@ -46,9 +49,9 @@ local function recoverable(K)
   return {K.inFlight, K.trackedInFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes}
 end
 
--- `quiet` is true when the caller read, in one call with more (see claim-key.lua), that nothing
--- this settle looks at exists: for a first claim, none of `recoverable`; for an ack, no ticket of
--- an id in flight.
+-- `quiet` is true when the caller read, in one call with more (see claim-key.lua), that the key
+-- has no extras (see extras.lua: so no ticket or data of an id in flight, no retryAfter streak)
+-- and, for a first claim, nothing a dead run left.
 local function settlePrevious(store, K, A, quiet)
   local held, last = holdLock(K, A)
   if not held then return {REPLY.lockNotHeld, redis.call('PTTL', K.lock)} end
@@ -65,13 +68,19 @@ local function settlePrevious(store, K, A, quiet)
     return ids
   end
   if A.settle == 'ack' then
-    -- A slice that succeeded also ends a streak of retryAfter asks (see flow.lua holdAfter).
-    redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.retryAfterStreak)
-    if not quiet then creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done') end
+    if quiet then
+      -- No extras: so no failed slice in flight either (its retry set the mark).
+      redis.call('DEL', K.inFlight, K.inFlightMark)
+    else
+      -- A slice that succeeded also ends a streak of retryAfter asks (see flow.lua holdAfter).
+      redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.retryAfterStreak)
+      creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
+    end
   elseif A.settle == 'restore' then
     local slice = redis.call('GET', K.inFlightSlice)
     if slice then
       -- A failed slice run again goes back to the retry set as it was, due now, history kept.
+      markExtras(K)
       local id = 'restored:' .. A.claimId
       redis.call('ZADD', K.retry, clockMs(), id)
       redis.call('HSET', K.retrySlices, id, slice)

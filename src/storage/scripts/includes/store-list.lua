@@ -25,9 +25,10 @@ local function listStore()
     if #ids < count then
       -- Pending is empty now, so every mark left was these ids' (or outlived its ids, lost with a
       -- failover, say, and would skew lag for good): the head one is the push time, drop them all.
-      local head = redis.call('LINDEX', K.pushMarks, 0)
-      redis.call('DEL', K.pushMarks)
-      mark = head and string.match(head, '^(%d+)') or clockMs()
+      -- Popping two takes the one mark there usually is, and its list with it, in one call.
+      local marks = redis.call('LPOP', K.pushMarks, 2)
+      if marks and marks[2] then redis.call('DEL', K.pushMarks) end
+      mark = marks and string.match(marks[1], '^(%d+)') or clockMs()
     else
       mark = takeMarks(K.pushMarks, #ids, clockMs())
     end

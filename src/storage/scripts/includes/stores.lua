@@ -2,9 +2,17 @@
 --- @include "store-list"
 --- @include "store-set"
 --- @include "store-zset"
+-- Built when first used, then kept: a library of functions builds each once per server (its
+-- closures read K, the claim's names, at call time), a script sent by EVALSHA once per call.
 local STORES = { list = listStore, set = setStore, zset = zsetStore }
+local built = {}
+--- @memo built (a store is the same whichever call builds it)
 local function storeOf(kind)
+  local store = built[kind]
+  if store then return store end
   local build = STORES[kind]
   if not build then error('batch-by-key: unknown store ' .. tostring(kind)) end
-  return build()
+  store = build()
+  built[kind] = store
+  return store
 end
