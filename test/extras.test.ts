@@ -11,13 +11,14 @@ import { redisClient, testBatcher, uniqueName, waitFor } from './helpers/redis';
  * set by the write, and dropped by the run's last claim once nothing it stands for is left.
  */
 describe("a key's extras mark", () => {
-  function setup(eachIteration: (ids: string[], ctx: IterationContext) => void | Promise<void>) {
+  function setup(eachIteration: (ids: string[], ctx: IterationContext) => void | Promise<void>, concurrencyPerKey = 1) {
     const redis = redisClient();
     const name = uniqueName();
     const seen: string[] = [];
     const b: Batcher = testBatcher({
       name,
-      sliceSize: 10,
+      sliceSize: concurrencyPerKey > 1 ? 1 : 10,
+      concurrencyPerKey,
       backoff: { type: 'fixed', delayMs: 10 },
       eachIteration: async (ids, ctx) => {
         await eachIteration(ids, ctx);
@@ -74,7 +75,7 @@ describe("a key's extras mark", () => {
     expect(await marked()).toBe(false);
   });
 
-  it("is set by a handler's retryAfter, and kept while its hold lives", async () => {
+  it("is set by a handler's retryAfter, kept while its hold lives, and dropped once a slice succeeds after it", async () => {
     let asked = false;
     const { b, seen, names, marked, redis } = setup((_ids, ctx) => {
       if (!asked) {
@@ -89,6 +90,20 @@ describe("a key's extras mark", () => {
     await waitFor(async () => seen.length === 1 && (await redis.exists(names.lock)) === 0, { what: 'the slice after the hold' });
     // The streak ended with the slice that succeeded; the hold had ended before it ran.
     expect(await redis.exists(names.hold, names.retryAfterStreak)).toBe(0);
+    expect(await marked()).toBe(false);
+  });
+
+  it('is set by a run with lanes, and dropped by its release once every lane is settled', async () => {
+    let sawMark = false;
+    const setupResult = setup(async () => {
+      sawMark ||= (await setupResult.redis.exists(setupResult.names.extras)) === 1;
+    }, 2);
+    const { b, seen, names, marked, redis } = setupResult;
+    await b.performBatchLater(['a', 'b', 'c', 'd'], { key: 'k' });
+    b.createWorker();
+    await waitFor(async () => seen.length === 4 && (await redis.exists(names.lock)) === 0, { what: 'the run to end' });
+    expect(sawMark).toBe(true);
+    expect(await redis.exists(names.lanes)).toBe(0);
     expect(await marked()).toBe(false);
   });
 });

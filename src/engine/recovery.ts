@@ -107,8 +107,9 @@ async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: st
   if (pausedTtl !== -2) await relistPaused(deps, key, names.paused, pausedTtl);
   let recovered = false;
   // Slices in flight and no run: a first claim recovers them, those of lanes other than 0 only
-  // while the key is marked (keys.ts `lanes`), which a run of an earlier version did not set.
-  if (inFlight && !locked) await client.set(names.lanes, '1');
+  // while the key is marked (keys.ts `lanes`), which a run of an earlier version did not set. The
+  // mark is one of the key's extras, so the extras mark comes with it (includes/extras.lua).
+  if (inFlight && !locked) await client.mset(names.lanes, '1', names.extras, '1');
   // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
   // paused until resumed (resume adds its job): fine.
   if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.shards.ofKeyIn(counts, key), key))) {

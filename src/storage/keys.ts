@@ -67,9 +67,9 @@ export interface KeyNames {
   lanes: string;
   /**
    * Set (to '1') by every call that writes one of the key's uncommon keys, those a key that uses
-   * no pause, hold, failed slice, ticket or data never has: paused, hold, retryAfterStreak, retry,
-   * retrySlices, retryData, tracked and payloads (and, claimed from them, trackedInFlight and
-   * payloadsInFlight). A claim or push that finds it absent reads none of them: one name looked
+   * no pause, hold, failed slice, ticket, data or lanes never has: paused, hold, retryAfterStreak,
+   * retry, retrySlices, retryData, tracked, payloads and lanes (and, claimed from them,
+   * trackedInFlight, payloadsInFlight and inFlightSlice). A claim or push that finds it absent reads none of them: one name looked
    * up instead of up to ten, on the path every key takes. A run's last claim deletes it once none
    * of them exists (see includes/extras.lua).
    */

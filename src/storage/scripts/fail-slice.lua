@@ -45,5 +45,6 @@ if redis.call('EXISTS', K.trackedInFlight) == 1 then
     creditOne(K.trackedInFlight, K.ticketPrefix, K.settledTickets, id, 'failed', error, tonumber(ARGV[3]))
   end
 end
-redis.call('DEL', K.inFlight, K.trackedInFlight, K.payloadsInFlight)
+-- The slice is settled whole: nothing of it stays in flight (an in-flight mark never outlives its ids).
+redis.call('DEL', K.inFlight, K.trackedInFlight, K.payloadsInFlight, K.inFlightMark, K.inFlightSlice)
 return {REPLY.ok, table.concat(settledTickets, ' ')}

@@ -143,10 +143,10 @@ export function bullmqScript(name: string): { content: string; keys: number } {
 }
 
 /**
- * The names a claim reads whatever the key uses (a one-id key's run reads these and no other):
- * `keyNames` builds them at once, as plain fields. Any other is built when first read, through a
- * metatable, a Lua function call each: a perf profile of a drain of one-id keys put those calls
- * at about 8 % of redis-server's CPU when every name was built so.
+ * The names a claim reads whatever the key uses (a one-id key's run reads these and no other; a
+ * push, four of them): `keyNames` builds them at once, as plain fields. Any other is built when
+ * first read, through a metatable, a Lua function call each: a perf profile of a drain of one-id
+ * keys put those calls at about 8 % of redis-server's CPU when every name was built so.
  */
 const EAGER_NAMES = [
   'pending',
@@ -155,8 +155,6 @@ const EAGER_NAMES = [
   'lastClaim',
   'pushMarks',
   'inFlightMark',
-  'inFlightSlice',
-  'lanes',
   'extras',
 ] as const satisfies readonly (keyof typeof KEY_SUFFIXES)[];
 
@@ -195,7 +193,7 @@ export function keyspaceInclude(): string {
     `local SPARE_DEDUP_PREFIX = ${lua(SPARE_DEDUP_PREFIX)}`,
     "-- The encoded key of a key job's deduplication id, its own or its spare (keys.ts dedupIdsOf).",
     'local function encodedKeyOfDedupId(id)',
-    '  if string.sub(id, 1, #SPARE_DEDUP_PREFIX) == SPARE_DEDUP_PREFIX then return string.sub(id, #SPARE_DEDUP_PREFIX + 1) end',
+    '  if string.find(id, SPARE_DEDUP_PREFIX, 1, true) == 1 then return string.sub(id, #SPARE_DEDUP_PREFIX + 1) end',
     '  return id',
     'end',
     '-- The names every claim reads are built at once (EAGER_NAMES in scripts/index.ts); any other',

@@ -48,6 +48,7 @@
 --- @include "payloads"
 --- @include "due"
 --- @include "key-job"
+--- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
 local K = keyNames(KEYS[1], 0)
 local queue = ARGV[10]
@@ -139,8 +140,7 @@ local jobId, dedup = keyJobOf(queue, got[3], got[4])
 -- When jobs not ours hold both ids nothing can be added (the caller's add finds the same).
 local function uncovered()
   if ARGV[11] ~= '1' or waitMs ~= 0 or not dedup then return {0, waitMs} end
-  local keys = {}
-  for i, name in ipairs(BULLMQ_ADD_KEYS) do keys[i] = queue .. name end
+  local keys = queueKeys(queue, BULLMQ_ADD_KEYS)
   local args = {ARGV[12], ARGV[13], ARGV[14]}
   if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
   return {0, 0, bullmqAddStandardJob(keys, args)}

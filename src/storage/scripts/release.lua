@@ -17,13 +17,15 @@
 ]]
 --- @include "keyspace"
 --- @include "tracking"
+--- @include "extras"
 local K = keyNames(KEYS[1], 0)
 if redis.call('GET', K.lock) ~= ARGV[1] then return {REPLY.lockNotHeld, ''} end
 redis.call('DEL', K.lock, K.lastClaim)
 if ARGV[2] == 'ack' then
-  redis.call('DEL', K.inFlight, K.inFlightMark, K.payloadsInFlight, K.lanes)
+  redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes)
   creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
 end
+dropExtrasIfNone(K)
 local settled = table.concat(settledTickets, ' ')
 if redis.call('EXISTS', K.pending, K.retry) > 0 and redis.call('PTTL', K.paused) ~= -1 then
   return {REPLY.releasedWithPending, settled}

@@ -28,8 +28,9 @@ local function claimKey(store, finish)
   -- and data), so it asks after settling.
   local quiet
   if A.settle == 'recover' then
-    -- (A failed slice in flight, K.inFlightSlice, comes with the extras of its retry.)
-    quiet = redis.call('EXISTS', K.extras, K.inFlight, K.inFlightMark, K.lanes) == 0
+    -- The extras stand for the rest a dead run may leave (see extras.lua): a failed slice in
+    -- flight, its tickets and data, the lanes mark; an in-flight mark never outlives its ids.
+    quiet = redis.call('EXISTS', K.extras, K.inFlight) == 0
   elseif A.settle == 'ack' then
     quiet = redis.call('EXISTS', K.extras) == 0
   end
@@ -96,7 +97,10 @@ local function claimKey(store, finish)
       end
       if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
       -- A dead run's slices in this lane must be found by the next run's first claim.
-      if A.lane > 0 then redis.call('SET', K.lanes, '1') end
+      if A.lane > 0 then
+        markExtras(K)
+        redis.call('SET', K.lanes, '1')
+      end
       if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
       for i = 1, #ids do result[CLAIM_REPLY_HEAD + i] = ids[i] end
     elseif not limited then

@@ -9,14 +9,14 @@
 -- gives the keys BullMQ's backend builds: see engine/finisher.ts), which spares the call 14 key
 -- names. The worker takes the reply as its moveToFinished's.
 --- @include "bullmq-move-to-finished"
+--- @include "queue-keys"
 local function finishJob(firstKey, nKeys, firstArg)
-  local keys, args = {}, {}
-  for i = firstArg, #ARGV do args[#args + 1] = ARGV[i] end
+  local args = {unpack(ARGV, firstArg)}
+  local keys
   if nKeys < 0 then
-    local prefix, jobId = args[7], args[1]
-    for i, name in ipairs(BULLMQ_FINISH_KEYS) do keys[i] = prefix .. (name == '' and jobId or name) end
+    keys = queueKeys(args[7], BULLMQ_FINISH_KEYS, args[1])
   else
-    for i = firstKey, firstKey + nKeys - 1 do keys[#keys + 1] = KEYS[i] end
+    keys = {unpack(KEYS, firstKey, firstKey + nKeys - 1)}
   end
   return bullmqMoveToFinished(keys, args)
 end

@@ -26,7 +26,7 @@ local function listStore()
       -- Pending is empty now, so every mark left was these ids' (or outlived its ids, lost with a
       -- failover, say, and would skew lag for good): the head one is the push time, drop them all.
       -- Popping two takes the one mark there usually is, and its list with it, in one call.
-      local marks = redis.call('LPOP', K.pushMarks, 2)
+      local marks = redis.call('LPOP', K.pushMarks, '2')
       if marks and marks[2] then redis.call('DEL', K.pushMarks) end
       mark = marks and string.match(marks[1], '^(%d+)') or clockMs()
     else
