@@ -58,6 +58,13 @@ local function claimKey(store, finish)
 
   if count > 0 and not held and not limited then
     local ids, mark, retried
+    -- A dead run's slices in this lane must be found by the next run's first claim: the marks go
+    -- first, so that no error later in this call (Redis keeps what a script wrote) leaves the
+    -- lane's ids in flight without them.
+    if A.lane > 0 then
+      markExtras(K)
+      redis.call('SET', K.lanes, '1')
+    end
     -- The retry set, when it exists, is almost always empty: one ZCARD spares the lookups below.
     local retrying = plain and 0 or redis.call('ZCARD', K.retry)
     local due = retrying > 0 and redis.call('ZRANGEBYSCORE', K.retry, '-inf', clockMs(), 'LIMIT', 0, 1)[1]
@@ -96,11 +103,6 @@ local function claimKey(store, finish)
         end
       end
       if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end
-      -- A dead run's slices in this lane must be found by the next run's first claim.
-      if A.lane > 0 then
-        markExtras(K)
-        redis.call('SET', K.lanes, '1')
-      end
       if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
       for i = 1, #ids do result[CLAIM_REPLY_HEAD + i] = ids[i] end
     elseif not limited then
