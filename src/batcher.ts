@@ -81,6 +81,32 @@ const WORKER_OPTIONS = optionNames<CreateWorkerOptions>()([
   'workerThreadsOptions',
 ]);
 
+/**
+ * BullMQ worker options that fight a key job's life, refused with why; every other one of
+ * WORKER_OPTIONS passes through to BullMQ as it is (docs/api.md, "createWorker(options)").
+ */
+const REFUSED_WORKER_OPTIONS: Partial<Record<keyof CreateWorkerOptions, string>> = {
+  limiter:
+    "BullMQ's limiter counts jobs, and a key's job carries many ids, so it would limit key runs, not ids: use the batcher's " +
+    'rateLimit: { max, durationMs } (ids per key per window)',
+  maxStartedAttempts:
+    "a key's job starts again each time its run yields (its budget spent, or its turn given to another key), so BullMQ would " +
+    "fail it at a later start and leave its ids to the recovery sweep: a slice's retries are the batcher's attempts and backoff",
+  skipStalledCheck: "BullMQ's stalled check is how the keys of a worker that died (SIGKILL, out of memory) get their jobs back",
+  skipLockRenewal: "a key's job runs up to maxRuntimeMs; without renewing its BullMQ lock, BullMQ takes it for stalled while it runs",
+  useWorkerThreads: "createWorker runs the batcher's processor in this process; BullMQ's sandbox is for a processor file",
+  workerForkOptions: "createWorker runs the batcher's processor in this process; BullMQ's sandbox is for a processor file",
+  workerThreadsOptions: "createWorker runs the batcher's processor in this process; BullMQ's sandbox is for a processor file",
+};
+
+/** Throws for a refused BullMQ worker option that is on (see REFUSED_WORKER_OPTIONS); `where` names the options. */
+function refuseWorkerOptions(where: string, options: object): void {
+  for (const [name, why] of Object.entries(REFUSED_WORKER_OPTIONS)) {
+    const value: unknown = (options as Record<string, unknown>)[name];
+    if (value !== undefined && value !== false) throw new InvalidOptionError(`${where}: ${name} is not supported: ${why}`);
+  }
+}
+
 /** Each batcher's check of createWorker's options (see checkWorkerOptions). */
 const workerOptionChecks = new WeakMap<Batcher, (workerOptions: CreateWorkerOptions, where: string) => void>();
 
@@ -300,7 +326,10 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   }
 
   const checkOptions = (workerOptions: CreateWorkerOptions, where: string): void => {
-    if (typeof workerOptions === 'object' && workerOptions !== null) onlyKnownOptions(where, workerOptions, WORKER_OPTIONS);
+    if (typeof workerOptions === 'object' && workerOptions !== null) {
+      onlyKnownOptions(where, workerOptions, WORKER_OPTIONS);
+      refuseWorkerOptions(where, workerOptions);
+    }
     validateWorkerConnection(workerOptions.connection, opts.prefix);
   };
 
@@ -311,6 +340,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       return keyProcessor(processorDeps(), fallback);
     },
     attach(worker) {
+      // A Worker of the caller's, built with processor(): the same options fight its key jobs.
+      refuseWorkerOptions("attach: the worker's options", worker.opts);
       // With shards, a worker of the caller's serves one shard's queue: one on any other prefix would serve nothing.
       const served = shards.own.prefixes;
       if (served.length > 1 && !served.includes(worker.opts.prefix ?? '')) {

@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis';
-import { describe, InvalidOptionError } from './core/errors';
+import { bullmqSpelling, describe, InvalidOptionError } from './core/errors';
 import { fromUrl } from './core/connection';
 import { validateRateLimitOption } from './engine/flow';
 import type { RunOptions } from './engine/run-options';
@@ -123,7 +123,7 @@ function validateBackoff(backoff: unknown): Backoff {
   }
   throw new InvalidOptionError(
     `options.backoff must be { type: 'fixed' | 'exponential', delayMs, maxDelayMs? } with delays between 0 and ${MAX_TIMER_MS} ms, or ` +
-      `(attempt, error) => ms; got ${describe(backoff)}`,
+      `(attempt, error) => ms; got ${describe(backoff)}${bullmqSpelling(backoff, 'delay', 'delayMs')}`,
   );
 }
 

@@ -1,4 +1,5 @@
 import { Cluster } from 'ioredis';
+import { Worker } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import {
   batchByKey,
@@ -209,6 +210,50 @@ describe('invalid options throw InvalidOptionError at definition', () => {
 
   it('a non-object options value is refused', () => {
     expect(() => batchByKey(null as never)).toThrow(/options must be an object, got null/);
+  });
+});
+
+describe("BullMQ's names and worker options", () => {
+  it("names our spelling when given BullMQ's: backoff's delay is delayMs, rateLimit's duration is durationMs", () => {
+    const base = { name: uniqueName(), connection: testConnection(), eachIteration: () => {} };
+    expect(() => batchByKey({ ...base, backoff: { type: 'fixed', delay: 100 } } as never)).toThrow(
+      /options\.backoff must be .*BullMQ's `delay` is `delayMs` here/,
+    );
+    expect(() => batchByKey({ ...base, rateLimit: { max: 10, duration: 1000 } } as never)).toThrow(
+      /options\.rateLimit must be .*BullMQ's `duration` is `durationMs` here/,
+    );
+  });
+
+  it.each([
+    ['limiter', { max: 10, duration: 1000 }, /counts jobs.*use the batcher's rateLimit/],
+    ['maxStartedAttempts', 1, /starts again each time its run yields/],
+    ['skipStalledCheck', true, /how the keys of a worker that died/],
+    ['skipLockRenewal', true, /takes it for stalled while it runs/],
+    ['useWorkerThreads', true, /BullMQ's sandbox is for a processor file/],
+  ] as const)('createWorker refuses %s with InvalidOptionError saying why, before any write', async (name, value, why) => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const thrown = () => b.createWorker({ [name]: value, autorun: false });
+    expect(thrown).toThrow(InvalidOptionError);
+    expect(thrown).toThrow(new RegExp(`createWorker options: ${name} is not supported: `));
+    expect(thrown).toThrow(why);
+    expect(await keysMatching(`*${b.name}*`)).toEqual([]);
+  });
+
+  it('passes the other BullMQ worker options through, and takes an off switch of a refused one', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const worker = b.createWorker({ autorun: false, maxStalledCount: 3, drainDelay: 2, lockDuration: 45_000, skipStalledCheck: false });
+    expect(worker.opts).toMatchObject({ maxStalledCount: 3, drainDelay: 2, lockDuration: 45_000, skipStalledCheck: false });
+    await worker.close();
+  });
+
+  it("attach refuses a Worker of the caller's built with a refused option", async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const worker = new Worker(b.name, b.processor(), { connection: testConnection(), autorun: false, limiter: { max: 1, duration: 1000 } });
+    try {
+      expect(() => b.attach(worker)).toThrow(/attach: the worker's options: limiter is not supported/);
+    } finally {
+      await worker.close();
+    }
   });
 });
 

@@ -249,6 +249,17 @@ export class ShardsInUseError extends BatchByKeyError {
 }
 
 /** Describes a value for an error message without dumping large inputs. */
+/**
+ * For an option that BullMQ spells otherwise: when `value` (an object) has BullMQ's field and not
+ * ours, the sentence to end the error with; else ''. Our durations name their unit (`delayMs`);
+ * BullMQ's do not (`delay`).
+ * @internal
+ */
+export function bullmqSpelling(value: unknown, bullmqField: string, ours: string): string {
+  if (typeof value !== 'object' || value === null || !(bullmqField in value) || ours in value) return '';
+  return ` (BullMQ's \`${bullmqField}\` is \`${ours}\` here: every duration of this library names its unit; see docs/migrating.md)`;
+}
+
 export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return `an array of length ${value.length}`;

@@ -1,4 +1,4 @@
-import { describe, InvalidOptionError, RateLimitedError } from '../core/errors';
+import { bullmqSpelling, describe, InvalidOptionError, RateLimitedError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
 import type { Key, RateLimit } from '../core/types';
 
@@ -15,7 +15,8 @@ export function validateRateLimit(limit: unknown, where: string): RateLimit {
   if (typeof l !== 'object' || l === null || !ok(l.max) || !ok(l.durationMs)) {
     throw new InvalidOptionError(
       `${where} must be { max, durationMs } with integers between 1 and ${MAX_TIMER_MS} (at most max ids per durationMs ms), got ` +
-        (typeof l === 'object' && l !== null ? `{ max: ${describe(l.max)}, durationMs: ${describe(l.durationMs)} }` : describe(l)),
+        (typeof l === 'object' && l !== null ? `{ max: ${describe(l.max)}, durationMs: ${describe(l.durationMs)} }` : describe(l)) +
+        bullmqSpelling(l, 'duration', 'durationMs'),
     );
   }
   return { max: l.max!, durationMs: l.durationMs! };
