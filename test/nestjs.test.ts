@@ -233,6 +233,98 @@ describe('BatchByKeyModule in a Nest application', () => {
     expect(await reader.backlog('k')).toEqual({ pending: 1, inFlight: 0, retrying: 0 });
   });
 
+  it("registerBatcherAsync builds a batcher's options in a factory with injected services: weight and onTicketSettled use them", async () => {
+    const name = uniqueName('nest-async');
+
+    /** The app's plan lookup and mailer, which the batcher's functions reach through injection. */
+    @Injectable()
+    class Plans {
+      readonly weighed: string[] = [];
+      readonly mailed: string[] = [];
+      weight(account: string): number {
+        this.weighed.push(account);
+        return account.startsWith('enterprise') ? 4 : 1;
+      }
+      mail(ticket: string): void {
+        this.mailed.push(ticket);
+      }
+    }
+
+    @Module({ providers: [Plans], exports: [Plans] })
+    class PlansModule {}
+
+    @BatchProcessor(name)
+    class Processor {
+      constructor(@Inject(Records) private readonly records: Records) {}
+      eachIteration(ids: string[], ctx: IterationContext): void {
+        this.records.add(ctx.key, ids);
+      }
+    }
+
+    @Module({
+      imports: [
+        BatchByKeyModule.forRoot({ connection: testConnection() }),
+        BatchByKeyModule.registerBatcherAsync({
+          name,
+          imports: [PlansModule],
+          inject: [Plans],
+          useFactory: async (plans: Plans) => {
+            await Promise.resolve();
+            return {
+              sliceSize: 2,
+              weight: (key: string) => plans.weight(key),
+              onTicketSettled: (_outcome: unknown, ticket: string) => plans.mail(ticket),
+            };
+          },
+        }),
+      ],
+      providers: [Records, Processor],
+    })
+    class AppModule {}
+
+    const app = await createContext(AppModule);
+    const batcher = app.get<Batcher>(getBatcherToken(name));
+    const { ticket } = await batcher.performBatchLater(range(5), { key: 'enterprise-7', track: true });
+    const records = app.get(Records);
+    const plans = app.select(PlansModule).get(Plans);
+    await waitFor(() => records.count() === 5 && plans.mailed.length === 1, { what: 'the slices and the callback' });
+    expect(records.byKey.get('enterprise-7')).toEqual(range(5));
+    expect(plans.weighed).toContain('enterprise-7');
+    expect(plans.mailed).toEqual([ticket]);
+    await app.close();
+  });
+
+  it("registerBatcherAsync checks its factory's options as registerBatcher's: a bad one fails the start, and a name is refused", async () => {
+    const badOption = uniqueName('nest-async-bad');
+    @Module({
+      imports: [
+        BatchByKeyModule.forRoot({ connection: testConnection() }),
+        BatchByKeyModule.registerBatcherAsync({ name: badOption, useFactory: () => ({ sliceSize: 0 }) }),
+      ],
+    })
+    class BadOptionModule {}
+    await expect(createContext(BadOptionModule)).rejects.toThrow(InvalidOptionError);
+
+    const renamed = uniqueName('nest-async-name');
+    @Module({
+      imports: [
+        BatchByKeyModule.forRoot({ connection: testConnection() }),
+        BatchByKeyModule.registerBatcherAsync({ name: renamed, useFactory: () => ({ name: 'other' }) as never }),
+      ],
+    })
+    class RenamedModule {}
+    await expect(createContext(RenamedModule)).rejects.toThrow(/the factory's options must not set name/);
+
+    expect(() => BatchByKeyModule.registerBatcherAsync({ name: renamed } as never)).toThrow(/needs a useFactory function/);
+    expect(() => BatchByKeyModule.registerBatcherAsync({ name: renamed, useFactory: () => ({}), injects: [] } as never)).toThrow(
+      /unknown option "injects"; did you mean inject\?/,
+    );
+    expect(() =>
+      BatchByKeyModule.registerBatcherAsync({ name: renamed, useFactory: () => ({}) }, { name: renamed, useFactory: () => ({}) }),
+    ).toThrow(/'.*' is given twice/);
+    expect(await keysMatching(`*${badOption}*`)).toEqual([]);
+  });
+
   it('app.close() lets the running slice finish before the worker closes; the ids left stay pending, none lost', async () => {
     const name = uniqueName('nest-close');
     const gate = new Gate();

@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis';
-import { Worker } from 'bullmq';
+import { Worker, type ConnectionOptions } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import {
   batchByKey,
@@ -18,7 +18,7 @@ import {
 import { resolveOptions } from '../src/options';
 import fc from 'fast-check';
 import { dashboard } from '../src';
-import { keysMatching, testBatcher, testConnection, uniqueName } from './helpers/redis';
+import { keysMatching, prefixOf, testBatcher, testConnection, track, uniqueName } from './helpers/redis';
 
 /** Never connected to: the options below are refused or resolved before any connection. */
 const connection = () => ({ host: '127.0.0.1', port: 1 });
@@ -246,14 +246,17 @@ describe("BullMQ's names and worker options", () => {
     await worker.close();
   });
 
-  it("attach refuses a Worker of the caller's built with a refused option", async () => {
+  it("attach refuses a Worker of the caller's built with a refused option", () => {
     const b = testBatcher({ eachIteration: () => {} });
-    const worker = new Worker(b.name, b.processor(), { connection: testConnection(), autorun: false, limiter: { max: 1, duration: 1000 } });
-    try {
-      expect(() => b.attach(worker)).toThrow(/attach: the worker's options: limiter is not supported/);
-    } finally {
-      await worker.close();
-    }
+    const worker = track(
+      new Worker(b.name, b.processor(), {
+        connection: testConnection() as ConnectionOptions,
+        prefix: prefixOf(b.name),
+        autorun: false,
+        limiter: { max: 1, duration: 1000 },
+      }),
+    );
+    expect(() => b.attach(worker)).toThrow(/attach: the worker's options: limiter is not supported/);
   });
 });
 

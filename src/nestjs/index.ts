@@ -4,4 +4,4 @@
  */
 export { BatchByKeyModule } from './module';
 export { BatchProcessor, OnBatchEvent, InjectBatcher, getBatcherToken, type BatchHandler, type BatchWorkerEvent } from './decorators';
-export type { BatchByKeyRootOptions, BatchByKeyRootAsyncOptions, RegisterBatcherOptions } from './options';
+export type { BatchByKeyRootOptions, BatchByKeyRootAsyncOptions, RegisterBatcherOptions, RegisterBatcherAsyncOptions } from './options';

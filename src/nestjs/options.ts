@@ -32,3 +32,23 @@ export interface BatchByKeyRootAsyncOptions {
  * connection (from `forRoot`) and the handler (a `@BatchProcessor` class, if the application has one).
  */
 export type RegisterBatcherOptions = Omit<BatchByKeyOptions, 'connection' | 'eachIteration'>;
+
+/**
+ * One batcher of `BatchByKeyModule.registerBatcherAsync`: its name, and its other options from a
+ * factory with Nest's dependency injection, so that functions such as `weight`, `rateLimit`,
+ * `onTicketSettled` and `around` can use the application's services.
+ */
+export interface RegisterBatcherAsyncOptions {
+  /** The batcher's name, known when the module is defined: `@InjectBatcher(name)` and `@BatchProcessor(name)` use it. */
+  name: string;
+  /** Modules whose exported providers `inject` names. */
+  imports?: ModuleMetadata['imports'];
+  /** Providers passed to `useFactory`, in order. */
+  inject?: Array<InjectionToken | OptionalFactoryDependency>;
+  // never[]: a factory with any parameters fits; Nest passes the `inject` providers in order.
+  /** The rest of `registerBatcher`'s options (no `name`), checked as `registerBatcher` checks them. */
+  useFactory: (...args: never[]) => Omit<RegisterBatcherOptions, 'name'> | Promise<Omit<RegisterBatcherOptions, 'name'>>;
+}
+
+/** @internal Every name `RegisterBatcherAsyncOptions` has (the compiler holds the list to the type). */
+export const REGISTER_ASYNC_OPTION_NAMES = optionNames<RegisterBatcherAsyncOptions>()(['name', 'imports', 'inject', 'useFactory']);
