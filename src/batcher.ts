@@ -85,6 +85,7 @@ const WORKER_OPTIONS = optionNames<CreateWorkerOptions>()([
  * BullMQ worker options that fight a key job's life, refused with why; every other one of
  * WORKER_OPTIONS passes through to BullMQ as it is (docs/api.md, "createWorker(options)").
  */
+const SANDBOX = "createWorker runs the batcher's processor in this process; BullMQ's sandbox is for a processor file";
 const REFUSED_WORKER_OPTIONS: Partial<Record<keyof CreateWorkerOptions, string>> = {
   limiter:
     "BullMQ's limiter counts jobs, and a key's job carries many ids, so it would limit key runs, not ids: use the batcher's " +
@@ -94,9 +95,9 @@ const REFUSED_WORKER_OPTIONS: Partial<Record<keyof CreateWorkerOptions, string>>
     "fail it at a later start and leave its ids to the recovery sweep: a slice's retries are the batcher's attempts and backoff",
   skipStalledCheck: "BullMQ's stalled check is how the keys of a worker that died (SIGKILL, out of memory) get their jobs back",
   skipLockRenewal: "a key's job runs up to maxRuntimeMs; without renewing its BullMQ lock, BullMQ takes it for stalled while it runs",
-  useWorkerThreads: "createWorker runs the batcher's processor in this process; BullMQ's sandbox is for a processor file",
-  workerForkOptions: "createWorker runs the batcher's processor in this process; BullMQ's sandbox is for a processor file",
-  workerThreadsOptions: "createWorker runs the batcher's processor in this process; BullMQ's sandbox is for a processor file",
+  useWorkerThreads: SANDBOX,
+  workerForkOptions: SANDBOX,
+  workerThreadsOptions: SANDBOX,
 };
 
 /** Throws for a refused BullMQ worker option that is on (see REFUSED_WORKER_OPTIONS); `where` names the options. */
