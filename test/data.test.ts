@@ -110,7 +110,9 @@ describe('data per id', () => {
       let failed = false;
       const b = testBatcher<Doc>({
         store,
-        backoff: { type: 'fixed', delayMs: 400 },
+        // Long enough that the push of B runs before the retry on a loaded machine (400 ms was
+        // not, once, in CI: the retry came first).
+        backoff: { type: 'fixed', delayMs: 2_000 },
         eachIteration: (ids: string[], ctx: IterationContext<Doc>) => {
           rec.handler(ids, ctx);
           if (!failed) {
