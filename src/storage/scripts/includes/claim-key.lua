@@ -61,10 +61,7 @@ local function claimKey(store, finish)
     -- A dead run's slices in this lane must be found by the next run's first claim: the marks go
     -- first, so that no error later in this call (Redis keeps what a script wrote) leaves the
     -- lane's ids in flight without them.
-    if A.lane > 0 then
-      markExtras(K)
-      redis.call('SET', K.lanes, '1')
-    end
+    if A.lane > 0 then markLanes(K) end
     -- The retry set, when it exists, is almost always empty: one ZCARD spares the lookups below.
     local retrying = plain and 0 or redis.call('ZCARD', K.retry)
     local due = retrying > 0 and redis.call('ZRANGEBYSCORE', K.retry, '-inf', clockMs(), 'LIMIT', 0, 1)[1]

@@ -1,10 +1,15 @@
 -- The key's extras mark (K.extras; see keys.ts): every call that writes one of the key's uncommon
 -- keys (a pause, a hold and its retryAfter streak, failed slices and their data, tickets, data,
--- the mark of a run with lanes) sets it first, so a claim or push that finds it absent reads none of them. A key that uses
--- none of those then costs one name looked up where it cost up to ten: the lookups of names that
--- do not exist were the largest part of Redis's own work in a perf profile of one-id keys.
+-- the mark of a run with lanes) sets it first, so a claim or push that finds it absent reads
+-- none of them. A key that uses none of those then costs one name looked up where it cost up to
+-- ten: the lookups of names that do not exist were the largest part of Redis's own work in a
+-- perf profile of one-id keys.
 
 local function markExtras(K) redis.call('SET', K.extras, '1') end
+
+-- A run with lanes marks the key (K.lanes, one of its extras), so that the next run's first claim
+-- looks for what a dead run left in lanes other than 0: both marks in one call.
+local function markLanes(K) redis.call('MSET', K.extras, '1', K.lanes, '1') end
 
 -- Drops the mark once none of the keys it stands for exists (a hold has expired, the last ticket
 -- settled): a run's end asks, its last claim's or its release's, once its slices are settled.
