@@ -24,6 +24,7 @@ export default defineConfig({
         'data',
         'dead-letters',
         'tickets',
+        'ticket-events',
         'errors',
         'errors.infra',
         'failures',

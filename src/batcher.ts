@@ -19,6 +19,7 @@ import { JobCancels } from './engine/cancels';
 import { keyProcessor, workerKeyProcessor, type ProcessorDeps } from './engine/processor';
 import { firstClaimConfig, JobFinisher } from './engine/finisher';
 import { progress, waitFor } from './push/progress';
+import { TicketChannel } from './push/ticket-channel';
 import { age, budgetOf } from './engine/scheduling';
 import { stats } from './ops/stats';
 import { AttachedWorkers } from './engine/attach';
@@ -162,6 +163,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     }
     return redis.client;
   };
+  const ticketChannel = new TicketChannel(client, opts.logger);
   const shards = new ShardQueues(opts.prefix, opts.name, keyspace, opts.shards, (prefix) => {
     const created: KeyQueue = new Queue(opts.name, { connection, prefix });
     created.on('error', (err: Error) => log(opts.logger, 'warn', 'batch-by-key: queue error', { err }));
@@ -439,7 +441,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     },
     deadLetters,
     progress: async (ticket) => progress(client(), keyspace, ticket),
-    waitFor: async (ticket, waitOptions) => waitFor(client(), keyspace, ticket, waitOptions),
+    waitFor: async (ticket, waitOptions) => waitFor(client(), keyspace, ticketChannel, ticket, waitOptions),
     openTicket: async (key, ticketOptions) => {
       const callback = ticketOptions?.callback;
       if (callback !== undefined && typeof callback !== 'boolean')
@@ -460,6 +462,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       closed = true;
       await attached.close();
       await Promise.all(shards.opened().map((queue) => queue.close()));
+      await ticketChannel.close();
       if (redis?.owned) {
         const own = redis.client;
         // QUIT waits in the offline queue while Redis is away (ioredis retries it for ~10 s): a

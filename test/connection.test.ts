@@ -223,8 +223,9 @@ describe('connection', () => {
     const admin = new Redis(server.port);
     try {
       // docs/internals.md's line, for the default prefix.
-      const rules = '+@read +@write +@scripting +@connection +@transaction +@keyspace -@dangerous +time +info +client|setname'.split(' ');
-      await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', '~bull:*', ...rules);
+      const rules =
+        '+@read +@write +@scripting +@connection +@transaction +@keyspace +@pubsub -@dangerous +time +info +client|setname'.split(' ');
+      await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', '~bull:*', 'resetchannels', '&bull:*', ...rules);
       const rec = new Recorder();
       const b = track(
         batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: rec.handler }),

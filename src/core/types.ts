@@ -367,8 +367,17 @@ export interface Progress {
 export interface WaitForOptions {
   /** Reject with a WaitTimeoutError after this long. @default 60000 */
   timeoutMs?: number;
-  /** How often to read the progress. @default 100 */
+  /**
+   * How often to read the progress when no change is announced. Workers announce each change of a
+   * ticket on a Redis channel, and `waitFor` reads it then; this timer covers an announcement lost
+   * (pub/sub delivers at most once) or a connection the ACL denies the channel. @default 1000
+   */
   pollMs?: number;
+  /**
+   * Called with each reading whose counts differ from the one before, the first and the last
+   * included: progress as it happens. A listener that throws rejects the wait.
+   */
+  onProgress?: (progress: Progress) => void;
 }
 
 export interface Backlog {

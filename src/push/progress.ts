@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from '../core/errors';
 import { onlyKnownOptions, optionNames, positiveMs } from '../core/validate';
-import { encodeKey, ticketErrors, ticketHash, type Keyspace } from '../storage/keys';
+import { encodeKey, ticketChannel, ticketErrors, ticketHash, type Keyspace } from '../storage/keys';
+import type { TicketChannel } from './ticket-channel';
 import type { RedisClient } from '../storage/scripts';
 import type { Id, Key, Progress, Ticket, WaitForOptions } from '../core/types';
 
@@ -52,20 +53,65 @@ export async function progress(client: RedisClient, keyspace: Keyspace, ticket: 
 }
 
 /** Every name `WaitForOptions` has (the compiler holds the list to the type). */
-const WAIT_FOR_OPTIONS = optionNames<WaitForOptions>()(['timeoutMs', 'pollMs']);
+const WAIT_FOR_OPTIONS = optionNames<WaitForOptions>()(['timeoutMs', 'pollMs', 'onProgress']);
 
-/** Polls progress() until nothing is pending; a WaitTimeoutError (with the last progress) after `timeoutMs`. */
-export async function waitFor(client: RedisClient, keyspace: Keyspace, ticket: Ticket, options: WaitForOptions = {}): Promise<Progress> {
+const sameCounts = (a: Progress | undefined, b: Progress): boolean =>
+  a !== undefined && a.total === b.total && a.done === b.done && a.failed === b.failed && a.sealed === b.sealed;
+
+/**
+ * Reads progress() until nothing is pending, each time the scripts announce a change of the
+ * ticket (see ticket-channel.ts), and every `pollMs` in case an announcement was lost; a
+ * WaitTimeoutError (with the last progress) after `timeoutMs`.
+ */
+export async function waitFor(
+  client: RedisClient,
+  keyspace: Keyspace,
+  channel: TicketChannel,
+  ticket: Ticket,
+  options: WaitForOptions = {},
+): Promise<Progress> {
   if (typeof options === 'object' && options !== null) onlyKnownOptions('waitFor options', options, WAIT_FOR_OPTIONS);
   const timeoutMs = positiveMs('waitFor options.timeoutMs', options.timeoutMs, 60_000);
-  const pollMs = positiveMs('waitFor options.pollMs', options.pollMs, 100);
+  const pollMs = positiveMs('waitFor options.pollMs', options.pollMs, 1_000);
+  const onProgress = options.onProgress;
+  if (onProgress !== undefined && typeof onProgress !== 'function') {
+    throw new InvalidOptionError(`waitFor options.onProgress must be a function, got ${describe(onProgress)}`);
+  }
+  const { key, id } = parseTicket(ticket);
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const current = await progress(client, keyspace, ticket);
-    if (current.pending <= 0 && current.sealed) return current;
-    if (Date.now() >= deadline) {
-      throw new WaitTimeoutError(`ticket ${ticket} still has ${current.pending} pending ids after ${timeoutMs} ms`, current);
+  // Set by an announcement; a read clears it first, so one that lands during the read is not lost.
+  let changed: boolean;
+  let wake: (() => void) | undefined;
+  const unlisten = await channel.listen(
+    ticketChannel(keyspace.forKey(key)),
+    id,
+    () => {
+      changed = true;
+      wake?.();
+    },
+    Math.min(pollMs, timeoutMs),
+  );
+  try {
+    let last: Progress | undefined;
+    for (;;) {
+      changed = false;
+      const current = await progress(client, keyspace, ticket);
+      if (onProgress && !sameCounts(last, current)) onProgress(current);
+      last = current;
+      if (current.pending <= 0 && current.sealed) return current;
+      if (Date.now() >= deadline) {
+        throw new WaitTimeoutError(`ticket ${ticket} still has ${current.pending} pending ids after ${timeoutMs} ms`, current);
+      }
+      if (changed) continue;
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, Math.min(pollMs, Math.max(0, deadline - Date.now())));
+      });
+      clearTimeout(timer);
+      wake = undefined;
     }
-    await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, Math.max(0, deadline - Date.now()))));
+  } finally {
+    unlisten();
   }
 }

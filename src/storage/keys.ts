@@ -281,6 +281,17 @@ export class Keyspace {
 /** A ticket's errors list is its hash's name followed by this (the scripts get it too). */
 export const TICKET_ERRORS_SUFFIX = ':errors';
 
+/**
+ * A key's ticket channel is its ticket prefix followed by this: the scripts publish a ticket's id
+ * on it whenever its counts change (see includes/tracking.lua). No ticket id (a UUID) is this.
+ */
+export const TICKET_CHANNEL_SUFFIX = 'events';
+
+/** The pub/sub channel of a key's tickets (a channel, not a key: it holds nothing). */
+export function ticketChannel(names: KeyNames): string {
+  return `${names.ticketPrefix}${TICKET_CHANNEL_SUFFIX}`;
+}
+
 /** The hash of ticket `id` of a key (its errors list: `ticketErrors`). */
 export function ticketHash(names: KeyNames, id: string): string {
   return `${names.ticketPrefix}${id}`;

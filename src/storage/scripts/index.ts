@@ -14,6 +14,7 @@ import {
   LANE_NAMES,
   SPARE_DEDUP_PREFIX,
   TICKET_ERRORS_SUFFIX,
+  TICKET_CHANNEL_SUFFIX,
 } from '../keys';
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 
@@ -180,7 +181,7 @@ export function keyspaceInclude(): string {
     `local REPLY = { ${Object.entries(REPLY)
       .map(([name, code]) => `${name} = ${code}`)
       .join(', ')} }`,
-    `local CLAIM_REPLY_HEAD, TICKET_ERRORS_SUFFIX = ${CLAIM_REPLY_HEAD}, ${lua(TICKET_ERRORS_SUFFIX)}`,
+    `local CLAIM_REPLY_HEAD, TICKET_ERRORS_SUFFIX, TICKET_CHANNEL_SUFFIX = ${CLAIM_REPLY_HEAD}, ${lua(TICKET_ERRORS_SUFFIX)}, ${lua(TICKET_CHANNEL_SUFFIX)}`,
     `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
     `local BULLMQ_FINISH_KEYS = { ${BULLMQ_FINISH_KEYS.map(lua).join(', ')} }`,
     `local BULLMQ_ADD_KEYS = { ${BULLMQ_ADD_KEYS.map(lua).join(', ')} }`,

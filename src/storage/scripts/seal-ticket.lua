@@ -19,5 +19,6 @@ local sealed = redis.call('HGET', hash, 'sealed')
 if redis.call('EXISTS', hash) == 0 then return REPLY.unknownTicket end
 if sealed ~= '0' then return REPLY.sealedTicket end
 redis.call('HSET', hash, 'sealed', '1')
+announceTicket(K.ticketPrefix, ARGV[1])
 if settleTicket(hash, ARGV[1], K.settledTickets) and #settledTickets > 0 then return REPLY.ok end
 return 0

@@ -36,6 +36,23 @@ end
 local settledTickets = {}
 --- @per-call settledTickets = {}
 
+-- The tickets this call has announced: one message per ticket per call, however many of its ids
+-- the call counts.
+local announcedTickets = {}
+--- @per-call announcedTickets = {}
+
+-- Tells a `waitFor` in any process that a ticket's counts changed: a message on its key's ticket
+-- channel (the ticket prefix followed by TICKET_CHANNEL_SUFFIX) carrying the ticket's id. It
+-- carries no counts: the listener reads them after this call, so it sees all of the call's
+-- changes. Pub/sub is at most once, so listeners also read on a timer (see ticket-channel.ts).
+-- `pcall`: a user the ACL denies the channel still gets every write of the call; the waiter
+-- then learns of the change by its timer.
+local function announceTicket(ticketPrefix, ticket)
+  if announcedTickets[ticket] then return end
+  announcedTickets[ticket] = true
+  redis.pcall('PUBLISH', ticketPrefix .. TICKET_CHANNEL_SUFFIX, ticket)
+end
+
 -- A ticket settles when its every id is done or failed, once it is sealed (an open ticket is
 -- not, until sealTicket): exactly once (HSETNX `settled`), whichever call counts its last id.
 -- A ticket that asked for a callback (`cb`) goes to the key's outbox in that same call, for a
@@ -66,6 +83,7 @@ local function creditOne(trackedInFlight, ticketPrefix, outbox, id, field, error
     local hash = ticketPrefix .. ticket
     if redis.call('EXISTS', hash) == 1 then
       redis.call('HINCRBY', hash, field, 1)
+      announceTicket(ticketPrefix, ticket)
       if errorJson then
         local errors = hash .. TICKET_ERRORS_SUFFIX
         if redis.call('LLEN', errors) < maxErrors then
