@@ -26,7 +26,7 @@ import { markdown, type Results } from './report';
 const ROOT = join(__dirname, '..');
 const DOCS = [
   'README.md',
-  ...readdirSync(join(ROOT, 'docs'))
+  ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' })
     .filter((file) => file.endsWith('.md'))
     .map((file) => `docs/${file}`),
 ];

@@ -218,11 +218,11 @@ describe('connection', () => {
     }
   });
 
-  it('works under the ACL docs/internals.md documents, and a push refused a command writes nothing', async () => {
+  it('works under the ACL docs/redis.md documents, and a push refused a command writes nothing', async () => {
     const server = await startRedis();
     const admin = new Redis(server.port);
     try {
-      // docs/internals.md's line, for the default prefix.
+      // docs/redis.md's line, for the default prefix.
       const rules =
         '+@read +@write +@scripting +@connection +@transaction +@keyspace +@pubsub -@dangerous +time +info +client|setname'.split(' ');
       await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', '~bull:*', 'resetchannels', '&bull:*', ...rules);

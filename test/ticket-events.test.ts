@@ -98,7 +98,7 @@ describe('waitFor hears ticket changes as they happen', () => {
     const server = await startRedis();
     const admin = new Redis(server.port);
     try {
-      // docs/internals.md's line without the channel rules.
+      // docs/redis.md's line without the channel rules.
       const rules = '+@read +@write +@scripting +@connection +@transaction +@keyspace -@dangerous +time +info +client|setname'.split(' ');
       await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', '~bull:*', 'resetchannels', ...rules);
       const b = track(batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: () => {} }));

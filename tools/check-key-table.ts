@@ -1,6 +1,6 @@
 /**
  * `tsx tools/check-key-table.ts` (part of `npm run lint`, so CI): the table of Redis keys in
- * docs/internals.md must name exactly the keys src/storage/keys.ts builds, no more and no fewer,
+ * docs/contributing/internals.md must name exactly the keys src/storage/keys.ts builds, no more and no fewer,
  * so that a key added, renamed or dropped in the code cannot leave the table behind.
  *
  * The table writes a batcher's keys for `prefix`, `name`, a key `E` (its encoded form), a ticket
@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { KEY_SUFFIXES, Keyspace, LANE_NAMES, laneNames, ticketHash, deadLettersOf } from '../src/storage/keys';
 import { ShardLayout } from '../src/storage/shards';
 
-const DOC = join(__dirname, '..', 'docs', 'internals.md');
+const DOC = join(__dirname, '..', 'docs', 'contributing', 'internals.md');
 
 /** Every name keys.ts builds, written as the table writes them. */
 function namesInCode(): Set<string> {
@@ -42,7 +42,7 @@ function namesInDoc(): Set<string> {
   const text = readFileSync(DOC, 'utf8');
   const section = text.slice(text.indexOf('## Redis keys'), text.indexOf('\n## ', text.indexOf('## Redis keys') + 1));
   const rows = section.split('\n').filter((line) => line.startsWith('| `'));
-  if (rows.length === 0) throw new Error('docs/internals.md: no table under "## Redis keys"');
+  if (rows.length === 0) throw new Error('docs/contributing/internals.md: no table under "## Redis keys"');
   const names = new Set<string>();
   for (const row of rows) {
     const tokens = [...row.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
@@ -63,10 +63,10 @@ const missing = [...code].filter((name) => !doc.has(name));
 const extra = [...doc].filter((name) => !code.has(name));
 if (missing.length > 0 || extra.length > 0) {
   console.error(
-    'docs/internals.md, "Redis keys": the table does not match src/storage/keys.ts\n' +
+    'docs/contributing/internals.md, "Redis keys": the table does not match src/storage/keys.ts\n' +
       (missing.length > 0 ? `  built by the code, missing from the table:\n    ${missing.join('\n    ')}\n` : '') +
       (extra.length > 0 ? `  in the table, built by no code:\n    ${extra.join('\n    ')}\n` : ''),
   );
   process.exit(1);
 }
-console.log(`key table: the ${code.size} key names of src/storage/keys.ts, as docs/internals.md lists them`);
+console.log(`key table: the ${code.size} key names of src/storage/keys.ts, as docs/contributing/internals.md lists them`);

@@ -3,7 +3,7 @@
 // heading (GitHub's slug of it) or an explicit `<a id>` of the page it points into. External
 // links (http:, https:, mailto:) are not fetched. Node built-ins only.
 //
-// Checked: README.md, CHANGELOG.md, docs/*.md and the layers' READMEs under src/. Links inside
+// Checked: README.md, CHANGELOG.md, docs/**/*.md and the layers' READMEs under src/. Links inside
 // code (fenced blocks, `inline code`) and HTML comments are not links and are skipped.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -13,7 +13,14 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 function markdownFiles() {
   const files = ['README.md', 'CHANGELOG.md'].map((f) => join(root, f)).filter((f) => existsSync(f));
-  for (const f of readdirSync(join(root, 'docs'))) if (f.endsWith('.md')) files.push(join(root, 'docs', f));
+  const walk = (dir) => {
+    for (const f of readdirSync(dir)) {
+      const path = join(dir, f);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (f.endsWith('.md')) files.push(path);
+    }
+  };
+  walk(join(root, 'docs'));
   for (const dir of readdirSync(join(root, 'src'))) {
     const readme = join(root, 'src', dir, 'README.md');
     if (existsSync(readme)) files.push(readme);
