@@ -20,7 +20,8 @@ import { keyProcessor, workerKeyProcessor, type ProcessorDeps } from './engine/p
 import { firstClaimConfig, JobFinisher } from './engine/finisher';
 import { progress, waitFor } from './push/progress';
 import { age, budgetOf } from './engine/scheduling';
-import { stats } from './ops/stats';
+import { readKeyStats, stats } from './ops/stats';
+import { registerBoardReads } from './ops/board-reads';
 import { AttachedWorkers } from './engine/attach';
 import { recoverStrandedKeys, type RecoveryDeps } from './engine/recovery';
 import { defineScripts } from './storage/scripts';
@@ -470,5 +471,12 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     },
   };
   workerOptionChecks.set(batcher, checkOptions);
+  registerBoardReads(batcher, {
+    queues: () => {
+      assertOpen();
+      return ownQueues();
+    },
+    readKeys: async (keys) => readKeyStats({ client: client(), keyspace, store }, keys),
+  });
   return batcher;
 }
