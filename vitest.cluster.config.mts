@@ -17,6 +17,7 @@ export default defineConfig({
     include: [
       'test/cluster/**/*.test.ts',
       ...[
+        'bull-board',
         'class-form',
         'completion-race',
         'concurrency-per-key',

@@ -21,7 +21,8 @@ import { firstClaimConfig, JobFinisher } from './engine/finisher';
 import { progress, waitFor } from './push/progress';
 import { TicketChannel } from './push/ticket-channel';
 import { age, budgetOf } from './engine/scheduling';
-import { stats } from './ops/stats';
+import { readKeyStats, stats } from './ops/stats';
+import { registerBoardReads } from './ops/board-reads';
 import { AttachedWorkers } from './engine/attach';
 import { recoverStrandedKeys, type RecoveryDeps } from './engine/recovery';
 import { defineScripts } from './storage/scripts';
@@ -473,5 +474,12 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     },
   };
   workerOptionChecks.set(batcher, checkOptions);
+  registerBoardReads(batcher, {
+    queues: () => {
+      assertOpen();
+      return ownQueues();
+    },
+    readKeys: async (keys) => readKeyStats({ client: client(), keyspace, store }, keys),
+  });
   return batcher;
 }

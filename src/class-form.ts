@@ -68,7 +68,7 @@ export function BatchByKey<Data = unknown>(options: Omit<BatchByKeyOptions<Data>
   abstract class BatchByKeyJob {
     abstract eachIteration(ids: Id[], ctx: IterationContext<Data>): PromiseLike<unknown> | void;
 
-    /** The subclass's batcher, for `dashboard` and `prometheusMetrics`. */
+    /** The subclass's batcher, for `dashboard`, `prometheusMetrics` and `bullBoardAdapters`. */
     static get batcher(): Batcher<Data> {
       return batcherOf(this as unknown as JobClass);
     }

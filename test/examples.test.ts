@@ -103,6 +103,34 @@ describe('examples/worker.ts', () => {
   });
 });
 
+describe('examples/bull-board.ts', () => {
+  it("serves bull-board, where the key's job shows its key, pending count and lag, beside the dashboard", async () => {
+    const { createBoardApp } = await import('../examples/bull-board');
+    const { SegmentRefresher } = await import('../examples/segment-refresher');
+    track(SegmentRefresher);
+    const key = `board-${Date.now()}`;
+    await SegmentRefresher.performBatchLater([1, 2, 3], { key });
+    const server = createBoardApp().listen(0);
+    track({ close: () => new Promise<void>((resolve) => server.close(() => resolve())) });
+    await new Promise((resolve) => server.once('listening', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    // bull-board's own API, as its page reads it: the queue's waiting jobs.
+    const reply = await fetch(`${base}/admin/board/api/queues?activeQueue=segment-refresher&status=waiting&page=1&jobsPerPage=100`);
+    expect(reply.status).toBe(200);
+    const { queues } = (await reply.json()) as {
+      queues: { name: string; readOnlyMode: boolean; jobs: { name: string; data: unknown }[] }[];
+    };
+    const queue = queues.find((q) => q.name === 'segment-refresher')!;
+    expect(queue.readOnlyMode).toBe(true);
+    expect(queue.jobs.find((job) => (job.data as { key?: string }).key === key)?.data).toMatchObject({ key, pending: 3, inFlight: 0 });
+
+    const page = await fetch(`${base}/admin/queues/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain(key);
+  });
+});
+
 describe('examples/bulk-import.ts', () => {
   it('reports exact progress, retries the flaky slice, and dead-letters only the invalid rows', async () => {
     const { main, Importer } = await import('../examples/bulk-import');

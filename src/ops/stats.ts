@@ -2,8 +2,8 @@ import { describe, InvalidOptionError } from '../core/errors';
 import { integer } from '../core/validate';
 import type { Keyspace } from '../storage/keys';
 import type { RedisClient } from '../storage/scripts';
-import { readKeys, type Store } from '../storage/store';
-import type { KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
+import { readKeys, type KeyReading, type Store } from '../storage/store';
+import type { Key, KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
 
 /**
  * Index entries read per page, their reads pipelined. Small enough that a page's replies take a
@@ -29,6 +29,32 @@ export interface StatsDeps {
 export async function redisNow(client: RedisClient): Promise<number> {
   const [seconds, micros] = await client.time();
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** A key's reading as `stats()` lists it: its lag is its oldest pending id's age by the Redis clock `now`. */
+function keyStatsOf(key: Key, { pending, inFlight, retrying, pendingSince }: KeyReading, now: number): KeyStats {
+  const oldestPendingAgeMs = pending > 0 && pendingSince !== undefined ? Math.max(0, now - pendingSince) : 0;
+  return { key, pending, inFlight, retrying, oldestPendingAgeMs };
+}
+
+/**
+ * These keys' backlogs and lag, as `stats()` reads each (a drained key too, all zeros), and `at`,
+ * the Redis clock they were read by: the clock and one batch of reads, sent together.
+ */
+export async function readKeyStats(
+  deps: Pick<StatsDeps, 'client' | 'keyspace' | 'store'>,
+  keys: readonly Key[],
+): Promise<{ at: number; keys: KeyStats[] }> {
+  const { client, keyspace, store } = deps;
+  const [at, read] = await Promise.all([
+    redisNow(client),
+    readKeys(
+      client,
+      store,
+      keys.map((key) => keyspace.forKey(key)),
+    ),
+  ]);
+  return { at, keys: read.map((reading, i) => keyStatsOf(keys[i]!, reading, at)) };
 }
 
 /**
@@ -66,11 +92,8 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
         store,
         page.map((key) => keyspace.forKey(key)),
       );
-      for (const [i, { pending, inFlight, retrying, pendingSince }] of read.entries()) {
-        const key = page[i]!;
-        if (pending + inFlight + retrying === 0) continue;
-        const oldestPendingAgeMs = pending > 0 && pendingSince !== undefined ? Math.max(0, now - pendingSince) : 0;
-        keys.push({ key, pending, inFlight, retrying, oldestPendingAgeMs });
+      for (const [i, reading] of read.entries()) {
+        if (reading.pending + reading.inFlight + reading.retrying > 0) keys.push(keyStatsOf(page[i]!, reading, now));
       }
     }
   }
