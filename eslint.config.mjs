@@ -27,6 +27,29 @@ export default tseslint.config(
     },
   },
   {
+    // BullMQ behind one door (src/bullmq/README.md): what we rely on of its internals is named there.
+    files: ['src/**/*.ts'],
+    ignores: ['src/bullmq/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [{ regex: '^bullmq(/.*)?$', message: "Import BullMQ through src/bullmq (the one door to BullMQ's internals)." }],
+        },
+      ],
+    },
+  },
+  {
+    // The lowest layer: it imports nothing of ours.
+    files: ['src/bullmq/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['../*'], message: 'src/bullmq is the lowest layer: it imports nothing of ours.' }] },
+      ],
+    },
+  },
+  {
     // An example's async function stands in for the application's own I/O (a database, an API),
     // which real code awaits: the example shows the shape such code has, so it stays async.
     files: ['examples/**/*.ts'],

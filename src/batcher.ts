@@ -1,4 +1,4 @@
-import { Queue, type ConnectionOptions } from 'bullmq';
+import { Queue, type ConnectionOptions } from './bullmq';
 import Redlock from 'redlock';
 import { Cluster } from 'ioredis';
 import { commandClient, fromUrl } from './core/connection';
@@ -17,7 +17,7 @@ import { resolveOptions, validateWorkerConnection, WORKER_DEFAULTS, type Resolve
 import { pause, paused, resume, type PauseDeps } from './ops/pause';
 import { JobCancels } from './engine/cancels';
 import { keyProcessor, workerKeyProcessor, type ProcessorDeps } from './engine/processor';
-import { firstClaimConfig, JobFinisher } from './engine/finisher';
+import { firstClaimConfig, JobFinisher, type BackendMode } from './engine/finisher';
 import { progress, waitFor } from './push/progress';
 import { TicketChannel } from './push/ticket-channel';
 import { age, budgetOf } from './engine/scheduling';
@@ -361,6 +361,19 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       checkOptions(workerOptions, 'createWorker options');
       const config = firstClaimConfig(opts, keyspace.root);
       const cluster = client() instanceof Cluster;
+      let warned = false;
+      const backendMode: BackendMode = {
+        plain: cluster || opts.fastPath === 'off',
+        warn: (problem) => {
+          if (warned) return;
+          warned = true;
+          log(
+            opts.logger,
+            'warn',
+            `batch-by-key: the installed BullMQ is not the one this version fuses runs into (${problem}): workers run BullMQ's own fetch and completion, a round trip more per run (fastPath: 'off' silences this)`,
+          );
+        },
+      };
       const workerConnection = workerOptions.connection === undefined ? connection : bullConnection(workerOptions.connection);
       // One budget for every shard's worker: the leader's concurrency (see slots.ts).
       const slots = new SlotBudget(() => leader.concurrency);
@@ -379,7 +392,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
             // A follower takes as many slots as the shared budget gives it, and runs when its leader does.
             ...(follower && { concurrency: FOLLOWER_CONCURRENCY, autorun: false }),
           },
-          finisher.factory(cluster),
+          finisher.factory(backendMode),
           shard,
           slots,
         );

@@ -8,7 +8,7 @@ import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, 
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { silentLogger } from './core/logger';
 import { MAX_SHARDS } from './storage/shards';
-import type { Backoff, BatchByKeyOptions, CreateWorkerOptions, MergePolicy, SliceMiddleware, StoreKind } from './core/types';
+import type { Backoff, BatchByKeyOptions, CreateWorkerOptions, MergePolicy, SliceMiddleware, StoreKind, FastPath } from './core/types';
 
 /**
  * Options after defaults are applied. The handler is not among them: `createBatcher` takes it
@@ -27,6 +27,7 @@ export interface ResolvedOptions extends RunOptions {
   merge: MergePolicy;
   /** `false`: no sampling. */
   history: ResolvedHistory | false;
+  fastPath: FastPath;
 }
 
 export const DEFAULTS = {
@@ -47,6 +48,7 @@ export const DEFAULTS = {
   recoveryIntervalMs: 60_000,
   pushTimeoutMs: 10_000,
   history: HISTORY_DEFAULTS,
+  fastPath: 'auto',
 } as const satisfies Partial<ResolvedOptions>;
 
 /**
@@ -134,6 +136,16 @@ function validateAround(around: unknown): readonly SliceMiddleware[] {
   throw new InvalidOptionError('options.around must be a middleware (slice, next) => Promise<void>, or an array of them');
 }
 
+const FAST_PATHS: readonly FastPath[] = ['auto', 'off'];
+
+/** `fastPath`'s default: `BATCH_BY_KEY_FAST_PATH` when set (checked as the option is), else 'auto'. */
+function fastPathDefault(): FastPath {
+  const env = process.env.BATCH_BY_KEY_FAST_PATH;
+  return env === undefined || env === ''
+    ? DEFAULTS.fastPath
+    : oneOf('the environment variable BATCH_BY_KEY_FAST_PATH', env, FAST_PATHS, DEFAULTS.fastPath);
+}
+
 /** Every option `batchByKey` takes (the compiler holds the list to the type). */
 export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'name',
@@ -164,6 +176,7 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'onTicketSettled',
   'history',
   'logger',
+  'fastPath',
 ]);
 
 /** Validates everything up front, so a typo fails at startup and not at the first push. */
@@ -222,6 +235,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     merge,
     onTicketSettled: optionalFunction('options.onTicketSettled', o.onTicketSettled, '(outcome, ticket) => ...'),
     history: validateHistoryOption(o.history),
+    fastPath: o.fastPath === undefined ? fastPathDefault() : oneOf('options.fastPath', o.fastPath, FAST_PATHS, DEFAULTS.fastPath),
     logger: o.logger ?? silentLogger,
   };
 }

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import * as bullmq from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { bullmqScript } from '../src/storage/scripts';
+import { bullmqScript } from '../src/bullmq';
 import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS } from '../src/storage/keys';
 import { testConnection, uniqueName } from './helpers/redis';
 

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { Queue, Worker } from 'bullmq';
+import { createRedisBackend, Queue, Worker, type RedisQueueBackend } from 'bullmq';
 import { Redis } from 'ioredis';
-import { batchByKey } from '../src';
-import { bullmqScript } from '../src/storage/scripts';
-import { derivable } from '../src/engine/finisher';
+import { batchByKey, InvalidOptionError } from '../src';
+import { bullmqScript } from '../src/bullmq';
+import { derivable, fastPathProblem } from '../src/engine/finisher';
 import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
 import { isolatedRedis, keyspaceOf, onCluster, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
@@ -15,7 +15,9 @@ import { isolatedRedis, keyspaceOf, onCluster, range, Recorder, track, uniqueNam
  * BullMQ its own calls (BullMQ's keys are in another slot).
  */
 const server = isolatedRedis();
-const standaloneOnly = it.skipIf(onCluster());
+/** CI runs the suite once more with the fused path off (BATCH_BY_KEY_FAST_PATH=off): these test the path itself. */
+const fastPathOff = process.env.BATCH_BY_KEY_FAST_PATH === 'off';
+const standaloneOnly = it.skipIf(onCluster() || fastPathOff);
 
 const moveToFinished = bullmqScript('moveToFinished');
 const moveToActive = bullmqScript('moveToActive');
@@ -217,5 +219,58 @@ describe('a completion’s keys derived in the claim', () => {
     expect(derivable({ keys: [...keys.slice(1), keys[0]!], args }, '7', true)).toBe(false);
     expect(derivable({ keys, args: ['x', ...args.slice(1)] }, '7', true)).toBe(false);
     expect(derivable({ keys, args }, '7', false)).toBe(false);
+  });
+});
+
+describe('fastPath', () => {
+  it.skipIf(onCluster())("'off': a worker runs BullMQ's own fetch and completion, and every key job still completes once", async () => {
+    const admin = track(new Redis(server().url));
+    const rec = new Recorder();
+    const name = uniqueName();
+    const b = track(batchByKey({ name, connection: server().url, eachIteration: rec.handler, fastPath: 'off' }));
+    const keys = range(20, 'k-');
+    for (const key of keys) await b.performBatchLater([`${key}:a`, `${key}:b`], { key });
+    const worker = b.createWorker({ concurrency: 3, autorun: false });
+    const completed: string[] = [];
+    worker.on('completed', (job) => completed.push((job.data as { key: string }).key));
+    const calls = await scriptCalls(admin, async () => {
+      void worker.run();
+      await waitFor(() => completed.length >= keys.length, { what: 'every key job completed' });
+    });
+    const bullmqOwn = (sha: string) => calls.filter(([called, key]) => called === sha && key.includes(`:${name}:`)).length;
+    expect(bullmqOwn(MOVE_TO_FINISHED)).toBeGreaterThanOrEqual(keys.length);
+    expect(bullmqOwn(MOVE_TO_ACTIVE)).toBeGreaterThan(0);
+    expect([...completed].sort()).toEqual([...keys].sort());
+    expect([...rec.all].sort()).toEqual(keys.flatMap((key) => [`${key}:a`, `${key}:b`]).sort());
+  });
+
+  it('is validated, and so is its environment variable, before anything reaches Redis', () => {
+    // @ts-expect-error: not a mode
+    expect(() => batchByKey({ name: uniqueName(), connection: server().url, fastPath: 'on' })).toThrow(InvalidOptionError);
+    const before = process.env.BATCH_BY_KEY_FAST_PATH;
+    process.env.BATCH_BY_KEY_FAST_PATH = 'fast';
+    try {
+      expect(() => batchByKey({ name: uniqueName(), connection: server().url })).toThrow(/BATCH_BY_KEY_FAST_PATH/);
+      // The option, when given, is what counts.
+      expect(() => batchByKey({ name: uniqueName(), connection: server().url, fastPath: 'auto' })).not.toThrow();
+    } finally {
+      if (before === undefined) delete process.env.BATCH_BY_KEY_FAST_PATH;
+      else process.env.BATCH_BY_KEY_FAST_PATH = before;
+    }
+  });
+
+  it("'auto' checks the installed BullMQ's backend, and names what it lacks", async () => {
+    const backend = createRedisBackend(uniqueName('check'), { connection: { host: '127.0.0.1', port: server().port } });
+    try {
+      expect(fastPathProblem(backend)).toBeUndefined();
+      // As a BullMQ whose backend changed shape would be: the same object, one member gone or moved.
+      const without = (member: string, value: unknown = undefined) =>
+        Object.assign(Object.create(backend) as RedisQueueBackend, { [member]: value });
+      expect(fastPathProblem(without('moveToCompleted'))).toBe('its Redis backend has no moveToCompleted()');
+      expect(fastPathProblem(without('execCommand'))).toBe('its Redis backend has no execCommand()');
+      expect(fastPathProblem(without('moveToFinishedKeys', ['a', 'b']))).toMatch(/builds 2 moveToFinished keys/);
+    } finally {
+      await backend.close();
+    }
   });
 });

@@ -2,11 +2,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { bullmqScript } from '../src/bullmq';
 import { Keyspace, laneNames } from '../src/storage/keys';
 import { failSlice, sealTicket } from '../src/storage/protocol';
 import {
   bullmqDefinitions,
-  bullmqScript,
   defineScripts,
   keyspaceInclude,
   runScript,

@@ -201,6 +201,7 @@ describe('invalid options throw InvalidOptionError at definition', () => {
       recoveryIntervalMs: 60_000,
       pushTimeoutMs: 10_000,
       history: { intervalMs: 10_000, retentionMs: 3_600_000, topKeys: 5 },
+      fastPath: 'auto',
     });
   });
 

@@ -1,4 +1,4 @@
-import type { Job, Processor, Worker, WorkerOptions } from 'bullmq';
+import type { Job, Processor, Worker, WorkerOptions } from '../bullmq';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 
 /** An ioredis client (standalone or Cluster), ioredis options, or a `redis://` / `rediss://` URL. */
@@ -147,6 +147,9 @@ export interface BatcherEvents {
   pushed: [{ key: Key; count: number }];
 }
 
+/** See `BatchByKeyOptions.fastPath`. */
+export type FastPath = 'auto' | 'off';
+
 export interface BatchByKeyOptions<Data = unknown> {
   /** The BullMQ queue name and our Redis namespace. Letters, digits, `.`, `_`, `-`; at most 100. */
   name: string;
@@ -288,6 +291,17 @@ export interface BatchByKeyOptions<Data = unknown> {
    * @default { intervalMs: 10000, retentionMs: 3600000, topKeys: 5 }
    */
   history?: boolean | HistoryOptions;
+  /**
+   * Whether workers from `createWorker` fuse a key's run into BullMQ's own calls (on a standalone
+   * Redis): a fetch that also claims the key's first slice, and a last claim that also completes
+   * the job and fetches the next. `'auto'`: when a check at the worker's start finds the installed
+   * BullMQ's internals as this version expects them; otherwise the worker runs BullMQ's own fetch
+   * and completion, with a warning, and keys run as on a Cluster (a round trip more per run).
+   * `'off'`: always the plain path. The environment variable `BATCH_BY_KEY_FAST_PATH` (`auto` or
+   * `off`) sets the default, so an operator can turn it off without a code change.
+   * @default 'auto'
+   */
+  fastPath?: FastPath;
   /** Where warnings and errors go. @default silent */
   logger?: Logger;
 }

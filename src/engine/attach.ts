@@ -1,4 +1,4 @@
-import type { Job, Worker } from 'bullmq';
+import type { Job, Worker } from '../bullmq';
 import { log } from '../core/logger';
 import type { Logger } from '../core/types';
 import { closeAfterReconnect } from './worker-close';

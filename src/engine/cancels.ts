@@ -1,4 +1,4 @@
-import type { Worker } from 'bullmq';
+import { aroundCancels, type Worker } from '../bullmq';
 import type { CancelSource } from '../core/stop';
 
 /**
@@ -72,12 +72,6 @@ export class JobCancels {
    */
   serve(worker: Pick<Worker, 'cancelJob' | 'cancelAllJobs' | 'closing' | 'isPaused'>): void {
     this.worker = worker;
-    const cancelJob = worker.cancelJob.bind(worker);
-    const cancelAllJobs = worker.cancelAllJobs.bind(worker);
-    worker.cancelJob = (jobId, reason) => this.cancel(jobId, reason) || cancelJob(jobId, reason);
-    worker.cancelAllJobs = (reason) => {
-      this.cancelAll(reason);
-      cancelAllJobs(reason);
-    };
+    aroundCancels(worker, { cancelJob: (jobId, reason) => this.cancel(jobId, reason), cancelAllJobs: (reason) => this.cancelAll(reason) });
   }
 }

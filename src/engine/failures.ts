@@ -1,5 +1,5 @@
 import { wellFormedText } from '../core/text';
-import { UnrecoverableError } from 'bullmq';
+import { UnrecoverableError } from '../bullmq';
 import { PermanentError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
 import { log } from '../core/logger';

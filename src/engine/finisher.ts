@@ -1,4 +1,15 @@
-import { createRedisBackend, raw2NextJobData, type BackendFactory, type QueueBaseOptions, type RedisQueueBackend } from 'bullmq';
+import {
+  answerCompletions,
+  backendProblem,
+  bullmqScript,
+  completionCall,
+  nextJobData,
+  redisBackend,
+  routeCommands,
+  type BackendFactory,
+  type QueueBaseOptions,
+  type RedisQueueBackend,
+} from '../bullmq';
 import {
   bullmqCall,
   claimResult,
@@ -8,7 +19,7 @@ import {
   type ClaimResult,
   type FirstClaimConfig,
 } from '../storage/protocol';
-import { bullmqScript, type RedisClient, type ScriptArg } from '../storage/scripts';
+import type { RedisClient, ScriptArg } from '../storage/scripts';
 import { BULLMQ_FINISH_KEYS } from '../storage/keys';
 import { KeyLock } from './lock';
 import type { ShardWorker } from './shard-worker';
@@ -16,7 +27,7 @@ import type { RunOptions } from './run-options';
 import type { KeyJob } from '../core/types';
 
 /** How many of BullMQ's keys its moveToActive takes (its arguments follow them in the flat list its backend builds). */
-const MOVE_TO_ACTIVE_KEYS = bullmqScript('moveToActive').keys;
+let moveToActiveKeys: number | undefined;
 
 /** First claims and argument templates kept at most: far more than a worker's concurrency. */
 const MAX_KEPT = 10_000;
@@ -41,6 +52,33 @@ export function derivable(call: BullmqCall, jobId: string, fetchNext: boolean): 
     keys.length === BULLMQ_FINISH_KEYS.length &&
     BULLMQ_FINISH_KEYS.every((name, i) => keys[i] === prefix + (name === '' ? jobId : name))
   );
+}
+
+/**
+ * Why the fused path cannot run on `backend` with the installed BullMQ, or undefined when it can:
+ * the scripts fetch.lua and claim.lua inline, with the keys they derive, and the backend's members
+ * the worker hooks. The check `fastPath: 'auto'` makes when a worker starts.
+ */
+export function fastPathProblem(backend: RedisQueueBackend): string | undefined {
+  try {
+    bullmqScript('moveToActive');
+    const keys = bullmqScript('moveToFinished').keys;
+    if (keys !== BULLMQ_FINISH_KEYS.length) return `its moveToFinished takes ${keys} keys, not ${BULLMQ_FINISH_KEYS.length}`;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+  const problem = backendProblem(backend);
+  if (problem) return problem;
+  if (backend.moveToFinishedKeys.length !== BULLMQ_FINISH_KEYS.length) {
+    return `its backend builds ${backend.moveToFinishedKeys.length} moveToFinished keys, not ${BULLMQ_FINISH_KEYS.length}`;
+  }
+  return undefined;
+}
+
+/** How a worker's backend is made: the plain one on a Cluster or with `fastPath: 'off'`; `warn` hears why 'auto' fell back to it. */
+export interface BackendMode {
+  plain: boolean;
+  warn: (problem: string) => void;
 }
 
 /**
@@ -109,23 +147,25 @@ export class JobFinisher {
   private readonly firsts = new Map<string, FirstClaim>();
 
   /** A BullMQ backend factory: BullMQ's Redis backend, whose fetches claim and whose completions take our replies. */
-  factory(cluster: boolean): BackendFactory<RedisQueueBackend> {
+  factory(mode: BackendMode): BackendFactory<RedisQueueBackend> {
     return (name: string, opts: QueueBaseOptions, options?: Parameters<BackendFactory>[2]) => {
-      const backend = createRedisBackend(name, opts, options);
-      if (cluster) return backend;
-      const exec = backend.execCommand.bind(backend);
-      backend.execCommand = (client, command, args: unknown[]) => {
+      const backend = redisBackend(name, opts, options);
+      if (mode.plain) return backend;
+      const problem = fastPathProblem(backend);
+      if (problem) {
+        mode.warn(problem);
+        return backend;
+      }
+      routeCommands(backend, (command, args, send) => {
         const fusion = this.fusion;
-        if (command === 'moveToActive' && fusion) return this.fetch(fusion, args, () => exec(client, command, args));
-        return exec(client, command, args) as unknown;
-      };
-      const complete = backend.moveToCompleted.bind(backend);
-      backend.moveToCompleted = (job, ...rest) => {
+        return command === 'moveToActive' && fusion ? this.fetch(fusion, args, send) : send();
+      });
+      answerCompletions(backend, (job) => {
         const done = job.id === undefined ? undefined : this.replies.get(job.id);
-        if (!done) return complete(job, ...rest);
+        if (!done) return undefined;
         this.replies.delete(job.id!);
-        return Promise.resolve({ result: raw2NextJobData(done.reply as unknown[]), finishedOn: done.finishedOn });
-      };
+        return Promise.resolve({ result: nextJobData(done.reply as unknown[]), finishedOn: done.finishedOn });
+      });
       this.backend = backend;
       return backend;
     };
@@ -159,8 +199,8 @@ export class JobFinisher {
       args[FINISH_ARG.fetchNext] = fetchNext ? 1 : 0;
       return { call: { keys: [], args }, derived: true, ...next };
     }
-    const flat = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete ?? false, token, fetchNext);
-    const call = bullmqCall(flat, backend.moveToFinishedKeys.length);
+    const { flat, keys } = completionCall(backend, job, job.opts.removeOnComplete, token, fetchNext);
+    const call = bullmqCall(flat, keys);
     if (!derivable(call, job.id, fetchNext)) return { call, ...next };
     // BullMQ packs its options (the token among them) per call; they are the same for every key
     // job this token completes, so later calls copy these arguments and set what changes.
@@ -188,7 +228,12 @@ export class JobFinisher {
     }
     const lock = KeyLock.newValue();
     const sentAt = Date.now();
-    const reply = await fetch(fusion.client(), fusion.config, lock, bullmqCall(flat, MOVE_TO_ACTIVE_KEYS));
+    const reply = await fetch(
+      fusion.client(),
+      fusion.config,
+      lock,
+      bullmqCall(flat, (moveToActiveKeys ??= bullmqScript('moveToActive').keys)),
+    );
     this.keepFirst(reply, lock, sentAt);
     return reply;
   }

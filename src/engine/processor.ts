@@ -1,4 +1,4 @@
-import { DelayedError } from 'bullmq';
+import { DelayedError } from '../bullmq';
 import type Redlock from 'redlock';
 import type { DeadLetterBox } from './dead-letters';
 import type { BatcherEmitter } from '../core/events';

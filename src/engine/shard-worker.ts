@@ -1,4 +1,12 @@
-import { Worker, type BackendFactory, type Job, type Processor, type RedisQueueBackend, type WorkerOptions } from 'bullmq';
+import {
+  markNotDrained,
+  Worker,
+  type BackendFactory,
+  type Job,
+  type Processor,
+  type RedisQueueBackend,
+  type WorkerOptions,
+} from '../bullmq';
 import type { EventEmitter } from 'node:events';
 import type { SlotBudget } from './slots';
 import type { KeyJobData, KeyWorker } from '../core/types';
@@ -121,7 +129,7 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
       if (this.unstarted > 0 || this.closing || this.isPaused() || !(await this.slots.take(this))) {
         // This fetch may have followed BullMQ's blocking wait, which took the queue's marker:
         // without this, the next fetch would block for a new marker while that job waits.
-        if (this.unstarted > 0) (this as unknown as { drained: boolean }).drained = false;
+        if (this.unstarted > 0) markNotDrained(this);
         return undefined as unknown as KeyJob;
       }
     }

@@ -1,5 +1,4 @@
-import type { Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { aroundClose, blockingClientOf, type Worker } from '../bullmq';
 
 /** The longest a closing worker waits for its blocking connection to finish reconnecting. */
 export const RECONNECT_WAIT_MS = 10_000;
@@ -14,8 +13,7 @@ export const RECONNECT_WAIT_MS = 10_000;
  * wait remains (README: Guarantees).
  */
 export function closeAfterReconnect(worker: Worker): void {
-  const close = worker.close.bind(worker);
-  worker.close = async (force?: boolean) => {
+  aroundClose(worker, async (close, force) => {
     await blockingReady(worker);
     const closing = close(force);
     const stuck = setTimeout(() => void unstickBlocking(worker), BLOCKING_DISCONNECT_WAIT_MS);
@@ -24,7 +22,7 @@ export function closeAfterReconnect(worker: Worker): void {
     } finally {
       clearTimeout(stuck);
     }
-  };
+  });
 }
 
 /** How long a closing worker's blocking connection may stay connected before it is disconnected here. */
@@ -57,10 +55,4 @@ async function blockingReady(worker: Worker): Promise<void> {
   });
   clearTimeout(timer);
   if (onReady) client.removeListener('ready', onReady);
-}
-
-/** BullMQ's backend exposes its raw blocking client for such cases; undefined without one (nothing to wait for or to end). */
-async function blockingClientOf(worker: Worker): Promise<Redis | undefined> {
-  const backend = (worker as unknown as { backend?: { blockingClient?: Promise<Redis> } }).backend;
-  return backend?.blockingClient?.catch(() => undefined);
 }

@@ -7,7 +7,7 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import { DiscoveryService, ModulesContainer } from '@nestjs/core';
-import type { Worker } from 'bullmq';
+import type { Worker } from '../bullmq';
 import { checkWorkerOptions, createBatcher } from '../batcher';
 import { describe, InvalidOptionError } from '../core/errors';
 import { log } from '../core/logger';

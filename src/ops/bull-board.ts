@@ -1,4 +1,4 @@
-import type { Job, Queue } from 'bullmq';
+import type { Job, Queue } from '../bullmq';
 import { boardReadsOf, type BoardReads } from './board-reads';
 import { describe, InvalidOptionError } from '../core/errors';
 import { JOB_NAME } from '../storage/job';

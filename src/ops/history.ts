@@ -1,4 +1,4 @@
-import type { Worker } from 'bullmq';
+import type { Worker } from '../bullmq';
 import { ClosedError } from '../core/errors';
 import { samplesKept, type ResolvedHistory } from './history-options';
 import { encodeKey, type HistoryNames } from '../storage/keys';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { DelayedError, type Job } from 'bullmq';
+import { DelayedError, type Job } from '../bullmq';
 import { CallbackTimeoutError, InvalidOptionError, ShutdownError, TicketSealedError, UnknownTicketError } from '../core/errors';
 import { withDeadline } from '../core/deadline';
 import { Stop, type CancelSource } from '../core/stop';

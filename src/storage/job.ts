@@ -1,6 +1,6 @@
-import { Job, type JobsOptions, type Queue } from 'bullmq';
+import { buildAdd, bullmqScript, type JobsOptions, type Queue } from '../bullmq';
 import { addKeysDerivable, bullmqCall, type BullmqCall } from './protocol';
-import { bullmqScript, runScript, type RedisClient } from './scripts';
+import { runScript, type RedisClient } from './scripts';
 import { BULLMQ_PUSH_READS, dedupIdsOf, JOB_NAME } from './keys';
 import type { Key, KeyJobData } from '../core/types';
 
@@ -107,18 +107,14 @@ interface CapturedAdd {
  * is sent or pending.
  */
 function capturedAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level): CapturedAdd | undefined {
-  const job = new Job(queue, JOB_NAME, { key }, jobOptions(key, delayMs, level));
   let captured: { kind: AddKind; call: BullmqCall } | undefined;
   let answer!: (reply: unknown) => void;
   const reply = new Promise<unknown>((resolve) => (answer = resolve));
-  const capture = {
-    runCommand: (command: string, flat: unknown[]) => {
-      const add = ADDS.get(command.slice(0, command.indexOf(':')));
-      if (add && flat.length === add.keys + ADD_ARGS) captured = { kind: add.kind, call: bullmqCall(flat, add.keys) };
-      return reply;
-    },
-  };
-  const added = job.addJob(capture as unknown as Parameters<typeof job.addJob>[0]);
+  const added = buildAdd(queue, JOB_NAME, { key }, jobOptions(key, delayMs, level), (command, flat) => {
+    const add = ADDS.get(command.slice(0, command.indexOf(':')));
+    if (add && flat.length === add.keys + ADD_ARGS) captured = { kind: add.kind, call: bullmqCall(flat, add.keys) };
+    return reply;
+  });
   if (!captured) {
     answer(null);
     added.catch(() => undefined);

@@ -18,6 +18,7 @@ import {
 } from '../keys';
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 
+import { bullmqScript } from '../../bullmq';
 import type { RedisClient } from '../../core/connection';
 
 export type { RedisClient };
@@ -132,15 +133,6 @@ export function bullmqDefinitions(content: string): { definitions: string; body:
   const code = definitions.replace(/--\[\[[\s\S]*?\]\]/g, '').replace(/--[^\n]*/g, '');
   if (/\b(KEYS|ARGV)\b/.test(code) || !/\bfunction\b/.test(code)) return undefined;
   return { definitions, body: lines.slice(at).join('\n') };
-}
-
-/** One of the installed BullMQ's Lua scripts, by its name (`moveToFinished`): its source and how many keys it takes. */
-export function bullmqScript(name: string): { content: string; keys: number } {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- BullMQ's script sources have no typed export.
-  const scripts = require('bullmq/dist/cjs/scripts') as Record<string, { content: string; keys: number } | undefined>;
-  const script = scripts[name];
-  if (!script) throw new Error(`the installed BullMQ has no script ${name}`);
-  return script;
 }
 
 /**

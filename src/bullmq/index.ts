@@ -1,0 +1,23 @@
+/**
+ * The one door to BullMQ: no module of ours outside this folder imports `bullmq` (eslint
+ * enforces it). What BullMQ documents passes through as it is; what it does not (its script
+ * sources, its backend, its job add, a worker's private fields) sits behind a named function
+ * here, each saying which BullMQ source it mirrors. See README.md.
+ */
+export { DelayedError, Job, Queue, UnrecoverableError, Worker } from 'bullmq';
+export type { ConnectionOptions, JobsOptions, Processor, WorkerOptions } from 'bullmq';
+export { bullmqScript, type BullmqScript } from './scripts';
+export {
+  answerCompletions,
+  backendProblem,
+  completionCall,
+  nextJobData,
+  redisBackend,
+  routeCommands,
+  type BackendFactory,
+  type Completion,
+  type QueueBaseOptions,
+  type RedisQueueBackend,
+} from './backend';
+export { buildAdd } from './job-add';
+export { aroundCancels, aroundClose, blockingClientOf, markNotDrained } from './worker';

@@ -1,0 +1,47 @@
+import type { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+
+/**
+ * Makes BullMQ's worker loop look for a job again before it blocks: it sets its private
+ * `drained` when a blocking wait took the queue's marker, and would otherwise block for a new
+ * marker while a job waits (bullmq `src/classes/worker.ts`, `waitForJob`/`drained`).
+ */
+export function markNotDrained(worker: Worker): void {
+  (worker as unknown as { drained: boolean }).drained = false;
+}
+
+/**
+ * The raw blocking connection of a worker's backend (bullmq `RedisQueueBackend.blockingClient`),
+ * which its close disconnects first; undefined without one.
+ */
+export async function blockingClientOf(worker: Worker): Promise<Redis | undefined> {
+  const backend = (worker as unknown as { backend?: { blockingClient?: Promise<Redis> } }).backend;
+  return backend?.blockingClient?.catch(() => undefined);
+}
+
+/**
+ * Wraps one worker object's `close` (the user's own, from `attach`, included): `around` gets
+ * BullMQ's close to call. Replaces the method on this object alone.
+ */
+export function aroundClose(worker: Worker, around: (close: (force?: boolean) => Promise<void>, force?: boolean) => Promise<void>): void {
+  const close = worker.close.bind(worker);
+  worker.close = (force?: boolean) => around(close, force);
+}
+
+/**
+ * Makes one worker object's `cancelJob` and `cancelAllJobs` (which BullMQ calls itself on close
+ * and on a lost job lock) reach `cancels` first; BullMQ's own run as well, for the jobs whose
+ * processor took its AbortSignal. Replaces the methods on this object alone.
+ */
+export function aroundCancels(
+  worker: Pick<Worker, 'cancelJob' | 'cancelAllJobs'>,
+  cancels: { cancelJob(jobId: string, reason?: string): boolean; cancelAllJobs(reason?: string): void },
+): void {
+  const cancelJob = worker.cancelJob.bind(worker);
+  const cancelAllJobs = worker.cancelAllJobs.bind(worker);
+  worker.cancelJob = (jobId, reason) => cancels.cancelJob(jobId, reason) || cancelJob(jobId, reason);
+  worker.cancelAllJobs = (reason) => {
+    cancels.cancelAllJobs(reason);
+    cancelAllJobs(reason);
+  };
+}
