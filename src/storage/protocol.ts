@@ -33,6 +33,8 @@ export interface RetrySlice {
   firstFailedAt: number;
   /** Its last run died with it (a crash, an OOM kill, a lost lock): that run is counted in `attempts`. */
   crashed?: boolean;
+  /** Its ids' trace context, when some were pushed in a trace: each run of the slice links to those pushes. */
+  traces?: Traces;
 }
 
 /**
