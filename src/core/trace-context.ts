@@ -25,8 +25,7 @@ const INVALID_SPAN_ID = '0'.repeat(16);
 /** W3C trace-context's `sampled` flag (the API's TraceFlags.SAMPLED). */
 const SAMPLED = 1;
 
-/** @internal (exported for the tests, which hand it their API) */
-export function traceparentIn(api: Api): string | undefined {
+function traceparentIn(api: Api): string | undefined {
   const span = api.trace.getSpanContext(api.context.active());
   if (!span || (span.traceFlags & SAMPLED) === 0 || !validIds(span.traceId, span.spanId)) return undefined;
   // Only sampled spans get here, so the flags are always `sampled` alone.
