@@ -1,13 +1,52 @@
-import { SpanStatusCode, trace } from '@opentelemetry/api';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import {
+  context,
+  ROOT_CONTEXT,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Context,
+  type ContextManager,
+  type SpanContext,
+} from '@opentelemetry/api';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PermanentError, SLICE_SPAN, sliceTracing } from '../src';
+import { PermanentError, SLICE_SPAN, sliceTracing, type Batcher, type StoreKind } from '../src';
+import { spanContextOf } from '../src/core/trace-context';
 import { tracingWith } from '../src/ops/tracing';
-import { testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, redisClient, testBatcher, waitFor } from './helpers/redis';
+
+/**
+ * A context manager on AsyncLocalStorage (what @opentelemetry/context-async-hooks does), so that
+ * a request span is active across the awaits of the push made in it.
+ */
+class LocalContextManager implements ContextManager {
+  private readonly storage = new AsyncLocalStorage<Context>();
+  active(): Context {
+    return this.storage.getStore() ?? ROOT_CONTEXT;
+  }
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A) {
+    return this.storage.run(ctx, () => fn.apply(thisArg, args));
+  }
+  bind<T>(_ctx: Context, target: T): T {
+    return target;
+  }
+  enable(): this {
+    return this;
+  }
+  disable(): this {
+    this.storage.disable();
+    return this;
+  }
+}
 
 const exporter = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
-afterAll(() => trace.disable());
+context.setGlobalContextManager(new LocalContextManager());
+afterAll(() => {
+  trace.disable();
+  context.disable();
+});
 
 describe('sliceTracing', () => {
   it('runs every slice in a span with its key, ids and attempt, and records failures', async () => {
@@ -57,5 +96,136 @@ describe('sliceTracing', () => {
     });
     expect(ran).toBe(true);
     await expect(middleware({} as never, () => Promise.reject(new Error('kept')))).rejects.toThrow('kept');
+  });
+});
+
+describe('links from a slice to the pushes of its ids', () => {
+  const tracer = trace.getTracer('test');
+
+  /** Pushes `ids` inside a request span of a trace of its own; returns that span's context. */
+  async function pushInRequest(b: Batcher, ids: string[], key: string): Promise<SpanContext> {
+    return tracer.startActiveSpan('request', async (span) => {
+      await b.performBatchLater(ids, { key });
+      span.end();
+      return span.spanContext();
+    });
+  }
+
+  const slicesOf = (key: string): ReadableSpan[] =>
+    exporter.getFinishedSpans().filter((s) => s.name === SLICE_SPAN && s.attributes['batch_by_key.key'] === key);
+  // Sorted: a slice's links come in no particular order.
+  const linked = (span: ReadableSpan | undefined) =>
+    span?.links.map((l) => [l.context.traceId, l.context.spanId, l.context.isRemote]).sort((x, y) => String(x).localeCompare(String(y)));
+  const asLinks = (...contexts: SpanContext[]) => contexts.map(asLink).sort((x, y) => String(x).localeCompare(String(y)));
+  const asLink = (c: SpanContext) => [c.traceId, c.spanId, true];
+
+  function setup(store: StoreKind, eachIteration: (ids: string[]) => void = () => undefined) {
+    const processed: string[] = [];
+    const b = testBatcher({
+      store,
+      sliceSize: 10,
+      around: sliceTracing(),
+      backoff: { type: 'fixed', delayMs: 10 },
+      eachIteration: (ids) => {
+        eachIteration(ids);
+        processed.push(...ids);
+      },
+    });
+    return { b, processed, redis: redisClient(), names: (key: string) => keyspaceOf(b).forKey(key) };
+  }
+
+  it.each(['list', 'set', 'zset'] as const)('%s: a push in a request span is linked from the slice that carries its ids', async (store) => {
+    const key = `one-${store}`;
+    const { b, processed, redis, names } = setup(store);
+    const request = await pushInRequest(b, ['a', 'b'], key);
+    expect(await redis.hgetall(names(key).traces)).toEqual({
+      a: `00-${request.traceId}-${request.spanId}-01`,
+      b: `00-${request.traceId}-${request.spanId}-01`,
+    });
+    b.createWorker();
+    await waitFor(() => slicesOf(key).length === 1, { what: 'the slice span' });
+    const [slice] = slicesOf(key);
+    expect(linked(slice)).toEqual([asLink(request)]);
+    // A link, not a parent: the slice is no part of the request's trace.
+    expect(slice?.spanContext().traceId).not.toBe(request.traceId);
+    expect(processed.sort()).toEqual(['a', 'b']);
+    // The claim took the entries along; the run's end dropped the extras mark they set.
+    await waitFor(async () => (await redis.exists(names(key).lock)) === 0, { what: 'the run to end' });
+    expect(await redis.exists(names(key).traces, names(key).extras)).toBe(0);
+  });
+
+  it.each(['list', 'set'] as const)('%s: a slice with the ids of two requests links to both', async (store) => {
+    const key = `two-${store}`;
+    const { b } = setup(store);
+    const first = await pushInRequest(b, ['a', 'b'], key);
+    const second = await pushInRequest(b, ['c', 'a'], key);
+    expect(first.traceId).not.toBe(second.traceId);
+    b.createWorker();
+    await waitFor(() => slicesOf(key).length > 0, { what: 'the slice span' });
+    const spans = slicesOf(key);
+    // 'a' links to the first push of it while it waited (a set merged the second into it).
+    expect(spans.map(linked)).toEqual([asLinks(first, second)]);
+    expect(spans.reduce((n, s) => n + Number(s.attributes['batch_by_key.ids']), 0)).toBe(store === 'list' ? 4 : 3);
+  });
+
+  it('a push without an active span, or in an unsampled trace, writes no trace context and gets no link', async () => {
+    const key = 'untraced';
+    const { b, processed, redis, names } = setup('list');
+    await b.performBatchLater(['a'], { key });
+    const unsampled = trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '2'.repeat(16), traceFlags: TraceFlags.NONE });
+    await context.with(trace.setSpan(context.active(), unsampled), () => b.performBatchLater(['b'], { key }));
+    // Nothing but the ids and their lag marks: not even the extras mark (a claim reads nothing more).
+    expect(await redis.exists(names(key).traces, names(key).extras)).toBe(0);
+    b.createWorker();
+    await waitFor(() => processed.length === 2 && slicesOf(key).length > 0, { what: 'the slice' });
+    expect(slicesOf(key).flatMap(linked)).toEqual([]);
+  });
+
+  it("a failed slice's retries, and the parts it is split in, keep the links of their own ids", async () => {
+    const key = 'retried';
+    let runs = 0;
+    const b = testBatcher({
+      sliceSize: 10,
+      attempts: 2,
+      backoff: { type: 'fixed', delayMs: 10 },
+      around: sliceTracing(),
+      eachIteration: (ids) => {
+        runs++;
+        if (ids.includes('bad')) throw new Error('bad id');
+      },
+    });
+    const first = await pushInRequest(b, ['ok'], key);
+    const second = await pushInRequest(b, ['bad'], key);
+    b.createWorker();
+    // Two runs of the whole slice, then one run of each half.
+    await waitFor(() => slicesOf(key).length === 4 && runs === 4, { what: 'the runs' });
+    const spans = slicesOf(key).map((s) => ({
+      ids: s.attributes['batch_by_key.ids'],
+      attempt: s.attributes['batch_by_key.attempt'],
+      links: linked(s),
+    }));
+    expect(spans).toEqual([
+      { ids: 2, attempt: 1, links: asLinks(first, second) },
+      { ids: 2, attempt: 2, links: asLinks(first, second) },
+      { ids: 1, attempt: 3, links: [asLink(first)] },
+      { ids: 1, attempt: 3, links: [asLink(second)] },
+    ]);
+  });
+
+  it('reads a traceparent back into a remote span context, and nothing else', () => {
+    expect(spanContextOf(`00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`)).toEqual({
+      traceId: 'a'.repeat(32),
+      spanId: 'b'.repeat(16),
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+    });
+    for (const bad of [
+      '',
+      '01-' + 'a'.repeat(32) + '-' + 'b'.repeat(16) + '-01',
+      `00-${'0'.repeat(32)}-${'b'.repeat(16)}-01`,
+      `00-${'a'.repeat(32)}-${'b'.repeat(16)}`,
+    ]) {
+      expect(spanContextOf(bad)).toBeUndefined();
+    }
   });
 });

@@ -26,3 +26,9 @@ export const RETRY_AFTER_FLOOR_MS = 100;
  * with each ask, up to this (asks for longer holds are kept as asked).
  */
 export const RETRY_AFTER_MAX_BACKOFF_MS = 60_000;
+
+/**
+ * A slice's links to the pushes of its ids at most (`traceparents`): OpenTelemetry's default
+ * limit of links per span, beyond which its SDK drops them anyway.
+ */
+export const MAX_SLICE_LINKS = 128;

@@ -118,8 +118,14 @@ export interface SliceInfo {
 /**
  * Wraps every slice (logging, error reporting, tracing). Call `next()` once and await it; what it
  * throws is the slice's failure (rethrow it, or throw your own). The first middleware is outermost.
+ * `traceparents`: the W3C traceparents of the pushes whose ids the slice carries, for those made
+ * inside a sampled OpenTelemetry span (distinct, at most 128; empty for none), which `sliceTracing()`
+ * links the slice's span to. See docs/operations.md for when a retried slice keeps them.
  */
-export type SliceMiddleware = (slice: SliceInfo & { signal: AbortSignal }, next: () => Promise<void>) => Promise<void>;
+export type SliceMiddleware = (
+  slice: SliceInfo & { signal: AbortSignal; traceparents: readonly string[] },
+  next: () => Promise<void>,
+) => Promise<void>;
 
 /** What became of a failed slice. */
 export type FailureOutcome =

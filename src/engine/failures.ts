@@ -4,7 +4,7 @@ import { PermanentError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
 import { log } from '../core/logger';
 import type { BatcherEmitter } from '../core/events';
-import { failSlice, type RetrySlice } from '../storage/protocol';
+import { failSlice, type RetrySlice, type Traces } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import { MAX_TICKET_ERRORS } from '../push/progress';
 import { addCallbacks, type TicketDeps } from '../push/tickets';
@@ -96,6 +96,18 @@ export function planFailure(
 }
 
 /**
+ * A part to retry keeps its own ids' trace context (a claim took it from the key), so that each
+ * run of it links to the pushes of its ids. Links are observability: see docs/operations.md for
+ * when they are lost.
+ */
+function withTraces(slice: RetrySlice, traces: Traces | undefined): RetrySlice {
+  if (!traces) return slice;
+  // Entries, not assignments: an id may be '__proto__'.
+  const own = slice.ids.flatMap((id) => (Object.hasOwn(traces, id) ? [[id, traces[id]!] as const] : []));
+  return own.length > 0 ? { ...slice, traces: Object.fromEntries(own) } : slice;
+}
+
+/**
  * Settles a failed slice by its plan: dead letters first (in the batcher's slot), then, fenced
  * by the lock in the key's slot, the parts to retry and the in-flight ids dropped. A crash in
  * between leaves the ids in flight as well as dead: they run again (at least once, never lost).
@@ -110,7 +122,11 @@ export async function settleFailure(deps: FailureDeps, lockValue: string, failed
   const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
   const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
-  const retry = plan.retry.map((part, i) => ({ id: `${failed.sliceId}:${i}`, delayMs: part.delayMs, slice: JSON.stringify(part.slice) }));
+  const retry = plan.retry.map((part, i) => ({
+    id: `${failed.sliceId}:${i}`,
+    delayMs: part.delayMs,
+    slice: JSON.stringify(withTraces(part.slice, failed.traces)),
+  }));
   const settled = await failSlice(
     deps.client,
     names,

@@ -5,7 +5,8 @@ import type { RetrySlice } from './failures';
 import { firstReason, Stop, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from '../storage/keys';
 import type { KeyLock } from './lock';
-import { claim, settle, type ClaimCall, type ClaimResult, type Payloads } from '../storage/protocol';
+import { claim, settle, type ClaimCall, type ClaimResult, type Payloads, type Traces } from '../storage/protocol';
+import { MAX_SLICE_LINKS } from '../core/limits';
 import type { RedisClient } from '../storage/scripts';
 import type {
   EachIteration,
@@ -73,6 +74,8 @@ export interface FailedSlice {
   durationMs: number;
   /** The data the slice's ids carried, for their dead letters. */
   payloads: Payloads | undefined;
+  /** The trace context the slice's ids carried, for the parts retried to keep. */
+  traces: Traces | undefined;
 }
 
 export interface IterationParams {
@@ -226,10 +229,12 @@ interface LaneContext {
 async function runOne(
   p: IterationParams,
   lane: LaneContext,
-  claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads },
+  claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads; traces?: Traces },
   sliceId: string,
 ): Promise<RunOutcome | undefined> {
   const slice: SliceInfo = { key: p.key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job: p.job };
+  // A failed slice run again carries its ids' trace context in its JSON; pending ids, in the claim's reply.
+  const traces = claimed.retry ? claimed.retry.traces : claimed.traces;
   const crashed = claimed.retry?.crashed ? claimed.retry : undefined;
   if (crashed && !p.mayRunAgain(crashed)) {
     // Its death was its last allowed run (a poison id that kills the worker): settle it as that
@@ -246,12 +251,13 @@ async function runOne(
       lane: lane.lane,
       durationMs: 0,
       payloads: claimed.payloads,
+      traces,
     };
     return (await p.settleFailure(failed)) ? undefined : { kind: 'lock_lost' };
   }
   const started = performance.now();
   try {
-    await runSlice(p, new SliceContext(slice, lane.signal, claimed.payloads), lane.signal);
+    await runSlice(p, new SliceContext(slice, lane.signal, claimed.payloads, traces), lane.signal);
     p.events.processed(slice.ids.length);
     if (p.events.wants('slice:done')) {
       p.events.emit('slice:done', {
@@ -282,6 +288,7 @@ async function runOne(
       lane: lane.lane,
       durationMs: performance.now() - started,
       payloads: claimed.payloads,
+      traces,
     };
     if (!(await p.settleFailure(failed))) return { kind: 'lock_lost' };
     // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run
@@ -292,6 +299,13 @@ async function runOne(
 }
 
 const NO_PAYLOADS: readonly unknown[] = Object.freeze([]);
+const NO_TRACEPARENTS: readonly string[] = Object.freeze([]);
+
+/** The distinct traceparents of a slice's ids, at most MAX_SLICE_LINKS (many ids of one push share one). */
+function traceparentsOf(traces: Traces | undefined): readonly string[] {
+  if (!traces) return NO_TRACEPARENTS;
+  return [...new Set(Object.values(traces))].slice(0, MAX_SLICE_LINKS);
+}
 
 /**
  * What the handler and the middlewares get for a slice: the slice, its signal, and its ids' data.
@@ -302,16 +316,20 @@ class SliceContext implements IterationContext, SliceInfo {
   readonly ids: readonly Id[];
   readonly attempt: number;
   readonly job: KeyJob;
+  /** For the `around` middlewares (see SliceMiddleware). */
+  readonly traceparents: readonly string[];
 
   constructor(
     slice: SliceInfo,
     private readonly stop: Stop,
     private readonly claimedPayloads: Payloads | undefined,
+    traces: Traces | undefined,
   ) {
     this.key = slice.key;
     this.ids = slice.ids;
     this.attempt = slice.attempt;
     this.job = slice.job;
+    this.traceparents = traceparentsOf(traces);
   }
 
   /** Made on first read (see `Stop`). */

@@ -1,5 +1,6 @@
 import type * as OtelApi from '@opentelemetry/api';
 import { loadOptional } from '../core/optional';
+import { spanContextOf } from '../core/trace-context';
 import type { SliceMiddleware } from '../core/types';
 import { VERSION } from '../core/version';
 
@@ -10,6 +11,11 @@ export const SLICE_SPAN = 'batch-by-key slice';
  * An `around` middleware that runs each slice in an OpenTelemetry span (active for the handler,
  * so its own spans nest under it), with the key, the ids count and the attempt, and the error
  * recorded when the slice fails. A pass-through when `@opentelemetry/api` is not installed.
+ *
+ * The span links to the pushes whose ids the slice carries (their spans, where `performBatchLater`
+ * was called inside a sampled one: `slice.traceparents`): links, not a parent, since one slice may
+ * carry the ids of many unrelated requests. Its parent is whatever span is active in the worker,
+ * usually none.
  */
 export function sliceTracing(): SliceMiddleware {
   return tracingWith(loadOptional<typeof OtelApi>('@opentelemetry/api'));
@@ -22,7 +28,12 @@ export function tracingWith(api: typeof OtelApi | undefined): SliceMiddleware {
     // Looked up per slice: a TracerProvider registered after the batcher is built still counts.
     const tracer = api.trace.getTracer('batch-by-key', VERSION);
     const attributes = { 'batch_by_key.key': slice.key, 'batch_by_key.ids': slice.ids.length, 'batch_by_key.attempt': slice.attempt };
-    return tracer.startActiveSpan(SLICE_SPAN, { kind: api.SpanKind.CONSUMER, attributes }, async (span) => {
+    const links = slice.traceparents.flatMap((traceparent) => {
+      const context = spanContextOf(traceparent);
+      return context ? [{ context }] : [];
+    });
+    const options = { kind: api.SpanKind.CONSUMER, attributes, ...(links.length > 0 && { links }) };
+    return tracer.startActiveSpan(SLICE_SPAN, options, async (span) => {
       try {
         await next();
         span.setStatus({ code: api.SpanStatusCode.OK });

@@ -12,6 +12,7 @@ import {
   UnknownTicketError,
 } from '../core/errors';
 import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
+import { activeTraceparent } from '../core/trace-context';
 import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
 import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
@@ -123,6 +124,7 @@ async function store(
   ticket: PushCall['ticket'],
 ): Promise<void> {
   const { client } = deps;
+  const traceparent = activeTraceparent();
   await deps.agree();
   const kind = deps.store.kind;
   // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
@@ -140,6 +142,7 @@ async function store(
     delayMs,
     ...(ticket && { ticket }),
     ...(queuePrefix !== undefined && { job: { index, queuePrefix } }),
+    ...(traceparent && { traceparent }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;

@@ -60,6 +60,12 @@ export interface KeyNames {
   /** The same for the ids of the slice in flight. */
   payloadsInFlight: string;
   /**
+   * Trace context per id waiting, written only by pushes made inside a sampled OpenTelemetry span:
+   * id -> the W3C `traceparent` of its first such push while it waits (see includes/traces.lua).
+   * A claim takes its ids' entries along in its reply; none stays in flight.
+   */
+  traces: string;
+  /**
    * Set by the claims of lanes other than 0 (a run with `concurrencyPerKey` > 1), deleted when
    * such a run releases the key after acking every lane: while it exists, a run's first claim
    * looks for slices a dead run left in those lanes (without it, lane 0's names alone).
@@ -67,11 +73,11 @@ export interface KeyNames {
   lanes: string;
   /**
    * Set (to '1') by every call that writes one of the key's uncommon keys, those a key that uses
-   * no pause, hold, failed slice, ticket, data or lanes never has: paused, hold, retryAfterStreak,
-   * retry, retrySlices, retryData, tracked, payloads and lanes (and, claimed from them,
-   * trackedInFlight, payloadsInFlight and inFlightSlice). A claim or push that finds it absent reads none of them: one name looked
-   * up instead of up to ten, on the path every key takes. A run's last claim deletes it once none
-   * of them exists (see includes/extras.lua).
+   * no pause, hold, failed slice, ticket, data, trace context or lanes never has: paused, hold,
+   * retryAfterStreak, retry, retrySlices, retryData, tracked, payloads, traces and lanes (and,
+   * claimed from them, trackedInFlight, payloadsInFlight and inFlightSlice). A claim or push that
+   * finds it absent reads none of them: one name looked up instead of up to eleven, on the path
+   * every key takes. A run's last claim deletes it once none of them exists (see includes/extras.lua).
    */
   extras: string;
   /**
@@ -149,6 +155,7 @@ export const KEY_SUFFIXES = {
   settledTickets: ':ticket-outbox',
   payloads: ':data',
   payloadsInFlight: ':data:inflight',
+  traces: ':traces',
   lanes: ':lanes',
   extras: ':extras',
 } as const satisfies Record<Exclude<keyof KeyNames, 'base'>, string>;
@@ -272,6 +279,7 @@ export class Keyspace {
       settledTickets: base + s.settledTickets,
       payloads: base + s.payloads,
       payloadsInFlight: base + s.payloadsInFlight,
+      traces: base + s.traces,
       lanes: base + s.lanes,
       extras: base + s.extras,
     };

@@ -33,6 +33,8 @@ export interface RetrySlice {
   firstFailedAt: number;
   /** Its last run died with it (a crash, an OOM kill, a lost lock): that run is counted in `attempts`. */
   crashed?: boolean;
+  /** Its ids' trace context, when some were pushed in a trace: each run of the slice links to those pushes. */
+  traces?: Traces;
 }
 
 /**
@@ -75,6 +77,8 @@ export interface PushCall {
   job?: JobKeys;
   /** With `job`: BullMQ's add of the key's job, made in the same call when one is needed (see job.ts standardAdd). */
   add?: BullmqCall;
+  /** The W3C traceparent of the pusher's active span, recorded for each id (see includes/traces.lua). */
+  traceparent?: string;
 }
 
 export interface PushResult {
@@ -110,6 +114,7 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     job?.queuePrefix ?? '',
     add ? '1' : '0',
     ...(add?.args ?? ['', '', '']),
+    p.traceparent ?? '',
     ...p.ids,
     ...(p.payloads?.json ?? []),
   ])) as [number, number, unknown];
@@ -125,6 +130,9 @@ export function addKeysDerivable(add: BullmqCall, queuePrefix: string): boolean 
 
 /** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */
 export type Payloads = Record<Id, unknown[]>;
+
+/** Trace context per id, as a claim returns it and a failed slice keeps it: id → the W3C traceparent of its push. */
+export type Traces = Record<Id, string>;
 
 /**
  * What a claim does with the ids of the previous slice first: ack them (done), restore them to
@@ -211,6 +219,8 @@ export type ClaimResult =
        * with the next key job's first claim as its fifth element when one was made.
        */
       finished?: unknown;
+      /** The W3C traceparent of the push of each claimed pending id pushed in a trace (see includes/traces.lua). */
+      traces?: Traces;
     }
   /** Another value holds the lock for `lockTtlMs` more (-1: it has no TTL; -2: nobody holds it). */
   | { held: false; lockTtlMs: number };
@@ -239,7 +249,7 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
 
 /** A claim's reply (claim-key.lua's), as a ClaimResult. */
 export function claimResult(raw: unknown): ClaimResult {
-  const reply = raw as [number, number, string, number, string, string, unknown, ...Id[]];
+  const reply = raw as [number, number, string, number, string, string, unknown, string, ...Id[]];
   if (reply[0] !== REPLY.ok) return { held: false, lockTtlMs: reply[1] };
   const ids = reply.slice(CLAIM_REPLY_HEAD) as Id[];
   return {
@@ -251,6 +261,7 @@ export function claimResult(raw: unknown): ClaimResult {
     ...(reply[4] && { payloads: JSON.parse(reply[4]) as Payloads }),
     ...(reply[5] && { settled: reply[5].split(' ') }),
     ...(reply[6] !== '' && { finished: reply[6] }),
+    ...(reply[7] && { traces: JSON.parse(reply[7]) as Traces }),
   };
 }
 

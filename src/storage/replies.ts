@@ -17,4 +17,4 @@ export const REPLY = {
 } as const;
 
 /** How many fields a claim's reply has before its claimed ids (see includes/claim-key.lua). */
-export const CLAIM_REPLY_HEAD = 7;
+export const CLAIM_REPLY_HEAD = 8;

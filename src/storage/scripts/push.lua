@@ -30,7 +30,8 @@
            standardAdd), built for the key's own deduplication id and made over here for its
            spare one when that is the id the job goes under (includes/key-job.lua); '0': the
            caller adds it
-  ARGV[15..] ids, then (with data) as many payloads, '' for an id pushed without
+  ARGV[15] the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
+  ARGV[16..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ARGV[8]) that is unknown
   or expired; {REPLY.sealedTicket, 0} one that is sealed.
@@ -46,19 +47,21 @@
 --- @include "extras"
 --- @include "flow"
 --- @include "payloads"
+--- @include "traces"
 --- @include "due"
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
 local K = keyNames(KEYS[1], 0)
 local queue = ARGV[10]
-local FIRST = 15
+local FIRST = 16
 local mode = ARGV[7]
 local count = mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
 local LAST = FIRST + count - 1
 local kind = ARGV[1]
 local ticket = ARGV[3]
 local ticketHash = ticket ~= '' and (K.ticketPrefix .. ticket) or nil
+local traceparent = ARGV[15]
 local now = clockMs()
 
 if ticket ~= '' and ARGV[8] == 'open' then
@@ -91,10 +94,11 @@ end
 
 -- After the ids, whose write is the one a key of the wrong type would fail: so a push that fails
 -- writes nothing (Redis does not roll a script back).
-if mode ~= '' or ticket ~= '' then markExtras(K) end
+if mode ~= '' or ticket ~= '' or traceparent ~= '' then markExtras(K) end
 if mode ~= '' then
   for i = FIRST, LAST do storePayload(K.payloads, ARGV[i], ARGV[i + count], mode) end
 end
+if traceparent ~= '' then storeTraces(K.traces, traceparent, ARGV, FIRST, LAST) end
 
 if ticket ~= '' then
   for i = FIRST, LAST do

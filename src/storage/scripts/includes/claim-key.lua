@@ -4,18 +4,21 @@
 -- job just fetched. `finish`, when the run ends here (nothing claimed, nothing due later) and
 -- A.finishKeys asks, completes the run's BullMQ job and returns BullMQ's reply (finish-job.lua).
 --
--- Returns {REPLY.ok, waitMs, slice, waited, payloads, settled, finished, id...} (CLAIM_REPLY_HEAD
---   fields, then the ids): a due failed slice (its JSON as `slice`, its ids alone), or else
---   pending ids ('' as `slice`); `waited` is how long the slice's mark is old, -1 without one; `payloads` the JSON object of the claimed ids' data
---   (see payloads.lua), '' without; `settled` the tickets whose last id the ack settled and that
---   want a callback, space-separated ('' for none); `finished` BullMQ's moveToFinished reply when
---   this call completed the job, else ''; when nothing is claimed, waitMs is how long until
+-- Returns {REPLY.ok, waitMs, slice, waited, payloads, settled, finished, traces, id...}
+--   (CLAIM_REPLY_HEAD fields, then the ids): a due failed slice (its JSON as `slice`, its ids
+--   alone), or else pending ids ('' as `slice`); `waited` is how long the slice's mark is old, -1
+--   without one; `payloads` the JSON object of the claimed ids' data (see payloads.lua), '' without;
+--   `settled` the tickets whose last id the ack settled and that want a callback, space-separated
+--   ('' for none); `finished` BullMQ's moveToFinished reply when this call completed the job, else
+--   ''; `traces` the JSON object of the claimed pending ids' trace context (see traces.lua; a
+--   failed slice's is in its JSON), '' without; when nothing is claimed, waitMs is how long until
 --   something is due (0: nothing left at all; -1: paused until resumed)
 -- {REPLY.lockNotHeld, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2:
 --   it was not held at all and A.takeLock is false)
 --- @include "clock"
 --- @include "tracking"
 --- @include "payloads"
+--- @include "traces"
 --- @include "settle-previous"
 --- @include "flow"
 --- @include "due"
@@ -44,7 +47,7 @@ local function claimKey(store, finish)
   end
   local plain = quiet or redis.call('EXISTS', K.extras) == 0
 
-  local result = {REPLY.ok, 0, '', -1, '', table.concat(settledTickets, ' '), ''}
+  local result = {REPLY.ok, 0, '', -1, '', table.concat(settledTickets, ' '), '', ''}
   local count = A.count
   local rateMax, window = A.rateMax, A.rateWindowMs
   -- A paused or held key claims nothing, and so does a limited one that has no room left: the
@@ -97,6 +100,7 @@ local function claimKey(store, finish)
           result[5] = claimRetryPayloads(K.retryData, K.payloadsInFlight, retried, ids)
         else
           result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
+          result[8] = claimTraces(K.traces, ids)
         end
       end
       if rateMax > 0 then rateSpend(K.rateLog, K.rateUsed, #ids, window) end

@@ -1,9 +1,9 @@
 -- The key's extras mark (K.extras; see keys.ts): every call that writes one of the key's uncommon
 -- keys (a pause, a hold and its retryAfter streak, failed slices and their data, tickets, data,
--- the mark of a run with lanes) sets it first, so a claim or push that finds it absent reads
--- none of them. A key that uses none of those then costs one name looked up where it cost up to
--- ten: the lookups of names that do not exist were the largest part of Redis's own work in a
--- perf profile of one-id keys.
+-- trace context, the mark of a run with lanes) sets it first, so a claim or push that finds it
+-- absent reads none of them. A key that uses none of those then costs one name looked up where it
+-- cost up to ten: the lookups of names that do not exist were the largest part of Redis's own
+-- work in a perf profile of one-id keys.
 
 local function markExtras(K) redis.call('SET', K.extras, '1') end
 
@@ -15,7 +15,7 @@ local function markLanes(K) redis.call('MSET', K.extras, '1', K.lanes, '1') end
 -- settled): a run's end asks, its last claim's or its release's, once its slices are settled.
 -- (Lanes other than 0 are never looked at: while any of theirs may exist, so does the lanes mark.)
 local function dropExtrasIfNone(K)
-  if redis.call('EXISTS', K.paused, K.hold, K.retryAfterStreak, K.retry, K.retrySlices, K.retryData, K.tracked, K.trackedInFlight, K.payloads, K.payloadsInFlight, K.inFlightSlice, K.lanes) == 0 then
+  if redis.call('EXISTS', K.paused, K.hold, K.retryAfterStreak, K.retry, K.retrySlices, K.retryData, K.tracked, K.trackedInFlight, K.payloads, K.payloadsInFlight, K.traces, K.inFlightSlice, K.lanes) == 0 then
     redis.call('DEL', K.extras)
   end
 end

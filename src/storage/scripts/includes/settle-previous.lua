@@ -3,9 +3,10 @@
 -- Returns the reply to send at once, or nil to go on:
 -- {REPLY.lockNotHeld, pttl} when the caller does not hold the lock (and cannot take it, see
 -- A.takeLock); when this claim was already applied, its reply again, as claim-key.lua's with no
--- waited, settled or finished: {REPLY.ok, waitMs, slice, -1, payloads, '', '', id...} (the claim
--- id is remembered with its waitMs, `claimId|waitMs`, and a failed slice's JSON is kept in flight
--- with it).
+-- waited, settled, finished or traces: {REPLY.ok, waitMs, slice, -1, payloads, '', '', '', id...}
+-- (the claim id is remembered with its waitMs, `claimId|waitMs`, and a failed slice's JSON is kept
+-- in flight with it; the trace context of pending ids went with the first reply: links are
+-- observability, a resent claim's slice does without them).
 
 --- @include "extras"
 
@@ -58,6 +59,7 @@ local function settlePrevious(store, K, A, quiet)
   local applied = A.claimId .. '|'
   if last and string.sub(last, 1, #applied) == applied then
     local ids = store.inFlightIds(K.inFlight)
+    table.insert(ids, 1, '')
     table.insert(ids, 1, '')
     table.insert(ids, 1, '')
     table.insert(ids, 1, inFlightPayloads(K.payloadsInFlight))
