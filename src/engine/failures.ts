@@ -7,7 +7,7 @@ import type { BatcherEmitter } from '../core/events';
 import { failSlice, type RetrySlice, type Traces } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import { MAX_TICKET_ERRORS } from '../push/progress';
-import { addCallbacks, type TicketDeps } from '../push/tickets';
+import { addCallbacks, type TicketDeps } from '../push/ticket-outbox';
 import type { DeadLetterBox } from './dead-letters';
 import type { FailedSlice } from './iteration';
 import type { Backoff, FailureOutcome, Id, Logger } from '../core/types';

@@ -1,7 +1,7 @@
 import { ensureJob, JOB_NAME, type KeyQueue } from '../storage/job';
 import { dedupIdsOf, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
-import { drainOutbox, type TicketDeps } from '../push/tickets';
+import { drainOutbox, type TicketDeps } from '../push/ticket-outbox';
 import { forgetKey } from '../storage/batcher-protocol';
 import type { RedisClient } from '../storage/scripts';
 import { backlog, type Store } from '../storage/store';

@@ -18,7 +18,8 @@ import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../
 import type { KeyNames, Keyspace } from '../storage/keys';
 import { newTicket, parseTicket } from './progress';
 import { dueIn, push, type PushCall, type PushResult } from '../storage/protocol';
-import { openTicket, sealTicket, type TicketDeps } from './tickets';
+import { openTicket, sealTicket } from './tickets';
+import type { TicketDeps } from './ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
 import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult, PushItem, Ticket } from '../core/types';
