@@ -1,0 +1,139 @@
+import { ShardsInUseError } from '../core/errors';
+import { validateKey } from '../core/input';
+import { requiredInteger } from '../core/validate';
+import { DeadLetterBox } from '../engine/dead-letters';
+import { recoverStrandedKeys, type RecoveryDeps } from '../engine/recovery';
+import { readHistory } from '../ops/history';
+import { pause, paused, resume, type PauseDeps } from '../ops/pause';
+import { shardCounts } from '../ops/shard-counts';
+import { readKeyStats, stats } from '../ops/stats';
+import { forgetShardCount, setPausedAll } from '../storage/agreement';
+import { MAX_SHARDS } from '../storage/shards';
+import { backlog } from '../storage/store';
+import type { Producer } from './producer';
+import type { BatcherRuntime } from './runtime';
+import type { Backlog, History, Key, KeyStats, PausedKey, PauseOptions, ShardCount, Stats, StatsOptions } from '../core/types';
+
+/** What an operator reads and does: stats, history, backlogs, pauses, dead letters, shard counts, recovery. */
+export class Operations {
+  readonly deadLetters: DeadLetterBox;
+
+  constructor(
+    private readonly runtime: BatcherRuntime,
+    producer: Producer,
+  ) {
+    this.deadLetters = new DeadLetterBox({
+      client: () => runtime.client(),
+      keyspace: runtime.keyspace,
+      maxDeadLetters: runtime.opts.maxDeadLetters,
+      push: (key, ids) => producer.push(ids, { key }),
+    });
+  }
+
+  async stats(options?: StatsOptions): Promise<Stats> {
+    const { runtime } = this;
+    return stats(
+      {
+        name: runtime.opts.name,
+        client: runtime.client(),
+        keyspace: runtime.keyspace,
+        store: runtime.store,
+        indexes: async () => runtime.shards.indexes(await runtime.counts()),
+        deadCount: () => this.deadLetters.count(),
+        // Async, so that a closed batcher rejects here rather than throws while stats() builds its reads (whose rejections would go unhandled).
+        pausedKeys: async () => paused(this.pauseDeps()),
+      },
+      options,
+    );
+  }
+
+  /** These keys' backlogs and lag in one batch of reads (bull-board's adapters). */
+  async readKeys(keys: readonly Key[]): Promise<{ at: number; keys: KeyStats[] }> {
+    return readKeyStats({ client: this.runtime.client(), keyspace: this.runtime.keyspace, store: this.runtime.store }, keys);
+  }
+
+  async history(): Promise<History> {
+    return readHistory(this.runtime.client(), this.runtime.keyspace.history, this.runtime.opts.name);
+  }
+
+  async backlog(key: Key): Promise<Backlog> {
+    return backlog(this.runtime.client(), this.runtime.store, this.runtime.keyspace.forKey(validateKey(key, 'key')));
+  }
+
+  /** One recovery sweep; `graceMs` 0 from `recover()`, the recovery interval from a worker's timer. */
+  async recover(graceMs = 0): Promise<number> {
+    return recoverStrandedKeys(this.recoveryDeps(graceMs));
+  }
+
+  async shardCounts(): Promise<ShardCount[]> {
+    const { runtime } = this;
+    return shardCounts(runtime.client(), await runtime.counts(), runtime.opts.shards, runtime.shards);
+  }
+
+  async retireShardCount(count: number): Promise<void> {
+    const { runtime } = this;
+    // Checked before client(): nothing reaches Redis with a bad count (a missing one included).
+    requiredInteger('retireShardCount count', count, 1, MAX_SHARDS);
+    const [listed] = await shardCounts(runtime.client(), [count], runtime.opts.shards, runtime.shards);
+    if (listed!.own || listed!.jobs > 0 || listed!.keys > 0)
+      throw new ShardsInUseError(
+        listed!.own
+          ? `shard count ${count} is this batcher's own shards option: retire a count no process uses any more`
+          : `shard count ${count} still has ${listed!.jobs} key jobs on its queues and ${listed!.keys} keys in its recovery indexes: ` +
+              'retire it once they have run and the recovery sweep has dropped them (shardCounts() tells)',
+      );
+    const leftMs = await forgetShardCount(runtime.client(), runtime.keyspace.config, count);
+    if (leftMs > 0)
+      throw new ShardsInUseError(
+        `shard count ${count} was checked by a process that may still push to it without checking again for ${leftMs} ms ` +
+          '(its recoveryIntervalMs plus pushTimeoutMs): retire it once no process has used it for that long',
+      );
+    runtime.forgetCountsRead();
+    // Its queues were opened for the check above only (up to 64 connections): not kept until close.
+    await runtime.shards.closeCount(count);
+  }
+
+  async pause(key: Key, options?: PauseOptions): Promise<void> {
+    return pause(this.pauseDeps(), key, options);
+  }
+
+  async resume(key: Key): Promise<void> {
+    return resume(this.pauseDeps(), key);
+  }
+
+  async paused(): Promise<PausedKey[]> {
+    return paused(this.pauseDeps());
+  }
+
+  // The mark first, then the counts read after it: a process that records a new count either
+  // finds the mark (and pauses its own queues; see agreement.ts) or is among the counts read.
+  async pauseAll(): Promise<void> {
+    await setPausedAll(this.runtime.client(), this.runtime.keyspace.config, true);
+    await Promise.all(this.runtime.shards.all(await this.runtime.readCounts()).map((queue) => queue.pause()));
+  }
+
+  async resumeAll(): Promise<void> {
+    await setPausedAll(this.runtime.client(), this.runtime.keyspace.config, false);
+    await Promise.all(this.runtime.shards.all(await this.runtime.readCounts()).map((queue) => queue.resume()));
+  }
+
+  private pauseDeps(): PauseDeps {
+    const { runtime } = this;
+    return { client: runtime.client(), keyspace: runtime.keyspace, queue: (key) => runtime.queueOf(key), store: runtime.opts.store };
+  }
+
+  private recoveryDeps(graceMs: number): RecoveryDeps {
+    const { runtime } = this;
+    return {
+      tickets: runtime.ticketDeps(),
+      client: runtime.client(),
+      counts: () => runtime.counts(),
+      shards: runtime.shards,
+      keyspace: runtime.keyspace,
+      store: runtime.store,
+      graceMs,
+      lockTtlMs: runtime.opts.lockTtlMs,
+      logger: runtime.opts.logger,
+    };
+  }
+}

@@ -1,0 +1,62 @@
+import { describe, InvalidOptionError } from '../core/errors';
+import { validateKey } from '../core/input';
+import { performBatchLater, type EnqueueDeps } from '../push/enqueue';
+import { progress, waitFor } from '../push/progress';
+import { openTicket, sealTicket } from '../push/tickets';
+import type { BatcherRuntime } from './runtime';
+import type { Key, PerformOptions, PerformResult, Progress, PushItem, Ticket, WaitForOptions } from '../core/types';
+
+/** What a controller calls: pushes, and the tickets that follow them. */
+export class Producer {
+  private enqueueDepsBuilt: EnqueueDeps | undefined;
+
+  constructor(private readonly runtime: BatcherRuntime) {}
+
+  async push(ids: ReadonlyArray<PushItem>, options?: PerformOptions): Promise<PerformResult> {
+    const result = await performBatchLater(this.enqueueDeps(), ids, options);
+    if (result.pushed > 0) this.runtime.events.emit('pushed', { key: result.key, count: result.pushed });
+    return result;
+  }
+
+  async progress(ticket: Ticket): Promise<Progress> {
+    return progress(this.runtime.client(), this.runtime.keyspace, ticket);
+  }
+
+  async waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress> {
+    return waitFor(this.runtime.client(), this.runtime.keyspace, this.runtime.ticketChannel, ticket, options);
+  }
+
+  async openTicket(key: Key, options?: { callback?: boolean }): Promise<Ticket> {
+    const callback = options?.callback;
+    if (callback !== undefined && typeof callback !== 'boolean') {
+      throw new InvalidOptionError(`openTicket callback must be a boolean, got ${describe(callback)}`);
+    }
+    return openTicket(this.runtime.ticketDeps(), validateKey(key, 'key'), callback ?? this.runtime.opts.onTicketSettled !== undefined);
+  }
+
+  async sealTicket(ticket: Ticket): Promise<void> {
+    return sealTicket(this.runtime.ticketDeps(), ticket);
+  }
+
+  /** Built on the first push (it needs the connection), and checked open on every one. */
+  private enqueueDeps(): EnqueueDeps {
+    const { runtime } = this;
+    const { opts } = runtime;
+    const client = runtime.client();
+    return (this.enqueueDepsBuilt ??= {
+      client,
+      shard: (key) => runtime.shards.forKey(key),
+      keyspace: runtime.keyspace,
+      store: runtime.store,
+      resolver: opts.key,
+      ticketTtlMs: opts.ticketTtlMs,
+      fair: opts.scheduling === 'fair',
+      sliceSize: opts.sliceSize,
+      timeoutMs: opts.pushTimeoutMs,
+      agree: () => runtime.agreement.check('push'),
+      merge: opts.merge,
+      callbacks: opts.onTicketSettled !== undefined,
+      tickets: runtime.ticketDeps(),
+    });
+  }
+}

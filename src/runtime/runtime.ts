@@ -1,0 +1,165 @@
+import Redlock from 'redlock';
+import { Queue, type ConnectionOptions } from '../bullmq';
+import { commandClient, fromUrl } from '../core/connection';
+import { ClosedError } from '../core/errors';
+import { BatcherEmitter } from '../core/events';
+import { log } from '../core/logger';
+import { TicketChannel } from '../push/ticket-channel';
+import type { TicketDeps } from '../push/ticket-outbox';
+import { recordedShardCounts, StoreAgreement } from '../storage/agreement';
+import type { KeyQueue } from '../storage/job';
+import { Keyspace } from '../storage/keys';
+import { defineScripts, type RedisClient } from '../storage/scripts';
+import { ShardQueues } from '../storage/shard-queues';
+import { storeFor, type Store } from '../storage/store';
+import type { ResolvedOptions } from '../options';
+import type { Connection, Key } from '../core/types';
+
+/** ioredis' options type lacks the index signature of BullMQ's; the values are the same. */
+export function bullConnection(connection: Connection): ConnectionOptions {
+  return (typeof connection === 'string' ? fromUrl(connection) : connection) as ConnectionOptions;
+}
+
+/**
+ * What every part of one batcher shares, built once: its options, names and store, its Redis
+ * connection and redlock (opened on first use, so that defining a batcher, at import time say,
+ * costs nothing), its queues, the shard counts processes recorded, its store agreement, its
+ * events and its ticket channel. The Producer, Operations and Workers of the batcher work
+ * through it; `close` ends what it opened.
+ */
+export class BatcherRuntime {
+  readonly connection: ConnectionOptions;
+  readonly keyspace: Keyspace;
+  readonly store: Store;
+  readonly events: BatcherEmitter;
+  readonly shards: ShardQueues;
+  readonly agreement: StoreAgreement;
+  readonly ticketChannel: TicketChannel;
+  private redis: ReturnType<typeof commandClient> | undefined;
+  private redlockOfClient: Redlock | undefined;
+  private ticketDepsBuilt: TicketDeps | undefined;
+  private closed = false;
+  /** The shard counts last read: a run's preemption reads the wait lists of every count served. */
+  private servedCounts: readonly number[];
+  /** A read of the counts under way: calls made meanwhile share it (a worker's sweep asks three times at once). */
+  private reading: Promise<number[]> | undefined;
+
+  constructor(readonly opts: ResolvedOptions) {
+    this.connection = bullConnection(opts.connection);
+    this.keyspace = new Keyspace(opts.prefix, opts.name);
+    this.store = storeFor(opts.store);
+    this.events = new BatcherEmitter(opts.logger);
+    this.servedCounts = [opts.shards];
+    this.shards = new ShardQueues(opts.prefix, opts.name, this.keyspace, opts.shards, (prefix) => {
+      const created: KeyQueue = new Queue(opts.name, { connection: this.connection, prefix });
+      created.on('error', (err: Error) => log(opts.logger, 'warn', 'batch-by-key: queue error', { err }));
+      return created;
+    });
+    const client = () => this.client();
+    this.agreement = new StoreAgreement(
+      client,
+      this.keyspace.config,
+      opts.store,
+      opts.shards,
+      opts.recoveryIntervalMs,
+      opts.pushTimeoutMs,
+      {
+        pause: async () => void (await Promise.all(this.ownQueues().map((queue) => queue.pause()))),
+        resume: async () => void (await Promise.all(this.ownQueues().map((queue) => queue.resume()))),
+      },
+    );
+    this.ticketChannel = new TicketChannel(client, opts.logger);
+  }
+
+  assertOpen(): void {
+    if (this.closed) throw new ClosedError(`batcher ${this.opts.name} is closed; create a new one`);
+  }
+
+  /** Our command connection (the user's client, or one we own), opened on first use; a ClosedError once closed. */
+  client(): RedisClient {
+    this.assertOpen();
+    if (!this.redis) {
+      this.redis = commandClient(this.opts.connection, this.opts.logger);
+      defineScripts(this.redis.client);
+    }
+    return this.redis.client;
+  }
+
+  /** Only renewals go through redlock: the lock is taken by a run's first claim (see engine/lock.ts). */
+  redlock(): Redlock {
+    if (!this.redlockOfClient) {
+      this.redlockOfClient = new Redlock([this.client()], { retryCount: 0 });
+      this.redlockOfClient.on('error', (err) => log(this.opts.logger, 'warn', 'batch-by-key: redlock error', { err }));
+    }
+    return this.redlockOfClient;
+  }
+
+  /** What adds a settled ticket's callback job (a worker, the recovery sweep, a sealer): built once. */
+  ticketDeps(): TicketDeps {
+    const client = this.client();
+    return (this.ticketDepsBuilt ??= {
+      client,
+      keyspace: this.keyspace,
+      queue: (key) => this.queueOf(key),
+      ticketTtlMs: this.opts.ticketTtlMs,
+      attempts: this.opts.attempts,
+    });
+  }
+
+  queueOf(key: Key): KeyQueue {
+    return this.shards.of(key);
+  }
+
+  /** The queues of this batcher's own shard count. */
+  ownQueues(): KeyQueue[] {
+    return this.shards.all([this.opts.shards]);
+  }
+
+  /** The queues of every shard count served. */
+  async allQueues(): Promise<KeyQueue[]> {
+    return this.shards.all(await this.counts());
+  }
+
+  /** Every count a process recorded, and this one's: the shards workers serve and reads read. */
+  counts(): Promise<number[]> {
+    return (this.reading ??= this.readCounts().finally(() => (this.reading = undefined)));
+  }
+
+  /** A read of its own, not shared with one under way (which may have begun before a change). */
+  async readCounts(): Promise<number[]> {
+    const recorded = await recordedShardCounts(this.client(), this.keyspace.config);
+    const read = recorded.includes(this.opts.shards) ? recorded : [...recorded, this.opts.shards].sort((a, b) => a - b);
+    this.servedCounts = read;
+    return read;
+  }
+
+  /** The counts last read (no Redis call). */
+  served(): readonly number[] {
+    return this.servedCounts;
+  }
+
+  /** Drops a read under way, which began before a change of the counts and would answer without it. */
+  forgetCountsRead(): void {
+    this.reading = undefined;
+  }
+
+  /** Closes the queues, the ticket channel and our own connection; the user's client stays theirs. */
+  async close(): Promise<void> {
+    await Promise.all(this.shards.opened().map((queue) => queue.close()));
+    await this.ticketChannel.close();
+    if (this.redis?.owned) {
+      const own = this.redis.client;
+      // QUIT waits in the offline queue while Redis is away (ioredis retries it for ~10 s): a
+      // connection that is not ready has nothing to flush, so it is dropped at once.
+      if (own.status === 'ready') await own.quit().catch(() => own.disconnect());
+      else own.disconnect();
+    }
+  }
+
+  /** Marks the batcher closed: every later call gets a ClosedError. True the first time. */
+  markClosed(): boolean {
+    if (this.closed) return false;
+    this.closed = true;
+    return true;
+  }
+}
