@@ -7,7 +7,7 @@ import type { BatcherEmitter } from '../core/events';
 import { failSlice, type RetrySlice, type Traces } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import { MAX_TICKET_ERRORS } from '../push/progress';
-import { addCallbacks, type TicketDeps } from '../push/ticket-outbox';
+import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { DeadLetterBox } from './dead-letters';
 import type { FailedSlice } from './iteration';
 import type { Backoff, FailureOutcome, Id, Logger } from '../core/types';
@@ -26,7 +26,7 @@ export interface FailureDeps {
   options: FailurePolicy & { logger: Logger };
   deadLetters: DeadLetterBox;
   events: BatcherEmitter;
-  tickets: TicketDeps;
+  tickets: TicketOutbox;
 }
 
 /** What to do with a failed slice: parts to retry (each with its delay) and ids to dead-letter. */
@@ -136,7 +136,7 @@ export async function settleFailure(deps: FailureDeps, lockValue: string, failed
     MAX_TICKET_ERRORS,
     `${failed.sliceId}:failed`,
   );
-  if (settled && settled.length > 0) await addCallbacks(deps.tickets, slice.key, settled);
+  if (settled) await deps.tickets.hand(slice.key, settled);
   if (!settled) {
     // The next holder restores these ids and runs them again: their letters would be stale.
     if (letters) await deps.deadLetters.undo(letters);

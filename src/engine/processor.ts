@@ -13,7 +13,7 @@ import { KeyLock } from './lock';
 import type { JobFinisher } from './finisher';
 import { rateLimitOf } from './flow';
 import type { RunOptions } from './run-options';
-import { addCallbacks, TICKET_JOB_NAME, type TicketDeps } from '../push/ticket-outbox';
+import { TICKET_JOB_NAME, type TicketOutbox } from '../storage/ticket-outbox';
 import { runTicketCallback } from './ticket-callback';
 import { log } from '../core/logger';
 import { claim, dueIn, release, settle, type ClaimCall, type ClaimResult, type LockRef, type Released } from '../storage/protocol';
@@ -35,7 +35,7 @@ export interface ProcessorDeps {
   queueLists: () => readonly QueueLists[];
   /** Resolves when this worker's store is the batcher's (checked at the first run; see agreement.ts). */
   agree: () => Promise<void>;
-  tickets: TicketDeps;
+  tickets: TicketOutbox;
   /** Set for workers made by createWorker: a run's last claim completes its job too (see finisher.ts). */
   finisher?: JobFinisher;
 }
@@ -79,7 +79,7 @@ export function workerKeyProcessor(deps: ProcessorDeps, cancels: JobCancels): Ke
 async function runJob(deps: ProcessorDeps, job: KeyJob, token: string, cancel: CancelSource | undefined): Promise<void> {
   if (job.name === TICKET_JOB_NAME) {
     const { onTicketSettled, sliceTimeoutMs, logger } = deps.options;
-    return runTicketCallback(deps.tickets, job, token, cancel, onTicketSettled, { timeoutMs: sliceTimeoutMs, logger });
+    return runTicketCallback(deps.tickets.deps, job, token, cancel, onTicketSettled, { timeoutMs: sliceTimeoutMs, logger });
   }
   if (job.name !== JOB_NAME) throw new Error(`batch-by-key: no processor for job name ${JSON.stringify(job.name)}`);
   // A worker on another store than the pushers' must touch nothing: the job fails (logged),
@@ -184,7 +184,7 @@ async function runSlices(
           : []),
       ],
       settleFailure: (failed) => settleFailure(deps, lock.value, failed),
-      settled: (tickets) => addCallbacks(deps.tickets, job.data.key, tickets),
+      settled: (tickets) => deps.tickets.hand(job.data.key, tickets),
       mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
       finish,
     },
@@ -228,7 +228,7 @@ async function conclude(
           outcome.restore ? 'restore' : 'ack',
           outcome.holdMs,
         );
-        if (settled && settled.settled.length > 0) await addCallbacks(deps.tickets, key, settled.settled);
+        if (settled) await deps.tickets.hand(key, settled.settled);
         heldMs = settled?.heldMs ?? outcome.holdMs ?? 0;
       }
       await releaseKey(deps, key, names, lock.value, outcome.restore || outcome.holdMs ? 'keep' : 'ack');
@@ -254,9 +254,11 @@ async function conclude(
 async function finished(deps: ProcessorDeps, job: KeyJob, { reply, settled, finish, sentAt }: Finished): Promise<void> {
   if (job.id) deps.finisher?.completed(job.id, finish, reply, sentAt);
   if (settled.length === 0) return;
-  await addCallbacks(deps.tickets, job.data.key, settled).catch((err: unknown) =>
-    log(deps.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', { err, key: job.data.key }),
-  );
+  await deps.tickets
+    .hand(job.data.key, settled)
+    .catch((err: unknown) =>
+      log(deps.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', { err, key: job.data.key }),
+    );
 }
 
 /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
@@ -322,6 +324,6 @@ async function releaseKey(deps: ProcessorDeps, key: string, names: KeyNames, loc
       lock: names.lock,
     });
   }
-  if (settled.length > 0) await addCallbacks(deps.tickets, key, settled);
+  await deps.tickets.hand(key, settled);
   return released;
 }

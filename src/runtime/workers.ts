@@ -180,7 +180,7 @@ export class Workers {
       events: runtime.events,
       queueLists,
       agree: () => runtime.agreement.check('worker'),
-      tickets: runtime.ticketDeps(),
+      tickets: runtime.ticketOutbox(),
       ...(finisher && { finisher }),
     };
   }
