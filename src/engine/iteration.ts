@@ -4,22 +4,10 @@ import type { BatcherEmitter } from '../core/events';
 import type { RetrySlice } from './failures';
 import { firstReason, Stop, stopReasonOf, type InterruptCheck, type SliceEnd } from './interrupt';
 import { laneNames, type KeyNames } from '../storage/keys';
-import type { KeyLock } from './lock';
-import { claim, settle, type ClaimCall, type ClaimResult, type Payloads, type Traces } from '../storage/protocol';
+import type { KeySession } from '../storage/key-session';
+import type { ClaimCall, ClaimResult, Payloads, Traces } from '../storage/protocol';
 import { MAX_SLICE_LINKS } from '../core/limits';
-import type { RedisClient } from '../storage/scripts';
-import type {
-  EachIteration,
-  Id,
-  IterationContext,
-  Key,
-  KeyJob,
-  RateLimit,
-  SliceInfo,
-  SliceMiddleware,
-  StopReason,
-  StoreKind,
-} from '../core/types';
+import type { EachIteration, Id, IterationContext, Key, KeyJob, RateLimit, SliceInfo, SliceMiddleware, StopReason } from '../core/types';
 
 /**
  * Wraps what the handler threw (or its timeout), so the run can tell a failed slice, which is
@@ -68,8 +56,7 @@ export interface FailedSlice {
   error: unknown;
   /** Unique per slice; names the parts it is split into. */
   sliceId: string;
-  /** The key's names, and the slice's lane (whose own names the failure's script derives). */
-  names: KeyNames;
+  /** The slice's lane (whose own names the failure's script derives from the key's). */
   lane: number;
   durationMs: number;
   /** The data the slice's ids carried, for their dead letters. */
@@ -79,10 +66,8 @@ export interface FailedSlice {
 }
 
 export interface IterationParams {
-  client: RedisClient;
-  store: StoreKind;
-  names: KeyNames;
-  lock: KeyLock;
+  /** The key's protocol, under the run's lock (its claims hand what they settle to the ticket outbox). */
+  session: KeySession;
   sliceSize: number;
   /** Lanes: slices of the key run at once. */
   concurrency: number;
@@ -107,8 +92,6 @@ export interface IterationParams {
   mayRunAgain: (slice: RetrySlice) => boolean;
   /** The key's rate limit for this run, if any (its claims take no more than the window allows). */
   rate: RateLimit | undefined;
-  /** Adds the callback jobs of tickets a claim's ack settled. */
-  settled: (tickets: readonly string[]) => Promise<void>;
   /** BullMQ's call to complete the job, for the claim that may end a single-lane run (see finisher.ts). */
   finish: () => ClaimCall['finish'];
 }
@@ -156,7 +139,8 @@ async function contained(run: RunState, lane: Promise<RunOutcome>): Promise<RunO
 }
 
 async function runLane(p: IterationParams, run: RunState, lane: number, first?: ClaimResult): Promise<RunOutcome> {
-  const names = laneNames(p.names, lane);
+  const { session } = p;
+  const names = laneNames(session.names, lane);
   // One signal per lane and run: a timed-out slice ends its lane (and the run), so it never needs
   // resetting, and a timeout in one lane never aborts another lane's slice.
   const signal = p.concurrency === 1 ? p.stop : new Stop(undefined, p.stop);
@@ -166,14 +150,13 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
   // BullMQ's completion sent along (building and sending it costs a few µs).
   let emptied = false;
   for (let n = 1; ; n++) {
-    const sliceId = sliceIdOf(p.lock.value, lane, n);
+    const sliceId = sliceIdOf(session.lock.value, lane, n);
     const finish: ClaimCall['finish'] = releaseIfEmpty && emptied ? p.finish() : undefined;
     const sentAt = Date.now();
     const claimed: ClaimResult =
       n === 1 && first
         ? first
-        : await claim(p.client, p.store, p.names, {
-            lock: p.lock,
+        : await session.claim({
             claimId: sliceId,
             settle: 'ack',
             count: p.sliceSize,
@@ -187,7 +170,6 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
     if (claimed.finished !== undefined && finish)
       return { kind: 'drained', released: true, finished: { reply: claimed.finished, settled: claimed.settled ?? [], finish, sentAt } };
     emptied = claimed.ids.length < p.sliceSize;
-    if (claimed.settled) await p.settled(claimed.settled);
     if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
     // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore. A run
     // stopped before its slice starts (its job was fetched as the worker began closing or
@@ -201,17 +183,7 @@ async function runLane(p: IterationParams, run: RunState, lane: number, first?: 
       run.stopped ??= outcome;
       // Lane 0's last slice is settled by the release; the other lanes settle their own.
       if (lane > 0 && outcome.kind === 'stopped') {
-        const settled = await settle(
-          p.client,
-          p.store,
-          p.names,
-          lane,
-          p.lock,
-          `${sliceId}:end`,
-          outcome.restore ? 'restore' : 'ack',
-          outcome.holdMs,
-        );
-        if (settled && settled.settled.length > 0) await p.settled(settled.settled);
+        await session.settle({ lane, claimId: `${sliceId}:end`, how: outcome.restore ? 'restore' : 'ack', holdMs: outcome.holdMs });
       }
       return outcome;
     }
@@ -247,7 +219,6 @@ async function runOne(
       previous: { ...crashed, attempts: crashed.attempts - 1 },
       error,
       sliceId,
-      names: p.names,
       lane: lane.lane,
       durationMs: 0,
       payloads: claimed.payloads,
@@ -284,7 +255,6 @@ async function runOne(
       previous: claimed.retry,
       error: thrown.error,
       sliceId,
-      names: p.names,
       lane: lane.lane,
       durationMs: performance.now() - started,
       payloads: claimed.payloads,

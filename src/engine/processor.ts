@@ -16,7 +16,8 @@ import type { RunOptions } from './run-options';
 import { TICKET_JOB_NAME, type TicketOutbox } from '../storage/ticket-outbox';
 import { runTicketCallback } from './ticket-callback';
 import { log } from '../core/logger';
-import { claim, dueIn, release, settle, type ClaimCall, type ClaimResult, type LockRef, type Released } from '../storage/protocol';
+import type { ClaimCall, ClaimResult, LockRef, Released } from '../storage/protocol';
+import { KeySession, type SessionEnv } from '../storage/key-session';
 import type { QueueLists } from '../storage/batcher-protocol';
 import { budgetOf, demote, preemption } from './scheduling';
 import type { RedisClient } from '../storage/scripts';
@@ -25,6 +26,8 @@ import type { EachIteration, FallbackProcessor, KeyJob, KeyProcessor, RateLimit 
 /** @internal */
 export interface ProcessorDeps {
   client: RedisClient;
+  /** What every run's `KeySession` shares (the client, the store, the ticket outbox). */
+  sessions: SessionEnv;
   redlock: Redlock;
   keyspace: Keyspace;
   options: RunOptions;
@@ -89,11 +92,12 @@ async function runJob(deps: ProcessorDeps, job: KeyJob, token: string, cancel: C
 }
 
 async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, cancel: CancelSource | undefined): Promise<void> {
-  const { client, keyspace, options } = deps;
+  const { keyspace, options } = deps;
   const names = keyspace.forKey(job.data.key);
   // The fetch of this job may have made its first claim already (see finisher.ts).
   const fused = deps.finisher?.takeFirst(job.id);
   const lockRef: LockRef = { value: fused?.lock ?? KeyLock.newValue(), ttlMs: options.lockTtlMs };
+  const session = new KeySession(deps.sessions, job.data.key, names, lockRef);
   const single = options.concurrencyPerKey === 1;
   const finish = () => (single ? deps.finisher?.callFor(job, token) : undefined);
   let lock: KeyLock | undefined;
@@ -101,29 +105,28 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, cancel: C
     const rate = rateLimitOf(options.rateLimit, job.data.key);
     const sentAt = fused?.sentAt ?? Date.now();
     // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
-    const first =
-      fused?.claim ??
-      (await claim(client, options.store, names, {
-        lock: lockRef,
-        claimId: sliceIdOf(lockRef.value, 0, 1),
-        settle: 'recover',
-        count: options.sliceSize,
-        takeLock: true,
-        releaseIfEmpty: single,
-        ...(rate && { rate }),
-      }));
+    const first = fused?.claim
+      ? await session.adopt(fused.claim)
+      : await session.claim({
+          claimId: sliceIdOf(lockRef.value, 0, 1),
+          settle: 'recover',
+          count: options.sliceSize,
+          takeLock: true,
+          releaseIfEmpty: single,
+          ...(rate && { rate }),
+        });
     // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
     if (!first.held) return await requeue(job, token, busyFor(first.lockTtlMs, names, options));
     // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
     // so there is nothing to renew or iterate.
-    if (first.ids.length === 0 && single) return await conclude(deps, job, token, names, lockRef, nothingClaimed(first.waitMs, true));
+    if (first.ids.length === 0 && single) return await conclude(deps, job, token, session, nothingClaimed(first.waitMs, true));
     // The run's one stop (each slice's ctx.signal with a single lane): a shutdown or a lost lock.
     const stop = new Stop(cancel);
     lock = new KeyLock(deps.redlock, names.lock, lockRef.value, sentAt, options.lockTtlMs, options.logger, (error) => stop.abort(error));
-    const outcome = await runSlices(deps, job, names, lock, first, stop, rate, finish);
+    const outcome = await runSlices(deps, job, session, first, stop, rate, finish);
     // No renewal may race the release below (it would fail and log a spurious warning).
     lock.stop();
-    await conclude(deps, job, token, names, lock, outcome);
+    await conclude(deps, job, token, session, outcome);
   } catch (err) {
     if (err instanceof DelayedError) throw err;
     // Redis trouble outside a slice (or a rateLimit function that threw). Failing the job would
@@ -131,7 +134,7 @@ async function runKey(deps: ProcessorDeps, job: KeyJob, token: string, cancel: C
     // recovered by the next run. The lock is given back (fenced by its value) even if only the
     // first claim's lost reply took it, or the key would wait out its TTL.
     log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key: job.data.key });
-    await release(client, names, lockRef.value, 'keep').catch(() => undefined);
+    await session.release('keep').catch(() => undefined);
     return await requeue(job, token, backoffDelay(options.backoff, 1, err));
   } finally {
     lock?.stop();
@@ -151,8 +154,7 @@ function busyFor(pttl: number, names: KeyNames, options: RunOptions): number {
 async function runSlices(
   deps: ProcessorDeps,
   job: KeyJob,
-  names: KeyNames,
-  lock: KeyLock,
+  session: KeySession,
   first: ClaimResult & { held: true },
   run: Stop,
   rate: RateLimit | undefined,
@@ -162,10 +164,7 @@ async function runSlices(
   return iterate(
     {
       rate,
-      client: deps.client,
-      store: options.store,
-      names,
-      lock,
+      session,
       sliceSize: options.sliceSize,
       concurrency: options.concurrencyPerKey,
       sliceTimeoutMs: options.sliceTimeoutMs,
@@ -183,8 +182,7 @@ async function runSlices(
           ? [preemption(deps.client, deps.queueLists, options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
           : []),
       ],
-      settleFailure: (failed) => settleFailure(deps, lock.value, failed),
-      settled: (tickets) => deps.tickets.hand(job.data.key, tickets),
+      settleFailure: (failed) => settleFailure(deps, session, failed),
       mayRunAgain: (slice) => mayRetry(slice.attempts, slice.isolating, options),
       finish,
     },
@@ -193,48 +191,37 @@ async function runSlices(
 }
 
 /** Commits what the run ended with, releases the key and moves the job on. */
-async function conclude(
-  deps: ProcessorDeps,
-  job: KeyJob,
-  token: string,
-  names: KeyNames,
-  lock: LockRef,
-  outcome: RunOutcome,
-): Promise<void> {
-  const { client, options } = deps;
+async function conclude(deps: ProcessorDeps, job: KeyJob, token: string, session: KeySession, outcome: RunOutcome): Promise<void> {
+  const { options } = deps;
+  const lock = session.lock;
   const key = job.data.key;
   switch (outcome.kind) {
     case 'drained':
       if (outcome.finished) return finished(deps, job, outcome.finished);
       // A run with lanes releases after its last claim: ids pushed in between had no job add.
-      if (!outcome.released && (await releaseKey(deps, key, names, lock.value, 'ack')) === 'pending') return requeue(job, token, 0);
+      if (!outcome.released && (await releaseKey(deps, session, 'ack')) === 'pending') return requeue(job, token, 0);
       return;
     case 'waiting':
-      if (!outcome.released) await releaseKey(deps, key, names, lock.value, 'ack');
-      return delayUntilReady(client, job, token, names, outcome.waitMs, options);
+      if (!outcome.released) await releaseKey(deps, session, 'ack');
+      return delayUntilReady(session, job, token, outcome.waitMs, options);
     case 'stopped': {
       log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: outcome.reason });
       deps.events.emit('interrupted', { key, job, reason: outcome.reason });
       // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
       let heldMs = 0;
       if (outcome.restore || outcome.holdMs) {
-        const settled = await settle(
-          client,
-          options.store,
-          names,
-          0,
-          lock,
-          `${lock.value}:restore`,
-          outcome.restore ? 'restore' : 'ack',
-          outcome.holdMs,
-        );
-        if (settled) await deps.tickets.hand(key, settled.settled);
-        heldMs = settled?.heldMs ?? outcome.holdMs ?? 0;
+        const held = await session.settle({
+          lane: 0,
+          claimId: `${lock.value}:restore`,
+          how: outcome.restore ? 'restore' : 'ack',
+          holdMs: outcome.holdMs,
+        });
+        heldMs = held ?? outcome.holdMs ?? 0;
       }
-      await releaseKey(deps, key, names, lock.value, outcome.restore || outcome.holdMs ? 'keep' : 'ack');
+      await releaseKey(deps, session, outcome.restore || outcome.holdMs ? 'keep' : 'ack');
       // The upstream asked for a pause: the job waits out the hold (its floor and backoff
       // included; nothing is due before).
-      if (outcome.holdMs) return delayUntilReady(client, job, token, names, heldMs, options);
+      if (outcome.holdMs) return delayUntilReady(session, job, token, heldMs, options);
       // A key that had its turn goes behind keys that have not (a shutdown or a timeout is no turn).
       if (options.scheduling === 'fair' && (outcome.reason === 'max_runtime' || outcome.reason === 'preempted')) await demote(job);
       return requeue(job, token, 0);
@@ -272,14 +259,7 @@ async function requeue(job: KeyJob, token: string, delayMs: number): Promise<nev
  * our last claim found the job still active, so it could not bring the delayed job forward:
  * look again once it is delayed.
  */
-async function delayUntilReady(
-  client: RedisClient,
-  job: KeyJob,
-  token: string,
-  names: KeyNames,
-  waitMs: number,
-  options: RunOptions,
-): Promise<never> {
+async function delayUntilReady(session: KeySession, job: KeyJob, token: string, waitMs: number, options: RunOptions): Promise<never> {
   // A wait is no turn: when it ends (a rate limit's window, a retryAfter, a backoff, a zset
   // time) the key lines up with light keys, which running keys yield to, rather than behind
   // every heavy key (where it could wait a whole budget for a slot).
@@ -287,7 +267,7 @@ async function delayUntilReady(
   await job.moveToDelayed(Date.now() + waitMs, token);
   let delayMs = waitMs;
   try {
-    const now = await dueIn(client, options.store, names);
+    const now = await session.dueIn();
     if (now >= 0 && now < waitMs) {
       await job.changeDelay(now);
       delayMs = now;
@@ -317,13 +297,12 @@ function wakeWhenDue(job: KeyJob, delayMs: number): void {
   setTimeout(() => void job.promote().catch(() => undefined), delayMs + 1).unref();
 }
 
-async function releaseKey(deps: ProcessorDeps, key: string, names: KeyNames, lockValue: string, mode: 'ack' | 'keep'): Promise<Released> {
-  const { released, settled } = await release(deps.client, names, lockValue, mode);
+async function releaseKey(deps: ProcessorDeps, session: KeySession, mode: 'ack' | 'keep'): Promise<Released> {
+  const released = await session.release(mode);
   if (released === 'lost') {
     log(deps.options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', {
-      lock: names.lock,
+      lock: session.names.lock,
     });
   }
-  await deps.tickets.hand(key, settled);
   return released;
 }

@@ -172,6 +172,7 @@ export class Workers {
     };
     return {
       client: runtime.client(),
+      sessions: { client: runtime.client(), store: opts.store, outbox: runtime.ticketOutbox() },
       redlock: runtime.redlock(),
       keyspace: runtime.keyspace,
       options: opts,
