@@ -8,8 +8,8 @@ import type { RetrySlice, Traces } from '../storage/protocol';
 import type { KeySession } from '../storage/key-session';
 import { MAX_TICKET_ERRORS } from '../push/progress';
 import type { DeadLetterBox } from './dead-letters';
-import type { FailedSlice } from './iteration';
-import type { Backoff, FailureOutcome, Id, Logger } from '../core/types';
+import type { Payloads } from '../storage/protocol';
+import type { Backoff, FailureOutcome, Id, Logger, SliceInfo } from '../core/types';
 
 export type { RetrySlice };
 
@@ -17,6 +17,23 @@ interface FailurePolicy {
   attempts: number;
   backoff: Backoff;
   isolateFailures: boolean;
+}
+
+/** A slice whose handler failed, for the run to settle. */
+export interface FailedSlice {
+  slice: SliceInfo;
+  /** The failed slice these ids were a retry of, if any. */
+  previous: RetrySlice | undefined;
+  error: unknown;
+  /** Unique per slice; names the parts it is split into. */
+  sliceId: string;
+  /** The slice's lane (whose own names the failure's script derives from the key's). */
+  lane: number;
+  durationMs: number;
+  /** The data the slice's ids carried, for their dead letters. */
+  payloads: Payloads | undefined;
+  /** The trace context the slice's ids carried, for the parts retried to keep. */
+  traces: Traces | undefined;
 }
 
 /** What settling a failed slice needs of the worker (a processor's deps have it all). */

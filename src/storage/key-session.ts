@@ -28,7 +28,7 @@ export interface SessionEnv {
  * key's names and the run's lock, so that every write the run makes is fenced by that lock in
  * its script. Whatever a verb settles is handed to the `TicketOutbox` here, on one path: a claim's
  * ack, a settled slice, a failed one, a release. The exception is a claim that completed the
- * run's BullMQ job: its tickets are the run's to hand, after the completion (see engine/processor.ts).
+ * run's BullMQ job: its tickets are the run's to hand, after the completion (see engine/key-run.ts).
  * @internal
  */
 export class KeySession {
