@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { RateLimitedError } from '../src/core/errors';
 import {
+  afterFailure,
   combine,
   conclusion,
   laneEnd,
@@ -32,6 +34,27 @@ describe('laneEnd', () => {
     expect(laneEnd(1, { kind: 'drained', released: false })).toBeUndefined();
     expect(laneEnd(1, { kind: 'waiting', waitMs: 10, released: false })).toBeUndefined();
     expect(laneEnd(1, { kind: 'lock_lost' })).toBeUndefined();
+  });
+});
+
+describe('afterFailure (a slice whose handler threw)', () => {
+  it('is stopping, not failing, when the run stopped: a shutdown hands the slice back, a lost lock settles nothing', () => {
+    expect(afterFailure('shutdown', new Error('aborted'))).toEqual({ kind: 'stopped', reason: 'shutdown', restore: true });
+    expect(afterFailure('lock_lost', new Error('aborted'))).toEqual({ kind: 'lock_lost' });
+  });
+
+  it('hands a retryAfter slice back and holds the key at least 1 ms, no attempt spent', () => {
+    expect(afterFailure(undefined, new RateLimitedError({ retryAfterMs: 0 }))).toEqual({
+      kind: 'stopped',
+      reason: 'rate_limited',
+      restore: true,
+      holdMs: 1,
+    });
+    expect(afterFailure(undefined, new RateLimitedError({ retryAfterMs: 300 }))).toMatchObject({ holdMs: 300 });
+  });
+
+  it('leaves anything else (a timeout included) a failure to settle', () => {
+    expect(afterFailure(undefined, new Error('boom'))).toBeUndefined();
   });
 });
 

@@ -1,3 +1,4 @@
+import { RateLimitedError } from '../core/errors';
 import type { ClaimCall } from '../storage/protocol';
 import type { StopReason } from '../core/types';
 
@@ -59,6 +60,22 @@ export function stoppedSlice(outcome: RunOutcome & { kind: 'stopped' }): SliceSe
 export function laneEnd(lane: number, outcome: RunOutcome): SliceSettle | undefined {
   if (lane === 0 || outcome.kind !== 'stopped') return undefined;
   return stoppedSlice(outcome) ?? { how: 'ack', holdMs: undefined };
+}
+
+/**
+ * What a lane does after its slice's handler threw `error` while its run's stop said `stop`: a
+ * handler that gave up because the run stopped (a shutdown, a lost lock) is stopping, not
+ * failing, and a shutdown's slice goes back to pending; one whose upstream said "not now"
+ * (`ctx.retryAfter`) goes back unchanged and holds the key, no attempt spent (at least 1 ms, so
+ * that an ask for 0 still holds it: the claim applies the floor). Undefined: a failure (a slice
+ * timeout included), to retry, split or dead-letter (see failures.ts).
+ */
+export function afterFailure(stop: 'lock_lost' | 'shutdown' | undefined, error: unknown): RunOutcome | undefined {
+  if (stop === 'lock_lost') return { kind: 'lock_lost' };
+  if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
+  if (error instanceof RateLimitedError)
+    return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: Math.max(1, error.retryAfterMs) };
+  return undefined;
 }
 
 /** A lane's end when its claim found nothing: waiting `waitMs` for something due, or drained (0). */

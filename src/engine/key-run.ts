@@ -1,11 +1,21 @@
 import { DelayedError } from '../bullmq';
-import { RateLimitedError, SliceCrashedError } from '../core/errors';
+import { SliceCrashedError } from '../core/errors';
 import { log } from '../core/logger';
 import type { CancelSource } from '../core/stop';
 import { LEVEL } from '../storage/job';
 import type { KeySession } from '../storage/key-session';
 import type { ClaimCall, ClaimResult, LockRef, Payloads, Released, Traces } from '../storage/protocol';
-import { combine, conclusion, laneEnd, nothingClaimed, stoppedFor, type Finished, type RunOutcome, type SliceSettle } from './decisions';
+import {
+  afterFailure,
+  combine,
+  conclusion,
+  laneEnd,
+  nothingClaimed,
+  stoppedFor,
+  type Finished,
+  type RunOutcome,
+  type SliceSettle,
+} from './decisions';
 import { backoffDelay, mayRetry, settleFailure, type FailedSlice, type RetrySlice } from './failures';
 import type { JobFinisher } from './finisher';
 import { rateLimitOf } from './flow';
@@ -255,15 +265,9 @@ export class KeyRun {
     } catch (thrown) {
       // Redis trouble in a claim is not the slice's fault: the safety net in `run` retries the run.
       if (!(thrown instanceof SliceFailure)) throw thrown;
-      // A handler that gives up because ctx.signal fired for a shutdown or a lost lock is
-      // stopping, not failing (a slice timeout is a failure).
-      const stop = stopReasonOf(this.stop);
-      if (stop === 'lock_lost') return { kind: 'lock_lost' };
-      if (stop === 'shutdown') return { kind: 'stopped', reason: 'shutdown', restore: true };
-      // The upstream said "not now": the slice goes back unchanged and the key waits, no attempt spent.
-      // At least 1 ms, so that an ask for 0 still holds the key (the claim applies the floor).
-      if (thrown.error instanceof RateLimitedError)
-        return { kind: 'stopped', reason: 'rate_limited', restore: true, holdMs: Math.max(1, thrown.error.retryAfterMs) };
+      // A stop's give-up or a retryAfter is no failure (see decisions.ts `afterFailure`).
+      const stopping = afterFailure(stopReasonOf(this.stop), thrown.error);
+      if (stopping) return stopping;
       const failed = {
         slice,
         previous: claimed.retry,
