@@ -100,9 +100,7 @@ export class KeyRun {
       if (first.ids.length === 0 && this.single) return await this.conclude(nothingClaimed(first.waitMs, true));
       this.handler = env.handler();
       const stop = (this.stop = new Stop(this.cancel));
-      lock = new KeyLock(env.redlock, session.names.lock, session.lock.value, sentAt, options.lockTtlMs, options.logger, (error) =>
-        stop.abort(error),
-      );
+      lock = new KeyLock(env.redlock, session.names.lock, session.lock.value, sentAt, options.lockTtlMs, options.logger, stop);
       this.interrupts = [
         stopped(stop),
         maxRuntime(Date.now(), budgetOf(key, options.maxRuntimeMs, options.weight, options.logger)),
