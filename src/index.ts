@@ -20,7 +20,7 @@ export { prometheusMetrics, type MetricsRegistry, type PrometheusMetrics, type P
 export { sliceTracing, SLICE_SPAN } from './ops/tracing';
 export { pinoLogger, type PinoLike } from './core/logger';
 export { withKey, currentKey } from './push/context';
-export { TICKET_JOB_NAME } from './push/ticket-outbox';
+export { TICKET_JOB_NAME } from './storage/ticket-outbox';
 export { parseRetryAfter } from './engine/flow';
 export { MAX_DATA_BYTES, MAX_ID_LENGTH, MAX_KEY_LENGTH } from './core/input';
 export { DEFAULTS, MAX_TIMER_MS, WORKER_DEFAULTS } from './options';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { defineScripts, runScript } from '../src/storage/scripts';
 import { PermanentError } from '../src';
 import { planFailure } from '../src/engine/failures';
-import { combine, type RunOutcome } from '../src/engine/iteration';
+import { combine, type RunOutcome } from '../src/engine/decisions';
 import { preemption } from '../src/engine/scheduling';
 import { redisClient, waitFor } from './helpers/redis';
 

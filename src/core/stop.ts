@@ -53,7 +53,7 @@ export class Stop {
 
   /**
    * Calls `listener` when this stop aborts, as it happens (undefined clears it; one at a time):
-   * a slice's wait uses it to start its shutdown deadline (see iteration.ts). Lighter than the
+   * a slice's wait uses it to start its shutdown deadline (see engine/iteration.ts). Lighter than the
    * signal: no AbortController, one listener on the job's cancellation per run.
    */
   watch(listener: (() => void) | undefined): void {

@@ -36,7 +36,7 @@ export class DeadLetterBox implements DeadLetters {
   }
 
   /**
-   * Writes the dead ids of a failed slice, before the fenced fail-slice (see processor.ts): what it
+   * Writes the dead ids of a failed slice, before the fenced fail-slice (see failures.ts `settleFailure`): what it
    * wrote, and what it replaced, so `undo` can take it back if fail-slice refuses the failure.
    */
   async add(

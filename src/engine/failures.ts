@@ -4,13 +4,12 @@ import { PermanentError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
 import { log } from '../core/logger';
 import type { BatcherEmitter } from '../core/events';
-import { failSlice, type RetrySlice, type Traces } from '../storage/protocol';
-import type { RedisClient } from '../storage/scripts';
+import type { RetrySlice, Traces } from '../storage/protocol';
+import type { KeySession } from '../storage/key-session';
 import { MAX_TICKET_ERRORS } from '../push/progress';
-import { addCallbacks, type TicketDeps } from '../push/ticket-outbox';
 import type { DeadLetterBox } from './dead-letters';
-import type { FailedSlice } from './iteration';
-import type { Backoff, FailureOutcome, Id, Logger } from '../core/types';
+import type { Payloads } from '../storage/protocol';
+import type { Backoff, FailureOutcome, Id, Logger, SliceInfo } from '../core/types';
 
 export type { RetrySlice };
 
@@ -20,13 +19,28 @@ interface FailurePolicy {
   isolateFailures: boolean;
 }
 
-/** What settling a failed slice needs of the run (a processor's deps have it all). */
+/** A slice whose handler failed, for the run to settle. */
+export interface FailedSlice {
+  slice: SliceInfo;
+  /** The failed slice these ids were a retry of, if any. */
+  previous: RetrySlice | undefined;
+  error: unknown;
+  /** Unique per slice; names the parts it is split into. */
+  sliceId: string;
+  /** The slice's lane (whose own names the failure's script derives from the key's). */
+  lane: number;
+  durationMs: number;
+  /** The data the slice's ids carried, for their dead letters. */
+  payloads: Payloads | undefined;
+  /** The trace context the slice's ids carried, for the parts retried to keep. */
+  traces: Traces | undefined;
+}
+
+/** What settling a failed slice needs of the worker (a processor's deps have it all). */
 export interface FailureDeps {
-  client: RedisClient;
   options: FailurePolicy & { logger: Logger };
   deadLetters: DeadLetterBox;
   events: BatcherEmitter;
-  tickets: TicketDeps;
 }
 
 /** What to do with a failed slice: parts to retry (each with its delay) and ids to dead-letter. */
@@ -116,9 +130,9 @@ function withTraces(slice: RetrySlice, traces: Traces | undefined): RetrySlice {
  * removes nor evicts a real letter.
  * @internal
  */
-export async function settleFailure(deps: FailureDeps, lockValue: string, failed: FailedSlice): Promise<boolean> {
+export async function settleFailure(deps: FailureDeps, session: KeySession, failed: FailedSlice): Promise<boolean> {
   const { options, events } = deps;
-  const { slice, error, names } = failed;
+  const { slice, error } = failed;
   const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
   const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
@@ -127,17 +141,13 @@ export async function settleFailure(deps: FailureDeps, lockValue: string, failed
     delayMs: part.delayMs,
     slice: JSON.stringify(withTraces(part.slice, failed.traces)),
   }));
-  const settled = await failSlice(
-    deps.client,
-    names,
-    failed.lane,
-    lockValue,
-    { retry, dead: { ids: plan.dead, message: serialized.message } },
-    MAX_TICKET_ERRORS,
-    `${failed.sliceId}:failed`,
-  );
-  if (settled && settled.length > 0) await addCallbacks(deps.tickets, slice.key, settled);
-  if (!settled) {
+  const stands = await session.fail({
+    lane: failed.lane,
+    plan: { retry, dead: { ids: plan.dead, message: serialized.message } },
+    maxTicketErrors: MAX_TICKET_ERRORS,
+    settleId: `${failed.sliceId}:failed`,
+  });
+  if (!stands) {
     // The next holder restores these ids and runs them again: their letters would be stale.
     if (letters) await deps.deadLetters.undo(letters);
     return false;

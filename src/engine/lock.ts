@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import Redlock, { Lock } from 'redlock';
 import { LockLostError } from '../core/errors';
 import { log } from '../core/logger';
+import type { Stop } from '../core/stop';
 import type { Logger } from '../core/types';
 
 /** Renew this many times per TTL, so one or two failed renewals still leave time for another. */
@@ -27,8 +28,8 @@ export class KeyLock {
 
   /**
    * The lock a run's first claim took with `value`; `sentAt` is when that claim was sent, so the
-   * lock's expiration is counted, as redlock counts it, from before it was set. `onLost` is told
-   * once the lock can no longer be renewed (the run aborts its signal with that LockLostError).
+   * lock's expiration is counted, as redlock counts it, from before it was set. `run` (the run's
+   * stop) is aborted with a LockLostError once the lock can no longer be renewed.
    */
   constructor(
     redlock: Redlock,
@@ -37,7 +38,7 @@ export class KeyLock {
     sentAt: number,
     readonly ttlMs: number,
     private readonly logger: Logger,
-    private readonly onLost: (error: LockLostError) => void,
+    private readonly run: Stop,
   ) {
     this.lock = new Lock(redlock, [resource], value, [], sentAt + ttlMs - (Math.round(DRIFT_FACTOR * ttlMs) + 2));
     this.schedule();
@@ -72,7 +73,7 @@ export class KeyLock {
       if (this.stopped) return;
       if (Date.now() >= this.lock.expiration) {
         this.stop();
-        this.onLost(new LockLostError(`lock ${this.lock.resources[0]} expired before it could be renewed`));
+        this.run.abort(new LockLostError(`lock ${this.lock.resources[0]} expired before it could be renewed`));
         return;
       }
       log(this.logger, 'warn', 'batch-by-key: lock renewal failed; retrying', { err, resource: this.lock.resources[0] });

@@ -1,7 +1,7 @@
 import { ensureJob, JOB_NAME, type KeyQueue } from '../storage/job';
 import { dedupIdsOf, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
-import { drainOutbox, type TicketDeps } from '../push/ticket-outbox';
+import type { TicketOutbox } from '../storage/ticket-outbox';
 import { forgetKey } from '../storage/batcher-protocol';
 import type { RedisClient } from '../storage/scripts';
 import { backlog, type Store } from '../storage/store';
@@ -22,7 +22,7 @@ const SWEEP_BUDGET_MS = 5_000;
 /** @internal */
 export interface RecoveryDeps {
   /** For the callbacks of settled tickets a crashed worker left in a key's outbox. */
-  tickets: TicketDeps;
+  tickets: TicketOutbox;
   client: RedisClient;
   /**
    * The shard counts processes use (see agreement.ts recordedShardCounts): the recovery indexes
@@ -97,7 +97,7 @@ async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: st
   // A lock with no TTL was set by hand (ours always have one): it would block the key for ever,
   // every push counting it as covered. It gets a TTL; a run that does hold it renews it anyway.
   if (lockTtl === -1) await repairLock(deps, key, names.lock);
-  if (outbox > 0) await drainOutbox(deps.tickets, key, names);
+  if (outbox > 0) await deps.tickets.drain(key, names);
   if (!pending && !inFlight && !retrying && !locked) {
     await forgetKey(client, index, key, seenScore);
     return false;

@@ -3,7 +3,7 @@ import type { RateLimitOption } from './flow';
 
 /**
  * The options a run reads; the batcher's resolved options extend it (see options.ts). Apart from
- * processor.ts, whose types reach redlock's, which no public type may.
+ * run-env.ts, whose types reach redlock's, which no public type may.
  */
 export interface RunOptions {
   store: StoreKind;

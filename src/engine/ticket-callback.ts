@@ -4,7 +4,7 @@ import { withDeadline } from '../core/deadline';
 import { Stop, type CancelSource } from '../core/stop';
 import { log } from '../core/logger';
 import { progress } from '../push/progress';
-import type { TicketDeps } from '../push/ticket-outbox';
+import type { TicketDeps } from '../storage/ticket-outbox';
 import type { Key, Logger, Ticket, TicketOutcome } from '../core/types';
 
 /**

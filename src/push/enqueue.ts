@@ -19,7 +19,7 @@ import type { KeyNames, Keyspace } from '../storage/keys';
 import { newTicket, parseTicket } from './progress';
 import { dueIn, push, type PushCall, type PushResult } from '../storage/protocol';
 import { openTicket, sealTicket } from './tickets';
-import type { TicketDeps } from './ticket-outbox';
+import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
 import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult, PushItem, Ticket } from '../core/types';
@@ -45,7 +45,7 @@ export interface EnqueueDeps {
   merge: MergePolicy;
   /** Whether a tracked push asks for a callback when it settles, unless it says (the batcher has onTicketSettled). */
   callbacks: boolean;
-  tickets: TicketDeps;
+  tickets: TicketOutbox;
 }
 
 /** Every name `PerformOptions` has (the compiler holds the list to the type). */

@@ -3,13 +3,14 @@ import { TicketSealedError, UnknownTicketError } from '../core/errors';
 import { ticketHash } from '../storage/keys';
 import { sealTicket as sealScript } from '../storage/protocol';
 import { parseTicket } from './progress';
-import { addCallbacks, ticketOf, type TicketDeps } from './ticket-outbox';
+import { ticketOf, type TicketOutbox } from '../storage/ticket-outbox';
 import type { Key, Ticket } from '../core/types';
 
 /** Open tickets, from a producer: created empty, added to by pushes, sealed (see ticket-outbox.ts for what a settled ticket does). */
 
 /** Creates an open ticket of `key`: pushes add to it (`{ ticket }`) until `sealTicket`. */
-export async function openTicket(deps: TicketDeps, key: Key, callback: boolean): Promise<Ticket> {
+export async function openTicket(outbox: TicketOutbox, key: Key, callback: boolean): Promise<Ticket> {
+  const { deps } = outbox;
   const id = randomUUID();
   const hash = ticketHash(deps.keyspace.forKey(key), id);
   await deps.client
@@ -21,11 +22,12 @@ export async function openTicket(deps: TicketDeps, key: Key, callback: boolean):
 }
 
 /** Seals an open ticket; if it settles at once, adds its callback. */
-export async function sealTicket(deps: TicketDeps, ticket: Ticket): Promise<void> {
+export async function sealTicket(outbox: TicketOutbox, ticket: Ticket): Promise<void> {
+  const { deps } = outbox;
   const { key, id } = parseTicket(ticket);
   const sealed = await sealScript(deps.client, deps.keyspace.forKey(key), id);
   if (sealed === 'unknown')
     throw new UnknownTicketError(`ticket ${ticket} is unknown or expired (open tickets live ticketTtlMs after their last push)`);
   if (sealed === 'sealed_already') throw new TicketSealedError(`ticket ${ticket} is sealed already`);
-  if (sealed === 'settled') await addCallbacks(deps, key, [id]);
+  if (sealed === 'settled') await outbox.hand(key, [id]);
 }

@@ -125,7 +125,7 @@ export class Operations {
   private recoveryDeps(graceMs: number): RecoveryDeps {
     const { runtime } = this;
     return {
-      tickets: runtime.ticketDeps(),
+      tickets: runtime.ticketOutbox(),
       client: runtime.client(),
       counts: () => runtime.counts(),
       shards: runtime.shards,

@@ -31,11 +31,11 @@ export class Producer {
     if (callback !== undefined && typeof callback !== 'boolean') {
       throw new InvalidOptionError(`openTicket callback must be a boolean, got ${describe(callback)}`);
     }
-    return openTicket(this.runtime.ticketDeps(), validateKey(key, 'key'), callback ?? this.runtime.opts.onTicketSettled !== undefined);
+    return openTicket(this.runtime.ticketOutbox(), validateKey(key, 'key'), callback ?? this.runtime.opts.onTicketSettled !== undefined);
   }
 
   async sealTicket(ticket: Ticket): Promise<void> {
-    return sealTicket(this.runtime.ticketDeps(), ticket);
+    return sealTicket(this.runtime.ticketOutbox(), ticket);
   }
 
   /** Built on the first push (it needs the connection), and checked open on every one. */
@@ -56,7 +56,7 @@ export class Producer {
       agree: () => runtime.agreement.check('push'),
       merge: opts.merge,
       callbacks: opts.onTicketSettled !== undefined,
-      tickets: runtime.ticketDeps(),
+      tickets: runtime.ticketOutbox(),
     });
   }
 }

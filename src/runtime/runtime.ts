@@ -5,7 +5,7 @@ import { ClosedError } from '../core/errors';
 import { BatcherEmitter } from '../core/events';
 import { log } from '../core/logger';
 import { TicketChannel } from '../push/ticket-channel';
-import type { TicketDeps } from '../push/ticket-outbox';
+import { TicketOutbox } from '../storage/ticket-outbox';
 import { recordedShardCounts, StoreAgreement } from '../storage/agreement';
 import type { KeyQueue } from '../storage/job';
 import { Keyspace } from '../storage/keys';
@@ -37,7 +37,7 @@ export class BatcherRuntime {
   readonly ticketChannel: TicketChannel;
   private redis: ReturnType<typeof commandClient> | undefined;
   private redlockOfClient: Redlock | undefined;
-  private ticketDepsBuilt: TicketDeps | undefined;
+  private outbox: TicketOutbox | undefined;
   private closed = false;
   /** The shard counts last read: a run's preemption reads the wait lists of every count served. */
   private servedCounts: readonly number[];
@@ -95,15 +95,15 @@ export class BatcherRuntime {
   }
 
   /** What adds a settled ticket's callback job (a worker, the recovery sweep, a sealer): built once. */
-  ticketDeps(): TicketDeps {
+  ticketOutbox(): TicketOutbox {
     const client = this.client();
-    return (this.ticketDepsBuilt ??= {
+    return (this.outbox ??= new TicketOutbox({
       client,
       keyspace: this.keyspace,
       queue: (key) => this.queueOf(key),
       ticketTtlMs: this.opts.ticketTtlMs,
       attempts: this.opts.attempts,
-    });
+    }));
   }
 
   queueOf(key: Key): KeyQueue {

@@ -5,7 +5,8 @@ import { log } from '../core/logger';
 import { AttachedWorkers } from '../engine/attach';
 import { JobCancels } from '../engine/cancels';
 import { firstClaimConfig, JobFinisher, type BackendMode } from '../engine/finisher';
-import { keyProcessor, workerKeyProcessor, type ProcessorDeps } from '../engine/processor';
+import { keyProcessor, workerKeyProcessor } from '../engine/processor';
+import { RunEnv } from '../engine/run-env';
 import { age, budgetOf } from '../engine/scheduling';
 import { ShardWorker, type ShardRef } from '../engine/shard-worker';
 import { SlotBudget } from '../engine/slots';
@@ -28,6 +29,7 @@ export class Workers {
   /** The workers `createWorker` returned, each with how to make a follower for a shard. */
   private readonly leaders = new Map<ShardWorker, (shard: ShardRef) => ShardWorker>();
   private warnedFastPath = false;
+  private env: RunEnv | undefined;
 
   constructor(
     private readonly runtime: BatcherRuntime,
@@ -78,7 +80,7 @@ export class Workers {
   }
 
   processor(fallback?: FallbackProcessor): KeyProcessor {
-    return keyProcessor(this.processorDeps(), fallback);
+    return keyProcessor(this.runEnv(), fallback);
   }
 
   attach(worker: Worker): void {
@@ -115,7 +117,7 @@ export class Workers {
       const cancels = new JobCancels();
       const worker = new ShardWorker(
         opts.name,
-        workerKeyProcessor(this.processorDeps(finisher), cancels),
+        workerKeyProcessor(this.runEnv(), cancels, finisher),
         {
           ...WORKER_DEFAULTS,
           ...workerOptions,
@@ -153,8 +155,9 @@ export class Workers {
     await this.attached.close();
   }
 
-  /** What a run of this batcher's runs with; `finisher` for createWorker's (see engine/finisher.ts). */
-  private processorDeps(finisher?: JobFinisher): ProcessorDeps {
+  /** What every run of this batcher's key jobs in this process runs with: built once, at the first worker. */
+  private runEnv(): RunEnv {
+    if (this.env) return this.env;
     const { runtime, handler } = this;
     const { opts } = runtime;
     if (!handler) {
@@ -170,8 +173,9 @@ export class Workers {
       if (lists?.of !== served) lists = { of: served, lists: runtime.shards.all(served).map(bullKeysOf) };
       return lists.lists;
     };
-    return {
+    return (this.env = new RunEnv({
       client: runtime.client(),
+      outbox: runtime.ticketOutbox(),
       redlock: runtime.redlock(),
       keyspace: runtime.keyspace,
       options: opts,
@@ -180,9 +184,7 @@ export class Workers {
       events: runtime.events,
       queueLists,
       agree: () => runtime.agreement.check('worker'),
-      tickets: runtime.ticketDeps(),
-      ...(finisher && { finisher }),
-    };
+    }));
   }
 
   /** Once per batcher: 'auto' found the installed BullMQ unlike the one this version fuses runs into. */

@@ -147,6 +147,9 @@ export interface LockRef {
   readonly ttlMs: number;
 }
 
+/** A claim's arguments but the lock, which a `KeySession` binds (see key-session.ts). */
+export type ClaimArgs = Omit<ClaimCall, 'lock'>;
+
 export interface ClaimCall {
   lock: LockRef;
   /** Unique per call within a run; a resent claim with the same id changes nothing. */
@@ -227,15 +230,20 @@ export type ClaimResult =
 
 /** Settles the previous slice and claims up to `count` ids (or a due failed slice), in one call (see claim.lua). */
 export async function claim(client: RedisClient, store: StoreKind, names: KeyNames, c: ClaimCall): Promise<ClaimResult> {
+  return claimWith(client, store, names, c.lock, c);
+}
+
+/** `claim` with the lock apart from the call's other arguments (a `KeySession` holds its own). */
+export async function claimWith(client: RedisClient, store: StoreKind, names: KeyNames, lock: LockRef, c: ClaimArgs): Promise<ClaimResult> {
   const finish = c.finish;
   const reply = await runScript(client, 'claim', finish && !finish.derived ? [names.base, ...finish.call.keys] : [names.base], [
     store,
-    c.lock.value,
+    lock.value,
     c.claimId,
     c.settle,
     c.count,
     c.lane ?? 0,
-    c.lock.ttlMs,
+    lock.ttlMs,
     c.takeLock ? '1' : '0',
     c.releaseIfEmpty ? '1' : '0',
     c.rate?.max ?? 0,
@@ -308,14 +316,28 @@ export async function settle(
   client: RedisClient,
   store: StoreKind,
   names: KeyNames,
-  lane: number,
   lock: LockRef,
-  claimId: string,
-  how: 'ack' | 'restore',
-  holdMs?: number,
+  s: SettleCall,
 ): Promise<{ settled: string[]; heldMs: number } | undefined> {
-  const result = await claim(client, store, names, { lock, claimId, settle: how, count: 0, lane, ...(holdMs !== undefined && { holdMs }) });
+  const { holdMs } = s;
+  const result = await claimWith(client, store, names, lock, {
+    claimId: s.claimId,
+    settle: s.how,
+    count: 0,
+    lane: s.lane,
+    ...(holdMs !== undefined && { holdMs }),
+  });
   return result.held ? { settled: result.settled ?? [], heldMs: holdMs ? result.waitMs : 0 } : undefined;
+}
+
+/** How `settle` ends a lane's last slice. */
+export interface SettleCall {
+  lane: number;
+  /** Unique per call within a run, as a claim's. */
+  claimId: string;
+  how: 'ack' | 'restore';
+  /** A handler's retryAfter: hold the key at least this long. */
+  holdMs?: number | undefined;
 }
 
 /**

@@ -1,0 +1,406 @@
+import { DelayedError } from '../bullmq';
+import { SliceCrashedError } from '../core/errors';
+import { log } from '../core/logger';
+import type { CancelSource } from '../core/stop';
+import { LEVEL } from '../storage/job';
+import type { KeySession } from '../storage/key-session';
+import type { ClaimCall, ClaimResult, LockRef, Payloads, Released, Traces } from '../storage/protocol';
+import {
+  afterFailure,
+  combine,
+  conclusion,
+  laneEnd,
+  nothingClaimed,
+  stoppedFor,
+  type Finished,
+  type RunOutcome,
+  type SliceSettle,
+} from './decisions';
+import { backoffDelay, mayRetry, settleFailure, type FailedSlice, type RetrySlice } from './failures';
+import type { JobFinisher } from './finisher';
+import { rateLimitOf } from './flow';
+import { firstReason, maxRuntime, Stop, stopped, stopReasonOf, type InterruptCheck } from './interrupt';
+import { runHandler, SliceContext, SliceFailure } from './iteration';
+import { KeyLock } from './lock';
+import type { RunEnv } from './run-env';
+import { budgetOf, demote, preemption } from './scheduling';
+import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
+
+/**
+ * One run of a key's BullMQ job, and the one place its state lives: the job and its token, the
+ * key's session under the run's lock (`session`), the lock's renewal, the run's stop, and what its
+ * lanes share (the first stop, the first error). The decisions are decisions.ts's, made from plain
+ * data; a `KeyRun` applies them through its session and its job.
+ *
+ * A run takes the key's lock in its first claim, runs `concurrency` lanes, each a loop that claims
+ * a slice (acking its previous one in the same call), runs the handler, then asks the interrupt
+ * checks; then it concludes: complete (nothing left), or move its own job to delayed, at once when
+ * interrupted (so it lines up behind jobs already waiting), or until something is due (a zset
+ * time, a failed slice's backoff). The job stays the same BullMQ job throughout, so a key never has
+ * two. Progress is committed only after a slice succeeds, and the budget is checked only between
+ * slices (as job-iteration does). A failed slice is settled on its own (see failures.ts) and never
+ * fails the job; the job fails (BullMQ's own attempts are 1) only when Redis is too broken even to
+ * move it to delayed, and the recovery sweep brings such a key back.
+ * @internal
+ */
+export class KeyRun {
+  private readonly session: KeySession;
+  /** The first claim the fetch of this job made, if it did (see finisher.ts). */
+  private readonly fused: ReturnType<JobFinisher['takeFirst']>;
+  private readonly single: boolean;
+  private handler!: EachIteration;
+  /** The run's one stop (each slice's ctx.signal with a single lane): a shutdown or a lost lock. Set once the run holds the key. */
+  private stop!: Stop;
+  private rate: RateLimit | undefined;
+  private interrupts: readonly InterruptCheck[] = [];
+  /** Set by the first lane that stops the run; the others stop after their slice. */
+  private stoppedBy: RunOutcome | undefined;
+  /** What a lane threw (Redis trouble): the run rethrows it once every lane has stopped. */
+  private error: { thrown: unknown } | undefined;
+
+  constructor(
+    private readonly env: RunEnv,
+    private readonly finisher: JobFinisher | undefined,
+    private readonly job: KeyJob,
+    private readonly token: string,
+    private readonly cancel: CancelSource | undefined,
+  ) {
+    const { options } = env;
+    // The fetch of this job may have made its first claim already (see finisher.ts).
+    const fused = finisher?.takeFirst(job.id);
+    const lock: LockRef = { value: fused?.lock ?? KeyLock.newValue(), ttlMs: options.lockTtlMs };
+    this.session = env.session(job.data.key, lock);
+    this.single = options.concurrencyPerKey === 1;
+    this.fused = fused;
+  }
+
+  async run(): Promise<void> {
+    const { env, job, session } = this;
+    const { options } = env;
+    const key = job.data.key;
+    let lock: KeyLock | undefined;
+    try {
+      const rate = (this.rate = rateLimitOf(options.rateLimit, key));
+      const sentAt = this.fused?.sentAt ?? Date.now();
+      // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
+      const first = this.fused?.claim
+        ? await session.adopt(this.fused.claim)
+        : await session.claim({
+            claimId: sliceIdOf(session.lock.value, 0, 1),
+            settle: 'recover',
+            count: options.sliceSize,
+            takeLock: true,
+            releaseIfEmpty: this.single,
+            ...(rate && { rate }),
+          });
+      // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
+      if (!first.held) return await this.requeue(this.busyFor(first.lockTtlMs));
+      // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
+      // so there is nothing to renew or iterate.
+      if (first.ids.length === 0 && this.single) return await this.conclude(nothingClaimed(first.waitMs, true));
+      this.handler = env.handler();
+      const stop = (this.stop = new Stop(this.cancel));
+      lock = new KeyLock(env.redlock, session.names.lock, session.lock.value, sentAt, options.lockTtlMs, options.logger, stop);
+      this.interrupts = [
+        stopped(stop),
+        maxRuntime(Date.now(), budgetOf(key, options.maxRuntimeMs, options.weight, options.logger)),
+        ...(options.scheduling === 'fair'
+          ? [preemption(env.client, env.queueLists, options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
+          : []),
+      ];
+      const outcome = await this.lanes(first);
+      // No renewal may race the release below (it would fail and log a spurious warning).
+      lock.stop();
+      await this.conclude(outcome);
+    } catch (err) {
+      if (err instanceof DelayedError) throw err;
+      // Redis trouble outside a slice (or a rateLimit function that threw). Failing the job would
+      // leave the key to the recovery sweep; retrying it is better. The in-flight ids (if any) are
+      // recovered by the next run. The lock is given back (fenced by its value) even if only the
+      // first claim's lost reply took it, or the key would wait out its TTL.
+      log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key });
+      await session.release('keep').catch(() => undefined);
+      return await this.requeue(backoffDelay(options.backoff, 1, err));
+    } finally {
+      lock?.stop();
+    }
+  }
+
+  /** How long to wait for a lock held by another run, from its PTTL. */
+  private busyFor(pttl: number): number {
+    const { options } = this.env;
+    if (pttl === -1) {
+      log(options.logger, 'warn', 'batch-by-key: lock key has no TTL (set by hand?); delete it to unblock the key', {
+        resource: this.session.names.lock,
+      });
+      return options.lockTtlMs;
+    }
+    // -2: released just now.
+    return Math.max(0, pttl);
+  }
+
+  /**
+   * The run's lanes. `first` is lane 0's first claim, made as the run took the lock: it recovered
+   * whatever a dead run left in flight, in any lane, so the other lanes start after it, and only
+   * when it found work. A single lane's last claim releases the lock too.
+   */
+  private async lanes(first: ClaimResult & { held: true }): Promise<RunOutcome> {
+    const concurrency = this.env.options.concurrencyPerKey;
+    const lanes = [this.contained(this.lane(0, first))];
+    if (concurrency > 1 && first.ids.length > 0) {
+      for (let lane = 1; lane < concurrency; lane++) lanes.push(this.contained(this.lane(lane)));
+    }
+    const outcomes = await Promise.all(lanes);
+    if (this.error) throw this.error.thrown;
+    return combine(outcomes);
+  }
+
+  /**
+   * A lane that throws stops the others after their slice, and the run waits for them before it
+   * rethrows: releasing the lock while a lane still runs would let a new run restore, and run
+   * again, the slices still running here.
+   */
+  private async contained(lane: Promise<RunOutcome>): Promise<RunOutcome> {
+    try {
+      return await lane;
+    } catch (thrown) {
+      this.error ??= { thrown };
+      this.stoppedBy ??= { kind: 'stopped', reason: 'shutdown' };
+      return this.stoppedBy;
+    }
+  }
+
+  private async lane(lane: number, first?: ClaimResult): Promise<RunOutcome> {
+    const { session, single } = this;
+    const { sliceSize } = this.env.options;
+    // One signal per lane and run: a timed-out slice ends its lane (and the run), so it never needs
+    // resetting, and a timeout in one lane never aborts another lane's slice.
+    const signal = single ? this.stop : new Stop(undefined, this.stop);
+    // With lanes, the lock is released once every lane has ended (see `conclude`).
+    const releaseIfEmpty = single;
+    // Whether the last claim emptied pending, so that this one likely ends the run: only then is
+    // BullMQ's completion sent along (building and sending it costs a few µs).
+    let emptied = false;
+    for (let n = 1; ; n++) {
+      const sliceId = sliceIdOf(session.lock.value, lane, n);
+      const finish: ClaimCall['finish'] = releaseIfEmpty && emptied ? this.finisher?.callFor(this.job, this.token) : undefined;
+      const sentAt = Date.now();
+      const claimed: ClaimResult =
+        n === 1 && first
+          ? first
+          : await session.claim({
+              claimId: sliceId,
+              settle: 'ack',
+              count: sliceSize,
+              lane,
+              releaseIfEmpty,
+              ...(this.rate && { rate: this.rate }),
+              ...(finish && { finish }),
+            });
+      if (!claimed.held) return { kind: 'lock_lost' };
+      // The job is complete already: from here on nothing may requeue it (see `conclude`).
+      if (claimed.finished !== undefined && finish)
+        return { kind: 'drained', released: true, finished: { reply: claimed.finished, settled: claimed.settled ?? [], finish, sentAt } };
+      emptied = claimed.ids.length < sliceSize;
+      if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
+      // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore. A run
+      // stopped before its slice starts (its job was fetched as the worker began closing or
+      // pausing) hands the slice back unrun.
+      const outcome =
+        stoppedFor(stopReasonOf(this.stop), true) ??
+        (await this.slice(lane, signal, claimed, sliceId)) ??
+        (this.stoppedBy && { ...this.stoppedBy, restore: false }) ??
+        stoppedFor(firstReason(this.interrupts, { full: claimed.ids.length >= sliceSize }));
+      if (outcome) {
+        this.stoppedBy ??= outcome;
+        const settle = laneEnd(lane, outcome);
+        if (settle) await this.settle(lane, `${sliceId}:end`, settle);
+        return outcome;
+      }
+    }
+  }
+
+  /** Settles a stopped lane's last slice (see decisions.ts `stoppedSlice`): how long the key is held, or undefined when the lock was lost. */
+  private settle(lane: number, claimId: string, s: SliceSettle): Promise<number | undefined> {
+    return this.session.settle({ lane, claimId, how: s.how, holdMs: s.holdMs });
+  }
+
+  /** Runs one claimed slice; an outcome when the slice ends the run. */
+  private async slice(
+    lane: number,
+    signal: Stop,
+    claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads; traces?: Traces },
+    sliceId: string,
+  ): Promise<RunOutcome | undefined> {
+    const { env, job } = this;
+    const key = job.data.key;
+    const slice: SliceInfo = { key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job };
+    // A failed slice run again carries its ids' trace context in its JSON; pending ids, in the claim's reply.
+    const traces = claimed.retry ? claimed.retry.traces : claimed.traces;
+    const crashed = claimed.retry?.crashed ? claimed.retry : undefined;
+    if (crashed && !mayRetry(crashed.attempts, crashed.isolating, env.options)) {
+      // Its death was its last allowed run (a poison id that kills the worker): settle it as that
+      // failure, which splits or dead-letters it, rather than run it to die once more.
+      const error = new SliceCrashedError(
+        `the run of this slice of key ${JSON.stringify(key)} died before it finished (a crash, an OOM kill, a lost lock)`,
+      );
+      const previous = { ...crashed, attempts: crashed.attempts - 1 };
+      const stands = await this.failed({ slice, previous, error, sliceId, lane, durationMs: 0, payloads: claimed.payloads, traces });
+      return stands ? undefined : { kind: 'lock_lost' };
+    }
+    const started = performance.now();
+    try {
+      await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloads, traces), signal);
+      env.events.processed(slice.ids.length);
+      if (env.events.wants('slice:done')) {
+        env.events.emit('slice:done', {
+          ...slice,
+          durationMs: performance.now() - started,
+          ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }),
+        });
+      }
+      return undefined;
+    } catch (thrown) {
+      // Redis trouble in a claim is not the slice's fault: the safety net in `run` retries the run.
+      if (!(thrown instanceof SliceFailure)) throw thrown;
+      // A stop's give-up or a retryAfter is no failure (see decisions.ts `afterFailure`).
+      const stopping = afterFailure(stopReasonOf(this.stop), thrown.error);
+      if (stopping) return stopping;
+      const failed = {
+        slice,
+        previous: claimed.retry,
+        error: thrown.error,
+        sliceId,
+        lane,
+        durationMs: performance.now() - started,
+        payloads: claimed.payloads,
+        traces,
+      };
+      if (!(await this.failed(failed))) return { kind: 'lock_lost' };
+      // Not stopping, so a timeout aborted it. The abandoned handler may still run; a fresh run
+      // gets a fresh signal.
+      if (signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
+      return undefined;
+    }
+  }
+
+  /** Retries, splits or dead-letters a failed slice (see failures.ts); false when the lock was lost first. */
+  private failed(failed: FailedSlice): Promise<boolean> {
+    return settleFailure(this.env, this.session, failed);
+  }
+
+  /** Applies the run's conclusion (see decisions.ts `conclusion`): commits what it ended with, releases the key and moves the job on. */
+  private async conclude(outcome: RunOutcome): Promise<void> {
+    const { env, job, session } = this;
+    const { options } = env;
+    const key = job.data.key;
+    const c = conclusion(outcome, options.scheduling);
+    if (outcome.kind === 'drained' && outcome.finished) return this.completed(outcome.finished);
+    if (c.interrupted) {
+      if (c.interrupted === 'lock_lost') {
+        log(options.logger, 'warn', 'batch-by-key: lost the key lock; the slice will be retried by the next run', { key });
+      } else {
+        log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: c.interrupted });
+      }
+      env.events.emit('interrupted', { key, job, reason: c.interrupted });
+    }
+    // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
+    const heldMs = c.settle ? await this.settle(0, `${session.lock.value}:restore`, c.settle) : undefined;
+    const released = c.release ? await this.release(c.release) : undefined;
+    const move = c.job;
+    switch (move.to) {
+      case 'done':
+        if (move.ifPending && released === 'pending') return this.requeue(0);
+        return;
+      case 'delayed':
+        // A hold's wait is what the settle reports (its floor and backoff included; nothing is due before).
+        return this.delayUntilReady(move.held ? (heldMs ?? move.waitMs) : move.waitMs);
+      case 'requeued':
+        if (move.demote) await demote(job);
+        return this.requeue(0);
+    }
+  }
+
+  /**
+   * The run's last claim completed its job (see finisher.ts): BullMQ's completion takes that
+   * claim's reply. Callbacks of tickets it settled are added now; if that fails they stay in the
+   * key's outbox for the recovery sweep, since a completed job can no longer be requeued.
+   */
+  private async completed({ reply, settled, finish, sentAt }: Finished): Promise<void> {
+    const { env, job } = this;
+    if (job.id) this.finisher?.completed(job.id, finish, reply, sentAt);
+    if (settled.length === 0) return;
+    await env.outbox.hand(job.data.key, settled).catch((err: unknown) =>
+      log(env.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', {
+        err,
+        key: job.data.key,
+      }),
+    );
+  }
+
+  private async release(mode: 'ack' | 'keep'): Promise<Released> {
+    const released = await this.session.release(mode);
+    if (released === 'lost') {
+      log(this.env.options.logger, 'warn', 'batch-by-key: the key lock expired before release; in-flight ids will be retried', {
+        lock: this.session.names.lock,
+      });
+    }
+    return released;
+  }
+
+  /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
+  private async requeue(delayMs: number): Promise<never> {
+    await this.job.moveToDelayed(Date.now() + delayMs, this.token);
+    throw new DelayedError();
+  }
+
+  /**
+   * Waits until something is due (a zset time, a failed slice's backoff). A push that landed after
+   * our last claim found the job still active, so it could not bring the delayed job forward:
+   * look again once it is delayed.
+   */
+  private async delayUntilReady(waitMs: number): Promise<never> {
+    const { job, token } = this;
+    const { options } = this.env;
+    // A wait is no turn: when it ends (a rate limit's window, a retryAfter, a backoff, a zset
+    // time) the key lines up with light keys, which running keys yield to, rather than behind
+    // every heavy key (where it could wait a whole budget for a slot).
+    if (options.scheduling === 'fair' && Number(job.priority ?? 0) !== LEVEL.light) await job.changePriority({ priority: LEVEL.light });
+    await job.moveToDelayed(Date.now() + waitMs, token);
+    let delayMs = waitMs;
+    try {
+      const now = await this.session.dueIn();
+      if (now >= 0 && now < waitMs) {
+        await job.changeDelay(now);
+        delayMs = now;
+      }
+    } catch (err) {
+      // The job is delayed already; at worst a push that raced with it waits for its earlier time.
+      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: job.data.key });
+    }
+    if (delayMs <= PROMPT_WAKE_MS) wakeWhenDue(job, delayMs);
+    throw new DelayedError();
+  }
+}
+
+/** The id of a lane's n-th slice of a run (its claim's id too). */
+export function sliceIdOf(lock: string, lane: number, n: number): string {
+  return `${lock}:${lane}:${n}`;
+}
+
+/**
+ * Waits up to this long are ended by a timer of the worker that set them, as well as by BullMQ.
+ * A worker blocked on BullMQ's marker wakes for a delayed job only at a timeout, which Redis
+ * serves on its timer tick (100 ms at the default `hz` 10): a key waiting out a 100 ms rate-limit
+ * window waited up to twice that, and ran at half its limit.
+ */
+const PROMPT_WAKE_MS = 1_000;
+
+/**
+ * Promotes the delayed job when its delay ends (a ms late, so the key's hold, timed by Redis,
+ * has ended too). If this worker dies first, or the job moved meanwhile, BullMQ's own promotion
+ * still runs it; a promote that finds it no longer delayed changes nothing.
+ */
+function wakeWhenDue(job: KeyJob, delayMs: number): void {
+  setTimeout(() => void job.promote().catch(() => undefined), delayMs + 1).unref();
+}
