@@ -1,6 +1,4 @@
 import { mkdirSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
@@ -10,6 +8,7 @@ import type { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
 import { batchByKey, bullBoardAdapters, ClosedError, dashboard, InvalidOptionError, JOB_NAME, type Batcher, type KeyJobView } from '../src';
 import { formatMs } from '../src/ops/html';
+import { serveLocally } from './helpers/http';
 import { queueOf, testBatcher, testConnection, track, uniqueName, waitFor } from './helpers/redis';
 
 /** A producer: its key jobs wait, so the board has them to show. */
@@ -118,19 +117,6 @@ afterAll(async () => {
   await browser?.close();
 });
 
-async function serve(app: express.Express): Promise<string> {
-  const server: Server = createServer(app);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  track({
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections(); // the browser's keep-alive connections
-      }),
-  });
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
 describe('bull-board in a browser, beside the dashboard', () => {
   it("shows the key job with its key and pending count on the queue's page", async () => {
     const b = producer();
@@ -153,7 +139,7 @@ describe('bull-board in a browser, beside the dashboard', () => {
     });
     app.use('/admin/board', board.getRouter() as express.Router);
     app.use('/admin/queues', dashboard({ batchers: [b] }));
-    const url = await serve(app);
+    const url = await serveLocally(app);
 
     browser ??= await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox'] });
     const page = await browser.newPage();

@@ -1,24 +1,14 @@
 import { mkdirSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  dashboard,
-  InvalidOptionError,
-  PermanentError,
-  type Batcher,
-  type DashboardHandler,
-  type History,
-  type KeyStats,
-  type Stats,
-} from '../src';
+import { dashboard, InvalidOptionError, PermanentError, type Batcher, type History, type KeyStats, type Stats } from '../src';
 import { encodeSample } from '../src/ops/history';
 import { defineScripts, runScript } from '../src/storage/scripts';
 import { redisNow } from '../src/ops/stats';
 import { Gate } from './helpers/gate';
-import { keyspaceOf, range, redisClient, testBatcher, track, uniqueName, waitFor } from './helpers/redis';
+import { serveLocally } from './helpers/http';
+import { keyspaceOf, range, redisClient, testBatcher, uniqueName, waitFor } from './helpers/redis';
 
 const XSS_KEY = '<img src=x onerror=alert(1)>';
 
@@ -29,19 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
 });
-
-async function serve(handler: DashboardHandler | express.Express): Promise<string> {
-  const server: Server = createServer(handler as DashboardHandler);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  track({
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections(); // the browser's keep-alive connections
-      }),
-  });
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 /** A live workload: two keys held in flight with a backlog, and a dead letter whose key is markup. */
 async function workload(): Promise<{ b: Batcher; gate: Gate; poison: Set<string> }> {
@@ -68,7 +45,7 @@ async function workload(): Promise<{ b: Batcher; gate: Gate; poison: Set<string>
 describe('dashboard in a browser', () => {
   it('lists the keys of a live workload, escapes user data, and requeues a dead letter', async () => {
     const { b, gate, poison } = await workload();
-    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
     const page = await browser.newPage();
     const dialogs: string[] = [];
     page.on('dialog', (d) => {
@@ -100,7 +77,7 @@ describe('dashboard in a browser', () => {
   it('pauses a key from its form and resumes it from the paused keys table', async () => {
     const rec: string[] = [];
     const b = testBatcher({ eachIteration: (ids) => void rec.push(...ids) });
-    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
     const page = await browser.newPage();
     try {
       await page.goto(`${url}/`);
@@ -122,7 +99,7 @@ describe('dashboard in a browser', () => {
 
   it('read-only: no buttons, and a POST is refused with 403', async () => {
     const { b } = await workload();
-    const url = await serve(dashboard({ batchers: [b] }));
+    const url = await serveLocally(dashboard({ batchers: [b] }));
     const page = await browser.newPage();
     await page.goto(`${url}/`);
     expect(await page.locator('button').count()).toBe(0);
@@ -140,7 +117,7 @@ describe('dashboard over HTTP', () => {
     const b = testBatcher({ eachIteration: () => {} });
     const c = testBatcher({ eachIteration: () => {} });
     await b.performBatchLater(['1', '2'], { key: 'k' });
-    const url = await serve(dashboard({ batchers: [b, c] }));
+    const url = await serveLocally(dashboard({ batchers: [b, c] }));
     const res = await fetch(`${url}/api/v1/stats`);
     expect(res.headers.get('content-type')).toContain('application/json');
     const body = (await res.json()) as { batchers: { name: string; pending: number }[] };
@@ -156,7 +133,7 @@ describe('dashboard over HTTP', () => {
     const { b } = await workload();
     const keys = ['twin\nkey', 'twin\r\nkey', 'nul\u0000key'];
     for (const key of keys) await b.pause(key);
-    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
     const page = await browser.newPage();
     try {
       for (const key of keys) {
@@ -179,7 +156,7 @@ describe('dashboard over HTTP', () => {
     for (let i = 0; i < keys.length; i += 250) await Promise.all(keys.slice(i, i + 250).map((key) => b.pause(key)));
     const listed = await b.paused();
     expect(listed.map((p) => p.key).sort()).toEqual([...keys].sort());
-    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
     const html = await (await fetch(`${url}/`)).text();
     expect(html.match(/name="key64" value="/g)?.length).toBe(100);
     expect(html).toContain('and 2400 more, not shown');
@@ -187,7 +164,7 @@ describe('dashboard over HTTP', () => {
 
   it('refuses actions that are cross-site or lack the token', async () => {
     const { b } = await workload();
-    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
     const token = /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())?.[1];
     expect(token).toBeDefined();
     const post = (headers: Record<string, string>, fields: Record<string, string>) =>
@@ -220,7 +197,7 @@ describe('dashboard over HTTP', () => {
 
   it('a proxy that terminates TLS says so with X-Forwarded-Proto: its https origin passes; http does not', async () => {
     const { b } = await workload();
-    const url = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
     const token = /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())![1]!;
     const host = new URL(url).host;
     const post = (origin: string) =>
@@ -247,9 +224,9 @@ describe('dashboard over HTTP', () => {
         },
         body: new URLSearchParams({ batcher: b.name, token, ...fields }),
       });
-    const plain = await serve(dashboard({ batchers: [b], readOnly: false }));
+    const plain = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
     expect((await post(plain, await page(plain))).status).toBe(403);
-    const proxied = await serve(dashboard({ batchers: [b], readOnly: false, origins: ['https://ops.example.com'] }));
+    const proxied = await serveLocally(dashboard({ batchers: [b], readOnly: false, origins: ['https://ops.example.com'] }));
     const token = await page(proxied);
     expect((await post(proxied, token, { key: 'x'.repeat(5000) })).status).toBe(400);
     expect(await b.deadLetters.count()).toBe(1);
@@ -271,7 +248,7 @@ describe('dashboard over HTTP', () => {
     poison.clear();
     const app = express();
     app.use('/admin/queues', dashboard({ batchers: [b], readOnly: false }));
-    const url = await serve(app);
+    const url = await serveLocally(app);
     const html = await (await fetch(`${url}/admin/queues`)).text();
     expect(html).toContain('href="/admin/queues/api/v1/stats"');
     expect(html).toContain('action="/admin/queues/actions/requeue"');
@@ -382,7 +359,7 @@ describe('dashboard history', () => {
     gate.open();
     await waitFor(async () => (await b.history()).samples.at(-1)?.keys === 0, { what: 'a sample of the drained batcher' });
 
-    const url = await serve(dashboard({ batchers: [b] }));
+    const url = await serveLocally(dashboard({ batchers: [b] }));
     const page = await browser.newPage();
     const problems: string[] = [];
     page.on('console', (m) => void (m.type() === 'error' && problems.push(m.text())));
@@ -438,7 +415,7 @@ describe('dashboard history', () => {
       );
     }
 
-    const url = await serve(dashboard({ batchers: [b] }));
+    const url = await serveLocally(dashboard({ batchers: [b] }));
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     await page.goto(`${url}/`);
     const section = page.locator(`section[data-batcher="${b.name}"]`);
@@ -475,7 +452,7 @@ describe('dashboard history', () => {
     const worker = b.createWorker();
     await waitFor(async () => (await b.history()).samples.length >= 2, { what: 'two samples' });
     await worker.close(); // sampling stops, so both reads below see one series
-    const url = await serve(dashboard({ batchers: [b, c] }));
+    const url = await serveLocally(dashboard({ batchers: [b, c] }));
     const body = (await (await fetch(`${url}/api/v1/history`)).json()) as { batchers: History[] };
     expect(body.batchers.map((h) => h.name)).toEqual([b.name, c.name]);
     expect(body.batchers[0]!.samples).toEqual((await b.history()).samples);

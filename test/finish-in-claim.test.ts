@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { createRedisBackend, Queue, Worker, type RedisQueueBackend } from 'bullmq';
 import { Redis } from 'ioredis';
-import { batchByKey, InvalidOptionError } from '../src';
+import { batchByKey, InvalidOptionError, type FastPath } from '../src';
 import { bullmqScript } from '../src/bullmq';
 import { derivable, fastPathProblem } from '../src/engine/finisher';
 import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
@@ -54,21 +54,30 @@ async function scriptCalls(admin: Redis, run: () => Promise<unknown>): Promise<[
   });
 }
 
+/**
+ * `count` keys of two ids each, pushed, then a worker of concurrency 3 run until every key job
+ * completed: what the handler saw, the jobs completed (by key) and the script calls logged meanwhile.
+ */
+async function runTwoIdsPerKey(count: number, fastPath?: FastPath) {
+  const admin = track(new Redis(server().url));
+  const rec = new Recorder();
+  const name = uniqueName();
+  const b = track(batchByKey({ name, connection: server().url, eachIteration: rec.handler, ...(fastPath && { fastPath }) }));
+  const keys = range(count, 'k-');
+  for (const key of keys) await b.performBatchLater([`${key}:a`, `${key}:b`], { key });
+  const worker = b.createWorker({ concurrency: 3, autorun: false });
+  const completed: string[] = [];
+  worker.on('completed', (job) => completed.push((job.data as { key: string }).key));
+  const calls = await scriptCalls(admin, async () => {
+    void worker.run();
+    await waitFor(() => completed.length >= keys.length, { what: 'every key job completed' });
+  });
+  return { name, keys, rec, completed, calls };
+}
+
 describe('a run completes its job in its last claim', () => {
   standaloneOnly('sends no moveToFinished of its own, and BullMQ still completes each job once and fetches the next', async () => {
-    const admin = track(new Redis(server().url));
-    const rec = new Recorder();
-    const name = uniqueName();
-    const b = track(batchByKey({ name, connection: server().url, eachIteration: rec.handler }));
-    const keys = range(60, 'k-');
-    for (const key of keys) await b.performBatchLater([`${key}:a`, `${key}:b`], { key });
-    const worker = b.createWorker({ concurrency: 3, autorun: false });
-    const completed: string[] = [];
-    worker.on('completed', (job) => completed.push((job.data as { key: string }).key));
-    const calls = await scriptCalls(admin, async () => {
-      void worker.run();
-      await waitFor(() => completed.length >= keys.length, { what: 'every key job completed' });
-    });
+    const { name, keys, rec, completed, calls } = await runTwoIdsPerKey(60);
     // BullMQ's moveToFinished for this queue (its first key is the queue's wait list) never went alone.
     expect(calls.filter(([sha, key]) => sha === MOVE_TO_FINISHED && key.includes(`:${name}:`))).toEqual([]);
     expect([...completed].sort()).toEqual([...keys].sort());
@@ -224,19 +233,7 @@ describe('a completion’s keys derived in the claim', () => {
 
 describe('fastPath', () => {
   it.skipIf(onCluster())("'off': a worker runs BullMQ's own fetch and completion, and every key job still completes once", async () => {
-    const admin = track(new Redis(server().url));
-    const rec = new Recorder();
-    const name = uniqueName();
-    const b = track(batchByKey({ name, connection: server().url, eachIteration: rec.handler, fastPath: 'off' }));
-    const keys = range(20, 'k-');
-    for (const key of keys) await b.performBatchLater([`${key}:a`, `${key}:b`], { key });
-    const worker = b.createWorker({ concurrency: 3, autorun: false });
-    const completed: string[] = [];
-    worker.on('completed', (job) => completed.push((job.data as { key: string }).key));
-    const calls = await scriptCalls(admin, async () => {
-      void worker.run();
-      await waitFor(() => completed.length >= keys.length, { what: 'every key job completed' });
-    });
+    const { name, keys, rec, completed, calls } = await runTwoIdsPerKey(20, 'off');
     const bullmqOwn = (sha: string) => calls.filter(([called, key]) => called === sha && key.includes(`:${name}:`)).length;
     expect(bullmqOwn(MOVE_TO_FINISHED)).toBeGreaterThanOrEqual(keys.length);
     expect(bullmqOwn(MOVE_TO_ACTIVE)).toBeGreaterThan(0);
