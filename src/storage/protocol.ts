@@ -157,8 +157,6 @@ export interface ClaimCall {
   settle: Settle;
   /** Ids to claim; 0 settles only. */
   count: number;
-  /** With 'recover': lanes 1..n of a dead run to recover too (lane 0's first claim). */
-  otherLanes?: number;
   /** A run's first claim: take the lock if it is free. */
   takeLock?: boolean;
   /** Release the lock in the same call when nothing is claimed (the run ends). */
