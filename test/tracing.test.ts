@@ -154,6 +154,18 @@ describe('links from a slice to the pushes of its ids', () => {
     expect(await redis.exists(names(key).traces, names(key).extras)).toBe(0);
   });
 
+  it("trace context no claim took (an earlier version's worker claimed its ids) goes at the end of a run that leaves nothing waiting", async () => {
+    const key = 'stale';
+    const { b, processed, redis, names } = setup('list');
+    await pushInRequest(b, ['a'], key);
+    // As an earlier version's claim would leave it: its id claimed and gone, its entry kept.
+    await redis.hset(names(key).traces, 'gone', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+    b.createWorker();
+    await waitFor(() => processed.length === 1, { what: 'the id' });
+    await waitFor(async () => (await redis.exists(names(key).lock)) === 0, { what: 'the run to end' });
+    expect(await redis.exists(names(key).traces, names(key).extras)).toBe(0);
+  });
+
   it.each(['list', 'set'] as const)('%s: a slice with the ids of two requests links to both', async (store) => {
     const key = `two-${store}`;
     const { b } = setup(store);

@@ -15,6 +15,9 @@ local function markLanes(K) redis.call('MSET', K.extras, '1', K.lanes, '1') end
 -- settled): a run's end asks, its last claim's or its release's, once its slices are settled.
 -- (Lanes other than 0 are never looked at: while any of theirs may exist, so does the lanes mark.)
 local function dropExtrasIfNone(K)
+  -- Trace context outlives its ids only when a claim did not take it (a worker of an earlier
+  -- version, during a rolling deploy): once nothing waits, what is left is of no id.
+  if redis.call('EXISTS', K.traces) == 1 and redis.call('EXISTS', K.pending) == 0 then redis.call('DEL', K.traces) end
   if redis.call('EXISTS', K.paused, K.hold, K.retryAfterStreak, K.retry, K.retrySlices, K.retryData, K.tracked, K.trackedInFlight, K.payloads, K.payloadsInFlight, K.traces, K.inFlightSlice, K.lanes) == 0 then
     redis.call('DEL', K.extras)
   end
