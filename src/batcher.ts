@@ -78,6 +78,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       return runtime.ownQueues();
     },
     readKeys: async (keys) => operations.readKeys(keys),
+    logger: runtime.opts.logger,
   });
   return batcher;
 }

@@ -285,10 +285,13 @@ describe('connection', () => {
   it('close() is idempotent and a closed batcher refuses new pushes', async () => {
     const b = batchByKey({ name: uniqueName(), connection: redisUrl(), eachIteration: () => {} });
     await b.performBatchLater(['a'], { key: 'k' });
+    // A processor made before the close: what runs need is built once, and must not outlive it.
+    b.processor();
     await b.close();
     await b.close();
     await expect(b.performBatchLater(['b'], { key: 'k' })).rejects.toThrow(ClosedError);
     expect(() => b.createWorker()).toThrow(/is closed; create a new one/);
+    expect(() => b.processor()).toThrow(ClosedError);
     // A Worker built by hand cannot be attached either: its recovery timer would throw from a timer.
     const worker = track(
       new Worker(uniqueName(), async () => {}, { connection: { ...parseUrl(redisUrl()), maxRetriesPerRequest: null }, autorun: false }),

@@ -4,7 +4,18 @@ import { batchByKey, InvalidOptionError, WaitTimeoutError, type Progress } from 
 import { startRedis } from '../tools/redis-server';
 import { Gate } from './helpers/gate';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
-import { onCluster, range, redisClient, redisUrl, testBatcher, testConnection, track, uniqueName, waitFor } from './helpers/redis';
+import {
+  keyspaceOf,
+  onCluster,
+  range,
+  redisClient,
+  redisUrl,
+  testBatcher,
+  testConnection,
+  track,
+  uniqueName,
+  waitFor,
+} from './helpers/redis';
 
 /** Beyond the test timeout: a waitFor that resolves at all heard the change announced (it never read on a timer). */
 const NO_POLL = { pollMs: 600_000, timeoutMs: 600_000 };
@@ -30,6 +41,14 @@ describe('waitFor hears ticket changes as they happen', () => {
     expect(readings[0]!.done).toBe(0);
     expect(readings.at(-1)).toEqual(final);
     expect(readings.map((p) => p.done)).toEqual([...readings.map((p) => p.done)].sort((x, y) => x - y));
+    // The channel is subscribed only while a ticket of its key has a waiter (one node's count: standalone).
+    if (!onCluster()) {
+      const channel = `${keyspaceOf(b).forKey('k').ticketPrefix}events`;
+      const admin = redisClient() as Redis;
+      await waitFor(async () => ((await admin.call('PUBSUB', 'NUMSUB', channel)) as [string, number])[1] === 0, {
+        what: 'the channel unsubscribed',
+      });
+    }
   });
 
   it('hears an open ticket sealed, and a dead id counted as failed', async () => {

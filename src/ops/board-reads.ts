@@ -1,5 +1,5 @@
 import type { KeyQueue } from '../storage/job';
-import type { Batcher, Key, KeyStats } from '../core/types';
+import type { Batcher, Key, KeyStats, Logger } from '../core/types';
 
 /**
  * What `bullBoardAdapters` reads of a batcher beside its public methods, registered by
@@ -11,6 +11,8 @@ export interface BoardReads {
   queues(): KeyQueue[];
   /** These keys' backlogs and lag, in one batch of reads, and the Redis clock they were read by. */
   readKeys(keys: readonly Key[]): Promise<{ at: number; keys: KeyStats[] }>;
+  /** Where a failed read is reported: the page is shown without it. */
+  logger: Logger;
 }
 
 const registered = new WeakMap<Batcher, BoardReads>();

@@ -3,6 +3,7 @@ import { boardReadsOf, type BoardReads } from './board-reads';
 import { describe, InvalidOptionError } from '../core/errors';
 import { JOB_NAME } from '../storage/job';
 import { formatMs } from './html';
+import { log } from '../core/logger';
 import type { Batcher, Key, KeyStats } from '../core/types';
 
 /**
@@ -115,7 +116,15 @@ async function showKeys(own: BoardReads, jobs: readonly (AnyJob | null | undefin
     return key === undefined ? [] : [{ job: job!, key }];
   });
   if (keyed.length === 0) return;
-  const { at, keys } = await own.readKeys([...new Set(keyed.map(({ key }) => key))]);
+  let read: Awaited<ReturnType<BoardReads['readKeys']>>;
+  try {
+    read = await own.readKeys([...new Set(keyed.map(({ key }) => key))]);
+  } catch (err) {
+    // The page (and bull-board's actions, which read their job first) still work, with the jobs as stored.
+    log(own.logger, 'warn', "batch-by-key: bull-board's read of the keys' backlogs failed; their jobs show as stored", { err });
+    return;
+  }
+  const { at, keys } = read;
   const byKey = new Map(keys.map((k) => [k.key, k]));
   for (const { job, key } of keyed) job.data = { ...(job.data as object), ...view(byKey.get(key)!, at) };
 }

@@ -82,18 +82,16 @@ export async function waitFor(
   // Set by an announcement; a read clears it first, so one that lands during the read is not lost.
   let changed: boolean;
   let wake: (() => void) | undefined;
-  const unlisten = await channel.listen(
-    ticketChannel(keyspace.forKey(key)),
-    id,
-    () => {
-      changed = true;
-      wake?.();
-    },
-    Math.min(pollMs, timeoutMs),
-  );
+  const { subscribed, unlisten } = channel.listen(ticketChannel(keyspace.forKey(key)), id, () => {
+    changed = true;
+    wake?.();
+  });
   try {
     let last: Progress | undefined;
-    for (;;) {
+    for (let read = 0; ; read++) {
+      // The first read goes while the subscription is made: a ticket settled already costs one read.
+      // The second waits for it, so no change announced after that read is missed.
+      if (read === 1) await subscribed(Math.min(pollMs, Math.max(0, deadline - Date.now())));
       changed = false;
       const current = await progress(client, keyspace, ticket);
       if (onProgress && !sameCounts(last, current)) onProgress(current);
@@ -102,7 +100,7 @@ export async function waitFor(
       if (Date.now() >= deadline) {
         throw new WaitTimeoutError(`ticket ${ticket} still has ${current.pending} pending ids after ${timeoutMs} ms`, current);
       }
-      if (changed) continue;
+      if (read === 0 || changed) continue;
       let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
         wake = resolve;

@@ -1,4 +1,4 @@
-import type { Redis, Cluster } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import { log } from '../core/logger';
 import type { Logger } from '../core/types';
 import type { RedisClient } from '../storage/scripts';
@@ -30,12 +30,17 @@ export class TicketChannel {
   ) {}
 
   /**
-   * Registers `listener` for ticket `id` on `channel`. Resolves once Redis has confirmed the
-   * subscription (or refused it), so a read made afterwards cannot miss a change announced after
-   * it, or after `waitMs` (Redis away: the subscription goes on, and the waiter reads on its timer).
-   * The returned function unregisters it (and unsubscribes the channel when it was the last).
+   * Registers `listener` for ticket `id` on `channel`, at once, and subscribes the channel unless
+   * it is already. `subscribed(waitMs)` resolves once Redis has confirmed the subscription (or
+   * refused it), so a read made afterwards cannot miss a change announced after it, or after
+   * `waitMs` (Redis away: the subscription goes on, and the waiter reads on its timer).
+   * `unlisten` unregisters it (and unsubscribes the channel when it was the last).
    */
-  async listen(channel: string, id: string, listener: TicketListener, waitMs: number): Promise<() => void> {
+  listen(
+    channel: string,
+    id: string,
+    listener: TicketListener,
+  ): { subscribed: (waitMs: number) => Promise<unknown>; unlisten: () => void } {
     let tickets = this.waiters.get(channel);
     if (!tickets) this.waiters.set(channel, (tickets = new Map<string, Set<TicketListener>>()));
     let listeners = tickets.get(id);
@@ -46,10 +51,15 @@ export class TicketChannel {
       subscription = this.subscribe(channel);
       this.subscribed.set(channel, subscription);
     }
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([subscription, new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
-    clearTimeout(timer);
-    return () => this.unlisten(channel, id, listener);
+    const confirmed = subscription;
+    return {
+      subscribed: async (waitMs) => {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([confirmed, new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+        clearTimeout(timer);
+      },
+      unlisten: () => this.unlisten(channel, id, listener),
+    };
   }
 
   async close(): Promise<void> {
@@ -63,20 +73,25 @@ export class TicketChannel {
     else subscriber.disconnect();
   }
 
-  private async subscribe(channel: string): Promise<boolean> {
-    try {
-      await this.connection().subscribe(channel);
-      return true;
-    } catch (err) {
-      this.subscribed.delete(channel);
-      if (!this.deniedLogged) {
-        this.deniedLogged = true;
-        log(this.logger, 'warn', 'batch-by-key: waitFor cannot subscribe to ticket messages; it reads progress every pollMs instead', {
-          err,
-        });
-      }
-      return false;
-    }
+  /** Subscribes `channel`: true once Redis confirmed it, false when it refused (logged once). */
+  private subscribe(channel: string): Promise<boolean> {
+    const subscription: Promise<boolean> = this.connection()
+      .subscribe(channel)
+      .then(
+        () => true,
+        (err: unknown) => {
+          // Only its own entry: a later waiter may have made a newer subscription of the channel meanwhile.
+          if (this.subscribed.get(channel) === subscription) this.subscribed.delete(channel);
+          if (!this.deniedLogged) {
+            this.deniedLogged = true;
+            log(this.logger, 'warn', 'batch-by-key: waitFor cannot subscribe to ticket messages; it reads progress every pollMs instead', {
+              err,
+            });
+          }
+          return false;
+        },
+      );
+    return subscription;
   }
 
   private unlisten(channel: string, id: string, listener: TicketListener): void {
@@ -102,7 +117,8 @@ export class TicketChannel {
     const base = this.client();
     // A duplicate keeps the user's options (TLS, ACL user, Cluster nodes); a subscribed connection
     // can send nothing else, so it is never the command connection.
-    const subscriber: Redis | Cluster = base.duplicate();
+    // autoResubscribe: a reconnect subscribes every channel again, whatever the user's options say.
+    const subscriber: Redis | Cluster = base instanceof Redis ? base.duplicate({ autoResubscribe: true }) : base.duplicate();
     subscriber.on('error', (err: Error) => log(this.logger, 'warn', 'batch-by-key: ticket channel connection error', { err }));
     subscriber.on('message', (channel: string, id: string) => this.wake(this.waiters.get(channel)?.get(id)));
     // ioredis subscribes again on reconnect; anything announced while it was away is lost.

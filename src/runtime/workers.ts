@@ -80,6 +80,8 @@ export class Workers {
   }
 
   processor(fallback?: FallbackProcessor): KeyProcessor {
+    // The run environment is built once: a closed batcher must still refuse a new processor.
+    this.runtime.assertOpen();
     return keyProcessor(this.runEnv(), fallback);
   }
 
