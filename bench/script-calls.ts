@@ -104,8 +104,8 @@ async function measure(mode: Mode): Promise<Figures> {
       if (usecs.length < CYCLES) throw new Error(`${usecs.length} ${script} calls logged for ${CYCLES} cycles`);
       return usecs.reduce((a, u) => a + u, 0) / usecs.length;
     };
-    figures['fetch: a key job + its first claim (SLOWLOG)'] = mean('fetch');
-    figures['claim: the run’s last, completes its job (SLOWLOG)'] = mean('claim');
+    figures['fetch: a key job + its first claim (SLOWLOG)'] = mean('fetch-and-claim');
+    figures['claim: the run’s last, completes its job (SLOWLOG)'] = mean('claim-and-finish');
 
     // `return 0`, for scale.
     await admin.call('FUNCTION', 'LOAD', 'REPLACE', "#!lua name=noop\nredis.register_function('noop', function() return 0 end)");

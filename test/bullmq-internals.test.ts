@@ -34,7 +34,7 @@ describe('the BullMQ internals batch-by-key relies on', () => {
       const script = bullmqScript(name);
       expect(
         script.content.length,
-        `bullmq/dist/cjs/scripts exports ${name}, inlined by fetch.lua, claim.lua, push.lua or add-job.lua`,
+        `bullmq/dist/cjs/scripts exports ${name}, inlined by fetch-and-claim.lua, claim-and-finish.lua, push.lua or add-job.lua`,
       ).toBeGreaterThan(0);
       if (keys !== undefined) expect(script.keys, `BullMQ's ${name} takes ${keys} keys (keys.ts derives them)`).toBe(keys);
     }

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { createRedisBackend, Queue, Worker, type RedisQueueBackend } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey, InvalidOptionError, type FastPath } from '../src';
@@ -15,6 +18,8 @@ import { isolatedRedis, keyspaceOf, onCluster, range, Recorder, track, uniqueNam
  * BullMQ its own calls (BullMQ's keys are in another slot).
  */
 const server = isolatedRedis();
+const execFileAsync = promisify(execFile);
+
 /** CI runs the suite once more with the fused path off (BATCH_BY_KEY_FAST_PATH=off): these test the path itself. */
 const fastPathOff = process.env.BATCH_BY_KEY_FAST_PATH === 'off';
 const standaloneOnly = it.skipIf(onCluster() || fastPathOff);
@@ -255,6 +260,35 @@ describe('fastPath', () => {
       else process.env.BATCH_BY_KEY_FAST_PATH = before;
     }
   });
+
+  it.skipIf(onCluster())(
+    "'auto' on a BullMQ without the scripts the fast path inlines: the library is built without them, a worker warns and runs the plain path",
+    async () => {
+      const { stdout } = await execFileAsync(process.execPath, ['--import', 'tsx', join(__dirname, 'fixtures', 'older-bullmq.ts')], {
+        // 'auto' whatever this suite runs with: the fixture tests what 'auto' decides.
+        env: {
+          ...process.env,
+          REDIS_URL: server().url,
+          BBK_NAME: uniqueName(),
+          BBK_IDS: '20',
+          BBK_KEYS: '5',
+          BATCH_BY_KEY_FAST_PATH: 'auto',
+        },
+        timeout: 60_000,
+      });
+      const { processed, warnings, functions } = JSON.parse(stdout.trim().split('\n').pop()!) as {
+        processed: string[];
+        warnings: string[];
+        functions: string[];
+      };
+      expect([...processed].sort()).toEqual(Array.from({ length: 20 }, (_, i) => `id-${i}`).sort());
+      // Only the script that inlines it is left out.
+      expect(functions).toContain('claim');
+      expect(functions).toContain('fetch-and-claim');
+      expect(functions).not.toContain('claim-and-finish');
+      expect(warnings.join('\n')).toMatch(/no script moveToFinished\).*workers run BullMQ's own fetch and completion/);
+    },
+  );
 
   it("'auto' checks the installed BullMQ's backend, and names what it lacks", async () => {
     const backend = createRedisBackend(uniqueName('check'), { connection: { host: '127.0.0.1', port: server().port } });

@@ -76,9 +76,11 @@ describe('scripts as Redis functions', () => {
     expect(log.filter(([, , , [command, sha]]) => /^eval/i.test(command!) && shas.has(String(sha)))).toEqual([]);
     const functions = new Set(log.filter(([, , , [command]]) => /^fcall$/i.test(command!)).map(([, , , args]) => args[1]));
     expect([...functions].every((name) => name!.startsWith(`${scriptLibrary().name}_`))).toBe(true);
-    expect(functions).toContain(scriptLibrary().functions.get('claim'));
-    // The fused fetch is ours only on the fast path (CI also runs the suite with it off).
-    if (process.env.BATCH_BY_KEY_FAST_PATH !== 'off') expect(functions).toContain(scriptLibrary().functions.get('fetch'));
+    // The fused fetch and completion are ours only on the fast path (CI also runs the suite with it off).
+    const fast = process.env.BATCH_BY_KEY_FAST_PATH !== 'off';
+    for (const script of fast ? (['fetch-and-claim', 'claim-and-finish'] as const) : (['claim'] as const)) {
+      expect(functions).toContain(scriptLibrary().functions.get(script));
+    }
 
     // Another process (another client) of the same library: it looks, finds it, loads nothing.
     const other = track(new Redis(redis.port));

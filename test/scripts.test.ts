@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { bullmqScript } from '../src/bullmq';
 import { Keyspace, laneNames } from '../src/storage/keys';
 import { failSlice, sealTicket } from '../src/storage/protocol';
+import { argsInclude, argv, SCRIPT_ARGS, type ArgsScript } from '../src/storage/scripts/args';
 import {
   bullmqDefinitions,
   defineScripts,
@@ -87,8 +88,8 @@ describe('the scripts as one library of Redis functions (Redis 7+)', () => {
       'return x',
     ];
     expect(splitScript(source.join('\n'))).toEqual({ prelude: source.slice(0, 6).join('\n'), body: source.slice(6).join('\n') });
-    // fetch.lua's claim includes are in its prelude: built once per server by a function library.
-    const fetch = splitScript(readFileSync(join(INCLUDES, '../fetch.lua'), 'utf8'));
+    // fetch-and-claim.lua's claim includes are in its prelude: built once per server by a function library.
+    const fetch = splitScript(readFileSync(join(INCLUDES, '../fetch-and-claim.lua'), 'utf8'));
     expect(fetch.prelude).toContain('--- @include "bullmq-move-to-active"');
     expect(fetch.prelude).toContain('--- @include "fused-claim"');
     expect(fetch.body).not.toContain('--- @include');
@@ -146,5 +147,33 @@ describe('the scripts as one library of Redis functions (Redis 7+)', () => {
     // Settled with no callback to add: the call says so only when no earlier call's ticket lingers.
     expect(await sealTicket(redis, names, 'without')).toBe('pending');
     expect(await redis.lrange(names.settledTickets, 0, -1)).toEqual(['with-cb']);
+  });
+});
+
+describe('script arguments (scripts/args.ts)', () => {
+  it('reach each script under their names: the generated Lua reads what `argv` sends, each as its kind', async () => {
+    const client = redisClient();
+    try {
+      const values = (fields: Record<string, string>) =>
+        Object.fromEntries(
+          Object.entries(fields).map(([name, kind], i) => [
+            name,
+            kind === 'flag' ? i % 2 === 0 : kind === 'int' ? i * 7 - 3 : `${name}-${i}`,
+          ]),
+        );
+      for (const [script, schema] of Object.entries(SCRIPT_ARGS)) {
+        const sent = values(schema.fields);
+        const tail = ['tail-1', 'tail-2'];
+        const args = argv(script as ArgsScript, sent as never, schema.rest ? tail : []);
+        const lua = `${argsInclude(script)}\nlocal a = ${schema.lua}()\nreturn cjson.encode({ a = a, tail = a.rest and { unpack(ARGV, a.rest) } or {} })`;
+        const read = JSON.parse(String(await client.eval(lua, 0, ...args))) as { a: Record<string, unknown>; tail: unknown };
+        const { rest, ...named } = read.a;
+        expect(named, script).toEqual(sent);
+        if (schema.rest) expect([rest, read.tail], script).toEqual([Object.keys(sent).length + 1, tail]);
+        else expect(rest, script).toBeUndefined();
+      }
+    } finally {
+      client.disconnect();
+    }
   });
 });

@@ -10,7 +10,7 @@ export const PRELUDE_RETURN = 'do return 0 end\n';
 /**
  * Where a script file's own body begins: the first line after its header comment (`--[[ ... ]]`)
  * and its top-level includes that is neither blank nor a comment. Includes inside the body (in a
- * function, as fetch.lua's claim) are the body's.
+ * function, as fetch-and-claim.lua's claim) are the body's.
  */
 export function bodyStart(file: string): number {
   let at = 0;

@@ -82,8 +82,8 @@ async function replay(redis: BenchRedis, caller: Redis, sha: string, calls: read
  * The hot scripts of one id per key, each on its own, as Redis sees them: INFO commandstats usec
  * per call (reset before each pass; in Redis 7 a script's usec includes the commands it runs).
  * The library runs as a user runs it (batchByKey, createWorker, defaults), driven one call at a
- * time: pushes of one id to idle keys; BullMQ's getNextJob of their waiting jobs (fetch.lua,
- * which makes each run's first claim); processJob of each (its run's last claim: claim.lua acks
+ * time: pushes of one id to idle keys; BullMQ's getNextJob of their waiting jobs (fetch-and-claim.lua,
+ * which makes each run's first claim); processJob of each (its run's last claim: claim-and-finish.lua acks
  * the id, finds nothing, releases the lock and completes the job, with no next job to fetch); and
  * runs in a chain (processJob of a job whose completion fetches and claims the next one, as in a
  * drain with a backlog). Every script call of a pass is recorded as ioredis sent it, and sent
@@ -118,7 +118,7 @@ export const scriptMicro: Scenario = {
       setup:
         `A fresh redis-server; the library as a user runs it (defaults, list store), driven one call at a time, ${fmtInt(n)} calls ` +
         `per script in ${ROUNDS} rounds (the median round is shown). push.lua: a push of one id to an idle key (it adds the key's job). ` +
-        "fetch.lua: BullMQ's getNextJob of a waiting key job (moveToActive and the run's first claim). claim.lua: the run's last claim " +
+        "fetch-and-claim.lua: BullMQ's getNextJob of a waiting key job (moveToActive and the run's first claim). claim-and-finish.lua: the run's last claim " +
         '(acks the id, finds nothing, releases the lock and completes the job; no job waits, so none is fetched), and the same with a ' +
         'backlog (the completion fetches the next job and makes its first claim). µs/call: INFO commandstats usec / calls of EVALSHA, ' +
         'reset before each round (in Redis 7 with the commands the script ran); commands/call: those it ran. Prelude: the same script ' +
@@ -226,15 +226,17 @@ async function measure(redis: BenchRedis, n: number): Promise<{ floor: { calls: 
     scripts.push(await script('push: one id to an idle key', 'push', (i) => batcher.performBatchLater([`${i}`], { key: `idle-${i}` })));
     const jobs: Job[] = [];
     scripts.push(
-      await script("fetch: a waiting key job, the run's first claim", 'fetch', async (i) => jobs.push(await getNext(`fetch-${i}`))),
+      await script("fetch: a waiting key job, the run's first claim", 'fetch-and-claim', async (i) =>
+        jobs.push(await getNext(`fetch-${i}`)),
+      ),
     );
-    scripts.push(await script("claim: the run's last, completes its job", 'claim', (i) => run(jobs[i]!, `fetch-${i}`, false)));
+    scripts.push(await script("claim: the run's last, completes its job", 'claim-and-finish', (i) => run(jobs[i]!, `fetch-${i}`, false)));
 
     // A backlog of n + 1 waiting key jobs; the first is fetched, and each run's last claim fetches the next.
     for (let i = 0; i <= n; i++) await batcher.performBatchLater([`${i}`], { key: `backlog-${i}` });
     let job = await getNext('chain');
     scripts.push(
-      await script("claim: the run's last, completes its job, fetches and claims the next", 'claim', async (i) => {
+      await script("claim: the run's last, completes its job, fetches and claims the next", 'claim-and-finish', async (i) => {
         const next = await run(job, 'chain', true);
         if (!next) throw new Error(`script-micro: the completion of job ${i} of the backlog fetched no next job`);
         job = next;

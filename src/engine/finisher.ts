@@ -19,7 +19,7 @@ import {
   type ClaimResult,
   type FirstClaimConfig,
 } from '../storage/protocol';
-import type { RedisClient, ScriptArg } from '../storage/scripts';
+import { fastScriptsProblem, type RedisClient, type ScriptArg } from '../storage/scripts';
 import { BULLMQ_FINISH_KEYS } from '../storage/keys';
 import { KeyLock } from './lock';
 import type { ShardWorker } from './shard-worker';
@@ -56,8 +56,9 @@ export function derivable(call: BullmqCall, jobId: string, fetchNext: boolean): 
 
 /**
  * Why the fused path cannot run on `backend` with the installed BullMQ, or undefined when it can:
- * the scripts fetch.lua and claim.lua inline, with the keys they derive, and the backend's members
- * the worker hooks. The check `fastPath: 'auto'` makes when a worker starts.
+ * the scripts fetch-and-claim.lua and claim-and-finish.lua inline (they are built, see
+ * storage/scripts `FAST_PATH`), with the keys they derive, and the backend's members the worker
+ * hooks. The check `fastPath: 'auto'` makes when a worker starts.
  */
 export function fastPathProblem(backend: RedisQueueBackend): string | undefined {
   try {
@@ -67,7 +68,7 @@ export function fastPathProblem(backend: RedisQueueBackend): string | undefined 
   } catch (err) {
     return err instanceof Error ? err.message : String(err);
   }
-  const problem = backendProblem(backend);
+  const problem = fastScriptsProblem() ?? backendProblem(backend);
   if (problem) return problem;
   if (backend.moveToFinishedKeys.length !== BULLMQ_FINISH_KEYS.length) {
     return `its backend builds ${backend.moveToFinishedKeys.length} moveToFinished keys, not ${BULLMQ_FINISH_KEYS.length}`;
@@ -122,7 +123,7 @@ export function firstClaimConfig(options: RunOptions, root: string): FirstClaimC
  * Fuses a key job's run into BullMQ's own calls, so that in steady state a run of one slice is
  * one round trip, as a BullMQ job is:
  * - a fetch (BullMQ's moveToActive) also takes the fetched key's lock and claims its first slice
- *   (fetch.lua), and the run starts from that claim (`takeFirst`) instead of sending its own;
+ *   (fetch-and-claim.lua), and the run starts from that claim (`takeFirst`) instead of sending its own;
  * - the claim that ends a run (nothing left) also completes its job with BullMQ's own
  *   moveToFinished (`callFor`), which fetches the next job, and claims that job's first slice
  *   too. When the processor returns, BullMQ completes the job as usual, and the backend answers

@@ -2,6 +2,7 @@ import { MAX_TIMER_MS } from '../core/limits';
 import { BULLMQ_ADD_KEYS, type KeyNames } from './keys';
 import { CLAIM_REPLY_HEAD, REPLY } from './replies';
 import { runScript, type RedisClient, type ScriptArg } from './scripts';
+import { argv } from './scripts/args';
 import type { Id, RateLimit, StoreKind } from '../core/types';
 
 /**
@@ -231,26 +232,36 @@ export async function claim(client: RedisClient, store: StoreKind, names: KeyNam
   return claimWith(client, store, names, c.lock, c);
 }
 
-/** `claim` with the lock apart from the call's other arguments (a `KeySession` holds its own). */
+/**
+ * `claim` with the lock apart from the call's other arguments (a `KeySession` holds its own): a
+ * claim (claim.lua), or, with `finish`, a claim that completes the run's job when it ends the run
+ * (claim-and-finish.lua).
+ */
 export async function claimWith(client: RedisClient, store: StoreKind, names: KeyNames, lock: LockRef, c: ClaimArgs): Promise<ClaimResult> {
-  const finish = c.finish;
-  const reply = await runScript(client, 'claim', finish && !finish.derived ? [names.base, ...finish.call.keys] : [names.base], [
+  const args = {
     store,
-    lock.value,
-    c.claimId,
-    c.settle,
-    c.count,
-    c.lane ?? 0,
-    lock.ttlMs,
-    c.takeLock ? '1' : '0',
-    c.releaseIfEmpty ? '1' : '0',
-    c.rate?.max ?? 0,
-    c.rate ? enforcedWindowMs(c.rate) : 0,
-    c.holdMs ?? 0,
-    finish ? (finish.derived ? -1 : finish.call.keys.length) : 0,
-    ...(finish ? [finish.next?.lock ?? '', finish.next?.root ?? '', ...finish.call.args] : []),
-  ]);
-  return claimResult(reply);
+    lock: lock.value,
+    claimId: c.claimId,
+    settle: c.settle,
+    count: c.count,
+    lane: c.lane ?? 0,
+    lockTtlMs: lock.ttlMs,
+    takeLock: c.takeLock ?? false,
+    releaseIfEmpty: c.releaseIfEmpty ?? false,
+    rateMax: c.rate?.max ?? 0,
+    rateWindowMs: c.rate ? enforcedWindowMs(c.rate) : 0,
+    holdMs: c.holdMs ?? 0,
+  };
+  const finish = c.finish;
+  if (!finish) return claimResult(await runScript(client, 'claim', [names.base], argv('claim', args)));
+  const finishArgs = {
+    ...args,
+    finishKeys: finish.derived ? -1 : finish.call.keys.length,
+    nextLock: finish.next?.lock ?? '',
+    root: finish.next?.root ?? '',
+  };
+  const keys = finish.derived ? [names.base] : [names.base, ...finish.call.keys];
+  return claimResult(await runScript(client, 'claim-and-finish', keys, argv('claim-and-finish', finishArgs, finish.call.args)));
 }
 
 /** A claim's reply (claim-key.lua's), as a ClaimResult. */
@@ -286,22 +297,26 @@ export interface FirstClaimConfig {
 }
 
 /**
- * BullMQ's moveToActive with the fetched key job's first claim in the same call (fetch.lua),
+ * BullMQ's moveToActive with the fetched key job's first claim in the same call (fetch-and-claim.lua),
  * its lock taken with `lock`: BullMQ's reply, whose fifth element is the claim's reply (see
  * `claimResult`) when it fetched a key job.
  */
 export async function fetch(client: RedisClient, config: FirstClaimConfig, lock: string, bullmq: BullmqCall): Promise<unknown[]> {
-  return (await runScript(client, 'fetch', bullmq.keys, [
-    config.store,
-    config.root,
-    lock,
-    config.sliceSize,
-    config.lockTtlMs,
-    config.singleLane ? '1' : '0',
-    config.rate?.max ?? 0,
-    config.rate ? enforcedWindowMs(config.rate) : 0,
-    ...bullmq.args,
-  ])) as unknown[];
+  const args = argv(
+    'fetch-and-claim',
+    {
+      store: config.store,
+      root: config.root,
+      lock,
+      count: config.sliceSize,
+      lockTtlMs: config.lockTtlMs,
+      releaseIfEmpty: config.singleLane,
+      rateMax: config.rate?.max ?? 0,
+      rateWindowMs: config.rate ? enforcedWindowMs(config.rate) : 0,
+    },
+    bullmq.args,
+  );
+  return (await runScript(client, 'fetch-and-claim', bullmq.keys, args)) as unknown[];
 }
 
 /**

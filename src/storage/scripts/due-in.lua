@@ -4,7 +4,7 @@
   blocked by too many failed slices backing off (see includes/claim-key.lua).
   A paused or held key has nothing due before its pause or hold ends.
 
-  KEYS[1] the key's base name: every name of the key is derived from it (see claim-keys.lua)
+  KEYS[1] the key's base name: every name of the key is derived from it (see keys.ts)
   ARGV[1] store: 'list' | 'set' | 'zset'
 
   Returns ms until something is due (0: now); -1 when nothing is pending or backing off, or the

@@ -5,7 +5,7 @@
   part's data waits with the part (the key's retry data); a dead id's went with its letter, so
   it is dropped here (see includes/payloads.lua).
 
-  KEYS[1] the key's base name: every name of the key is derived from it (see claim-keys.lua)
+  KEYS[1] the key's base name: every name of the key is derived from it (see keys.ts)
   ARGV[1] lock value
   ARGV[2] JSON { retry: [{ id, delayMs, slice }], dead: { ids, message } }, where `slice` is
           the JSON stored for the part (it holds the part's ids as `ids`), and each ticket of a
@@ -29,6 +29,7 @@ if redis.call('GET', K.lock) ~= ARGV[1] then return {REPLY.lockNotHeld, ''} end
 if redis.call('GET', K.lastClaim) == ARGV[4] then return {REPLY.ok, ''} end
 redis.call('SET', K.lastClaim, ARGV[4], 'PX', math.max(1, redis.call('PTTL', K.lock)))
 local plan = cjson.decode(ARGV[2])
+local log = ticketLog()
 local now = clockMs()
 if #plan.retry > 0 then markExtras(K) end
 
@@ -42,9 +43,9 @@ end
 if redis.call('EXISTS', K.trackedInFlight) == 1 then
   for _, id in ipairs(plan.dead.ids) do
     local error = cjson.encode({ id = id, message = plan.dead.message })
-    creditOne(K.trackedInFlight, K.ticketPrefix, K.settledTickets, id, 'failed', error, tonumber(ARGV[3]))
+    creditOne(log, K.trackedInFlight, K.ticketPrefix, K.settledTickets, id, 'failed', error, tonumber(ARGV[3]))
   end
 end
 -- The slice is settled whole: nothing of it stays in flight (an in-flight mark never outlives its ids).
 redis.call('DEL', K.inFlight, K.trackedInFlight, K.payloadsInFlight, K.inFlightMark, K.inFlightSlice)
-return {REPLY.ok, table.concat(settledTickets, ' ')}
+return {REPLY.ok, table.concat(log.settled, ' ')}

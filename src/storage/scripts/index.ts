@@ -17,6 +17,7 @@ import {
   TICKET_CHANNEL_SUFFIX,
 } from '../keys';
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
+import { argsInclude } from './args';
 
 import { bullmqScript } from '../../bullmq';
 import type { RedisClient } from '../../core/connection';
@@ -28,7 +29,8 @@ const NAMES = [
   'push',
   'add-job',
   'claim',
-  'fetch',
+  'claim-and-finish',
+  'fetch-and-claim',
   'release',
   'fail-slice',
   'due-in',
@@ -71,9 +73,13 @@ function inline(source: string, chain: ReadonlySet<string>, included: Set<string
     included.add(name);
     if (name.startsWith(BULLMQ)) return bullmqInclude(name.slice(BULLMQ.length), library);
     if (name === 'keyspace') return keyspaceInclude();
+    if (name.startsWith(ARGS)) return argsInclude(name.slice(ARGS.length));
     return load(join('includes', `${name}.lua`), new Set([...chain, name]), included, library);
   });
 }
+
+/** `args-<script>`: the script's arguments by name, generated from args.ts. */
+const ARGS = 'args-';
 
 /**
  * Includes that are not files here: `bullmq-<script>` is the installed BullMQ's script of that
@@ -210,11 +216,46 @@ export function keyspaceInclude(): string {
   ].join('\n');
 }
 
+/**
+ * The scripts of the fast path, which inline BullMQ's fetch and completion (moveToActive,
+ * moveToFinished): the only ones a worker can do without (it then runs BullMQ's own, see
+ * engine/finisher.ts). When the installed BullMQ has not the scripts they inline, they are left
+ * out of the library and the commands, so every other script still runs, and `fastScriptsProblem`
+ * says why for the worker's self-check.
+ */
+const FAST_PATH: ReadonlySet<ScriptName> = new Set(['claim-and-finish', 'fetch-and-claim']);
+
+/** Why each fast-path script could not be built, by name. */
+const unbuilt = new Map<ScriptName, string>();
+
+/** `build()`, or undefined, for a fast-path script whose build failed (see FAST_PATH). */
+function built<T>(name: ScriptName, build: () => T): T | undefined {
+  try {
+    return build();
+  } catch (err) {
+    if (!FAST_PATH.has(name)) throw err;
+    unbuilt.set(name, err instanceof Error ? err.message : String(err));
+    return undefined;
+  }
+}
+
+/** Why the fast path's scripts cannot run with the installed BullMQ, if they cannot (see FAST_PATH). */
+export function fastScriptsProblem(): string | undefined {
+  scriptLibrary();
+  const [first] = unbuilt;
+  return first && `${first[0]}.lua cannot be built: ${first[1]}`;
+}
+
 let sources: Map<ScriptName, string> | undefined;
 
 /** Read once per process; ioredis then sends each by SHA and handles NOSCRIPT after a Redis restart. */
 function allSources(): Map<ScriptName, string> {
-  sources ??= new Map(NAMES.map((name) => [name, load(`${name}.lua`)]));
+  if (sources) return sources;
+  sources = new Map();
+  for (const name of NAMES) {
+    const source = built(name, () => load(`${name}.lua`));
+    if (source !== undefined) sources.set(name, source);
+  }
   return sources;
 }
 
@@ -251,9 +292,8 @@ const COMMAND_NAMES = new Map(NAMES.map((name) => [name, commandName(name)]));
 const READ_ONLY: ReadonlySet<ScriptName> = new Set(['due-in', 'queue-load', 'reads']);
 
 /**
- * A line of an include that resets state of its own that lives for one call (the clock read once
- * per call, the tickets a call settled, the claim's K and A): `--- @per-call <Lua statement>`, after
- * that state's declaration. A script sent by EVALSHA builds its includes anew on every call; a
+ * A line of an include that resets state of its own that lives for one call (the clock, read once
+ * per call): `--- @per-call <Lua statement>`, after that state's declaration. A script sent by EVALSHA builds its includes anew on every call; a
  * library of functions builds them once, when Redis loads it, so each function runs these
  * statements, of the includes its script names before its first line of code, first thing.
  */
@@ -333,14 +373,19 @@ let library: Library | undefined;
  */
 export function scriptLibrary(): Library {
   if (library) return library;
-  const blocks = NAMES.map(functionBlock).join('\n');
-  const hash = createHash('sha1').update(blocks).digest('hex').slice(0, 10);
+  const blocks = new Map<ScriptName, string>();
+  for (const name of NAMES) {
+    const block = built(name, () => functionBlock(name));
+    if (block !== undefined) blocks.set(name, block);
+  }
+  const text = [...blocks.values()].join('\n');
+  const hash = createHash('sha1').update(text).digest('hex').slice(0, 10);
   const name = `bbk_${VERSION.replace(/\W/g, '_')}_${hash}`;
   const header = [`#!lua name=${name}`, '-- batch-by-key: each script of src/storage/scripts as a function (see scripts/index.ts).'];
   library = {
     name,
-    source: [...header, blocks.replaceAll(LIBRARY_NAME, name), ''].join('\n'),
-    functions: new Map(NAMES.map((script) => [script, `${name}_${script.replace(/-/g, '_')}`])),
+    source: [...header, text.replaceAll(LIBRARY_NAME, name), ''].join('\n'),
+    functions: new Map([...blocks.keys()].map((script) => [script, `${name}_${script.replace(/-/g, '_')}`])),
   };
   return library;
 }
@@ -427,7 +472,9 @@ function evalsha(client: RedisClient, name: ScriptName, keys: readonly string[],
 }
 
 function fcall(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
-  return client.fcall(scriptLibrary().functions.get(name)!, keys.length, ...keys, ...args);
+  const fn = scriptLibrary().functions.get(name);
+  if (fn === undefined) throw new Error(`batch-by-key: ${fastScriptsProblem() ?? `no script ${name}`}`);
+  return client.fcall(fn, keys.length, ...keys, ...args);
 }
 
 async function callFunction(

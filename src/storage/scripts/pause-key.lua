@@ -5,7 +5,7 @@
   Cluster the index is in another slot: the caller lists it after this call, with the score
   returned (and the recovery sweep re-lists a paused key whose entry is missing).
 
-  KEYS[1] the key's base name: its paused marker is derived from it (see claim-keys.lua)
+  KEYS[1] the key's base name: its paused marker is derived from it (see keys.ts)
   KEYS[2] (standalone only) the batcher's paused index (key -> end of its pause, '+inf' until resumed)
   ARGV[1] the key (its index member)
   ARGV[2] how long the pause lasts, ms; -1: until resumed

@@ -2,7 +2,7 @@
   Releases a key's lock, if the caller still holds it, at the end of a run that did not release it
   in its last claim (a run with lanes, or one that stopped early).
 
-  KEYS[1] the key's base name: every name of the key is derived from it (see claim-keys.lua)
+  KEYS[1] the key's base name: every name of the key is derived from it (see keys.ts)
   ARGV[1] lock value
   ARGV[2] 'ack':  the in-flight slice succeeded: drop it (and count it done on its tickets);
                   every lane of a run with lanes has settled by now, so its mark goes too
@@ -21,12 +21,13 @@
 local K = keyNames(KEYS[1], 0)
 if redis.call('GET', K.lock) ~= ARGV[1] then return {REPLY.lockNotHeld, ''} end
 redis.call('DEL', K.lock, K.lastClaim)
+local log = ticketLog()
 if ARGV[2] == 'ack' then
   redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes)
-  creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
+  creditAll(log, K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
 end
 dropExtrasIfNone(K)
-local settled = table.concat(settledTickets, ' ')
+local settled = table.concat(log.settled, ' ')
 if redis.call('EXISTS', K.pending, K.retry) > 0 and redis.call('PTTL', K.paused) ~= -1 then
   return {REPLY.releasedWithPending, settled}
 end

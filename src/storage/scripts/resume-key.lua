@@ -3,7 +3,7 @@
   batcher's paused index in the same call (see pause-key.lua). A key whose timed pause ended is
   not paused, whether or not its index entry was dropped yet.
 
-  KEYS[1] the key's base name: its paused marker is derived from it (see claim-keys.lua)
+  KEYS[1] the key's base name: its paused marker is derived from it (see keys.ts)
   KEYS[2] (standalone only) the batcher's paused index
   ARGV[1] the key (its index member)
 

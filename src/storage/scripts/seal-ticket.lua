@@ -3,7 +3,7 @@
   or dead (at once if they are already). An open ticket is created with `sealed` '0' (see
   tickets.ts); a ticket without `sealed` was sealed at its push.
 
-  KEYS[1] the key's base name: every name of the key is derived from it (see claim-keys.lua); the
+  KEYS[1] the key's base name: every name of the key is derived from it (see keys.ts); the
           ticket's hash is its ticket prefix followed by ARGV[1]
   ARGV[1] the ticket's id
 
@@ -19,6 +19,7 @@ local sealed = redis.call('HGET', hash, 'sealed')
 if redis.call('EXISTS', hash) == 0 then return REPLY.unknownTicket end
 if sealed ~= '0' then return REPLY.sealedTicket end
 redis.call('HSET', hash, 'sealed', '1')
-announceTicket(K.ticketPrefix, ARGV[1])
-if settleTicket(hash, ARGV[1], K.settledTickets) and #settledTickets > 0 then return REPLY.ok end
+local log = ticketLog()
+announceTicket(log, K.ticketPrefix, ARGV[1])
+if settleTicket(log, hash, ARGV[1], K.settledTickets) and #log.settled > 0 then return REPLY.ok end
 return 0

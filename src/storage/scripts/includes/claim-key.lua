@@ -1,8 +1,9 @@
--- A claim of one key, for the holder of its lock (K: its names, A: the claim's arguments, see
--- claim-keys.lua; `store`: its store's side, see stores.lua): settles the previous slice, then
--- claims the next one. claim.lua runs it for its caller's key; fused-claim.lua for the key of a
--- job just fetched. `finish`, when the run ends here (nothing claimed, nothing due later) and
--- A.finishKeys asks, completes the run's BullMQ job and returns BullMQ's reply (finish-job.lua).
+-- A claim of one key, for the holder of its lock (`store`: its store's side, see stores.lua; K:
+-- its names, see keyNames; A: the claim's arguments, as claim.lua takes them, see args.ts):
+-- settles the previous slice, then claims the next one. claim.lua and claim-and-finish.lua run it
+-- for their caller's key; fused-claim.lua for the key of a job just fetched. `finish`, when given
+-- and the run ends here (nothing claimed, nothing due later), completes the run's BullMQ job and
+-- returns BullMQ's reply (claim-and-finish.lua).
 --
 -- Returns {REPLY.ok, waitMs, slice, waited, payloads, settled, finished, traces, id...}
 --   (CLAIM_REPLY_HEAD fields, then the ids): a due failed slice (its JSON as `slice`, its ids
@@ -22,9 +23,10 @@
 --- @include "settle-previous"
 --- @include "flow"
 --- @include "due"
-local function claimKey(store, finish)
-  -- Tickets settled by an earlier claim of this call (another key's) are not this one's.
-  if settledTickets[1] then settledTickets = {} end
+local function claimKey(store, K, A, finish)
+  -- This key's own: a call that claims for two keys (a completion that fetches) lists only the
+  -- second one's in the second reply.
+  local log = ticketLog()
   -- Almost always the key has no extras (a pause or hold, failed slices, tickets, data: see
   -- extras.lua), nor, at a run's first claim, anything a dead run left: one call spares the reads
   -- each would need (`quiet`). A restore changes the extras (its ids go back, with their tickets
@@ -37,7 +39,7 @@ local function claimKey(store, finish)
   elseif A.settle == 'ack' then
     quiet = redis.call('EXISTS', K.extras) == 0
   end
-  local early = settlePrevious(store, K, A, quiet)
+  local early = settlePrevious(store, K, A, log, quiet)
   if early then return early end
 
   local asked
@@ -47,7 +49,7 @@ local function claimKey(store, finish)
   end
   local plain = quiet or redis.call('EXISTS', K.extras) == 0
 
-  local result = {REPLY.ok, 0, '', -1, '', table.concat(settledTickets, ' '), '', ''}
+  local result = {REPLY.ok, 0, '', -1, '', table.concat(log.settled, ' '), '', ''}
   local count = A.count
   local rateMax, window = A.rateMax, A.rateWindowMs
   -- A paused or held key claims nothing, and so does a limited one that has no room left: the
@@ -81,7 +83,7 @@ local function claimKey(store, finish)
       if decoded then
         ids = decoded.ids
         mark = clockMs()
-        store.toInFlight(ids, mark)
+        store.toInFlight(K, ids, mark)
         redis.call('SET', K.inFlightMark, mark)
         -- Kept with the ids in flight: if the run dies, the slice's history survives it.
         redis.call('SET', K.inFlightSlice, slice)
@@ -90,7 +92,7 @@ local function claimKey(store, finish)
     end
     local blocked = retrying >= MAX_RETRYING_SLICES
     if not ids and not blocked and not limited then
-      ids, mark = store.takePending(count)
+      ids, mark = store.takePending(K, count)
     end
     if ids and #ids > 0 then
       if not plain then
@@ -127,7 +129,7 @@ local function claimKey(store, finish)
     redis.call('DEL', K.lock, K.lastClaim)
     if not plain then dropExtrasIfNone(K) end
     -- Nothing left and nothing due later: the run is over, and so is its job.
-    if A.finishKeys ~= 0 and result[2] == 0 then result[7] = finish() end
+    if finish and result[2] == 0 then result[7] = finish() end
     return result
   end
   -- Remembered (with its waitMs) as long as the lock could live, so a resent claim changes

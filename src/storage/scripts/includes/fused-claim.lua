@@ -1,21 +1,34 @@
--- A fetched job's first claim, in the call that fetched it (fetch.lua's moveToActive, or the
--- fetch of the next job inside a run's last claim), so that in steady state a run of one slice
--- is one round trip, as a BullMQ job is. `reply` is BullMQ's fetch reply, {fields, jobId, ...}
--- with the job hash as HGETALL returns it. Only our key jobs are claimed for: their name is
--- JOB_NAME, and their deduplication id (the hash's `deid` field) is their key as keys.ts
--- encodes it, or that after SPARE_DEDUP_PREFIX (the spare id a key's job takes while a job not
--- ours holds its own: includes/key-job.lua), so the key's base name comes from the hash with
--- no JSON to decode. Adds the claim's reply (see claim-key.lua) as reply[5], and sets K and A
--- to that key's. A claim that fails (a key of the wrong type, say) must not fail the fetch,
--- whose job is active by now and would wait for BullMQ's stalled check: reply[5] is then {0,
--- error}, and the run makes its own first claim, which meets the error where the run can
--- handle it.
+-- A fetched job's first claim, in the call that fetched it (fetch-and-claim.lua's moveToActive,
+-- or the fetch of the next job inside a run's last claim, claim-and-finish.lua), so that in
+-- steady state a run of one slice is one round trip, as a BullMQ job is. `reply` is BullMQ's
+-- fetch reply, {fields, jobId, ...} with the job hash as HGETALL returns it. Only our key jobs
+-- are claimed for: their name is JOB_NAME, and their deduplication id (the hash's `deid` field)
+-- is their key as keys.ts encodes it, or that after SPARE_DEDUP_PREFIX (the spare id a key's job
+-- takes while a job not ours holds its own: includes/key-job.lua), so the key's base name comes
+-- from the hash with no JSON to decode. Adds the claim's reply (see claim-key.lua) as reply[5].
+-- A claim that fails (a key of the wrong type, say) must not fail the fetch, whose job is active
+-- by now and would wait for BullMQ's stalled check: reply[5] is then {0, error}, and the run
+-- makes its own first claim, which meets the error where the run can handle it.
+--- @include "keyspace"
 --- @include "stores"
 --- @include "claim-key"
--- claimKey for the key of K and A, as a function of nothing, so that pcall needs no closure.
-local function claimWithStore() return claimKey(storeOf(A.store)) end
 
-local function claimFetched(reply, root, args)
+-- A run's first claim made by a fetch, as claim.lua's arguments (see args.ts): it takes the lock
+-- with `lock`, recovers what a dead run left in flight, and claims the first slice, as a run's
+-- own first claim does (engine/key-run.ts); `once`: it is never resent, so its claim id need not
+-- be remembered.
+local function firstClaimArgs(store, lock, count, lockTtlMs, releaseIfEmpty, rateMax, rateWindowMs)
+  return {
+    store = store, lock = lock, claimId = lock .. ':0:1', settle = 'recover', count = count, lane = 0,
+    lockTtlMs = lockTtlMs, takeLock = true, releaseIfEmpty = releaseIfEmpty, rateMax = rateMax,
+    rateWindowMs = rateWindowMs, holdMs = 0, once = true,
+  }
+end
+
+-- The claim of a fetched key: a function of its arguments, so that pcall needs no closure.
+local function claimFetchedKey(base, A) return claimKey(storeOf(A.store), keyNames(base, 0), A) end
+
+local function claimFetched(reply, root, A)
   local fields = type(reply) == 'table' and reply[1]
   if type(fields) ~= 'table' then return end
   local name, encoded
@@ -24,7 +37,6 @@ local function claimFetched(reply, root, args)
     if field == 'name' then name = fields[i + 1] elseif field == 'deid' then encoded = fields[i + 1] end
   end
   if name ~= JOB_NAME or not encoded then return end
-  K, A = keyNames(keyBase(root, encodedKeyOfDedupId(encoded)), 0), args
-  local ok, claimed = pcall(claimWithStore)
+  local ok, claimed = pcall(claimFetchedKey, keyBase(root, encodedKeyOfDedupId(encoded)), A)
   reply[5] = ok and claimed or {0, type(claimed) == 'table' and claimed.err or tostring(claimed)}
 end

@@ -1,5 +1,6 @@
--- The start of every claim script: fencing, idempotency, and settling the previous slice. Its
--- functions take the claim's keys and arguments by name (K, A: see claim-keys.lua).
+-- The start of every claim: fencing, idempotency, and settling the previous slice. Its functions
+-- take the claim's key names and arguments (K, A: see claim-key.lua), and the call's ticket log
+-- (see tracking.lua ticketLog).
 -- Returns the reply to send at once, or nil to go on:
 -- {REPLY.lockNotHeld, pttl} when the caller does not hold the lock (and cannot take it, see
 -- A.takeLock); when this claim was already applied, its reply again, as claim-key.lua's with no
@@ -53,7 +54,7 @@ end
 -- `quiet` is true when the caller read, in one call with more (see claim-key.lua), that the key
 -- has no extras (see extras.lua: so no ticket or data of an id in flight, no retryAfter streak)
 -- and, for a first claim, nothing a dead run left.
-local function settlePrevious(store, K, A, quiet)
+local function settlePrevious(store, K, A, log, quiet)
   local held, last = holdLock(K, A)
   if not held then return {REPLY.lockNotHeld, redis.call('PTTL', K.lock)} end
   local applied = A.claimId .. '|'
@@ -76,7 +77,7 @@ local function settlePrevious(store, K, A, quiet)
     else
       -- A slice that succeeded also ends a streak of retryAfter asks (see flow.lua holdAfter).
       redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.retryAfterStreak)
-      creditAll(K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
+      creditAll(log, K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
     end
   elseif A.settle == 'restore' then
     local slice = redis.call('GET', K.inFlightSlice)
@@ -89,7 +90,7 @@ local function settlePrevious(store, K, A, quiet)
       keepForRetry(K.retryData, K.payloadsInFlight, id, cjson.decode(slice).ids)
       redis.call('DEL', K.inFlight)
     else
-      store.restore(K.inFlight, K.inFlightMark)
+      store.restore(K, K.inFlight, K.inFlightMark)
     end
     untrackAll(K.tracked, K.trackedInFlight)
     unclaimAllPayloads(K.payloads, K.payloadsInFlight)

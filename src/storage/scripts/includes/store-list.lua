@@ -1,6 +1,6 @@
 -- The list store's side of a claim: FIFO; a restored slice goes back to the head, in order. Push
 -- marks: one `pushMs count` per push, consumed with the ids; a restored slice gets one mark, its
--- oldest id's push time, in front. Reads the claim's keys as K (see claim-keys.lua).
+-- oldest id's push time, in front. Functions that write its keys take their names first (K).
 --- @include "marks"
 --- @include "chunked"
 local function listStore()
@@ -8,19 +8,19 @@ local function listStore()
     kind = 'list',
     perPush = true,
     inFlightIds = function(inFlight) return redis.call('LRANGE', inFlight, 0, -1) end,
-    restore = function(inFlight, markKey)
+    restore = function(K, inFlight, markKey)
       local n = redis.call('LLEN', inFlight)
       if n == 0 then return end
       -- Tail first onto the head keeps the in-flight ids in front, in their order.
       while redis.call('RPOPLPUSH', inFlight, K.pending) do end
       redis.call('LPUSH', K.pushMarks, inFlightMark(markKey) .. ' ' .. n)
     end,
-    toInFlight = function(ids) chunked('RPUSH', K.inFlight, ids) end,
+    toInFlight = function(K, ids) chunked('RPUSH', K.inFlight, ids) end,
   }
-  store.takePending = function(count)
+  store.takePending = function(K, count)
     local ids = redis.call('LPOP', K.pending, count)
     if not ids then return nil end
-    store.toInFlight(ids)
+    store.toInFlight(K, ids)
     local mark
     if #ids < count then
       -- Pending is empty now, so every mark left was these ids' (or outlived its ids, lost with a

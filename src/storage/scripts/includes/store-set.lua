@@ -1,6 +1,6 @@
 -- The set store's side of a claim: no order; a restored slice merges back into pending. Push
 -- mark: when pending last went from empty to non-empty, an upper bound of its oldest id's age
--- (SPOP takes ids in no order, so no exact one is cheap). Reads the claim's keys as K.
+-- (SPOP takes ids in no order, so no exact one is cheap). Functions that write its keys take their names first (K).
 --- @include "marks"
 --- @include "chunked"
 local function setStore()
@@ -8,7 +8,7 @@ local function setStore()
     kind = 'set',
     perPush = false,
     inFlightIds = function(inFlight) return redis.call('SMEMBERS', inFlight) end,
-    restore = function(inFlight, markKey)
+    restore = function(K, inFlight, markKey)
       if redis.call('EXISTS', inFlight) == 0 then return end
       redis.call('SUNIONSTORE', K.pending, K.pending, inFlight)
       redis.call('DEL', inFlight)
@@ -17,14 +17,14 @@ local function setStore()
       local since = redis.call('GET', K.pushMarks)
       if not since or tonumber(since) > tonumber(mark) then redis.call('SET', K.pushMarks, mark) end
     end,
-    toInFlight = function(ids) chunked('SADD', K.inFlight, ids) end,
+    toInFlight = function(K, ids) chunked('SADD', K.inFlight, ids) end,
   }
-  store.takePending = function(count)
+  store.takePending = function(K, count)
     local ids = redis.call('SPOP', K.pending, count)
     local since
     if #ids > 0 then
       since = redis.call('GET', K.pushMarks) or clockMs()
-      store.toInFlight(ids)
+      store.toInFlight(K, ids)
       redis.call('SET', K.inFlightMark, since)
     end
     -- Fewer than asked: pending is empty, and the next push starts a new mark.

@@ -2,8 +2,9 @@
 --- @include "store-list"
 --- @include "store-set"
 --- @include "store-zset"
--- Built when first used, then kept: a library of functions builds each once per server (its
--- closures read K, the claim's names, at call time), a script sent by EVALSHA once per call.
+-- Built when first used, then kept: a library of functions builds each once per server, a script
+-- sent by EVALSHA once per call. A store holds no key of its own: a function that writes the
+-- key's names takes them (K) first.
 local STORES = { list = listStore, set = setStore, zset = zsetStore }
 local built = {}
 --- @memo built (a store is the same whichever call builds it)

@@ -32,14 +32,11 @@ local function untrackAll(tracked, trackedInFlight)
   for _, id in ipairs(redis.call('HKEYS', trackedInFlight)) do untrackOne(tracked, trackedInFlight, id) end
 end
 
--- Tickets this call settled (see settleTicket), for its reply.
-local settledTickets = {}
---- @per-call settledTickets = {}
-
--- The tickets this call has announced: one message per ticket per call, however many of its ids
--- the call counts.
-local announcedTickets = {}
---- @per-call announcedTickets = {}
+-- What one call (or, in a call that claims for two keys, one key's claim) did to tickets: `settled`,
+-- the tickets it settled that want a callback (its reply lists them, see settleTicket), and
+-- `announced`, those it has told of (one message per ticket, however many of its ids it counts).
+-- Each caller makes its own and hands it to the functions below, which keep no state of their own.
+local function ticketLog() return { settled = {}, announced = {} } end
 
 -- Tells a `waitFor` in any process that a ticket's counts changed: a message on its key's ticket
 -- channel (the ticket prefix followed by TICKET_CHANNEL_SUFFIX) carrying the ticket's id. It
@@ -47,9 +44,9 @@ local announcedTickets = {}
 -- changes. Pub/sub is at most once, so listeners also read on a timer (see ticket-channel.ts).
 -- `pcall`: a user the ACL denies the channel still gets every write of the call; the waiter
 -- then learns of the change by its timer.
-local function announceTicket(ticketPrefix, ticket)
-  if announcedTickets[ticket] then return end
-  announcedTickets[ticket] = true
+local function announceTicket(log, ticketPrefix, ticket)
+  if log.announced[ticket] then return end
+  log.announced[ticket] = true
   redis.pcall('PUBLISH', ticketPrefix .. TICKET_CHANNEL_SUFFIX, ticket)
 end
 
@@ -58,14 +55,14 @@ end
 -- A ticket that asked for a callback (`cb`) goes to the key's outbox in that same call, for a
 -- worker to turn into the callback's BullMQ job (see tickets.ts): a crash after this call
 -- leaves it in the outbox, never lost. Its status lives `ttl` ms more from now.
-local function settleTicket(hash, ticket, outbox)
+local function settleTicket(log, hash, ticket, outbox)
   local t = redis.call('HMGET', hash, 'total', 'done', 'failed', 'sealed', 'ttl', 'cb')
   if not t[1] or t[4] == '0' then return false end
   if tonumber(t[1]) ~= tonumber(t[2] or 0) + tonumber(t[3] or 0) then return false end
   if redis.call('HSETNX', hash, 'settled', '1') == 0 then return false end
   if t[6] == '1' then
     redis.call('RPUSH', outbox, ticket)
-    settledTickets[#settledTickets + 1] = ticket
+    log.settled[#log.settled + 1] = ticket
   end
   if t[5] then
     redis.call('PEXPIRE', hash, t[5])
@@ -76,14 +73,14 @@ end
 
 -- Counts an in-flight id as `field` ('done' or 'failed') on each of its tickets that has not
 -- expired; with an error, records it too (at most maxErrors per ticket).
-local function creditOne(trackedInFlight, ticketPrefix, outbox, id, field, errorJson, maxErrors)
+local function creditOne(log, trackedInFlight, ticketPrefix, outbox, id, field, errorJson, maxErrors)
   local tickets = redis.call('HGET', trackedInFlight, id)
   if not tickets then return end
   for ticket in string.gmatch(tickets, '%S+') do
     local hash = ticketPrefix .. ticket
     if redis.call('EXISTS', hash) == 1 then
       redis.call('HINCRBY', hash, field, 1)
-      announceTicket(ticketPrefix, ticket)
+      announceTicket(log, ticketPrefix, ticket)
       if errorJson then
         local errors = hash .. TICKET_ERRORS_SUFFIX
         if redis.call('LLEN', errors) < maxErrors then
@@ -91,13 +88,13 @@ local function creditOne(trackedInFlight, ticketPrefix, outbox, id, field, error
           redis.call('PEXPIRE', errors, redis.call('PTTL', hash))
         end
       end
-      settleTicket(hash, ticket, outbox)
+      settleTicket(log, hash, ticket, outbox)
     end
   end
   redis.call('HDEL', trackedInFlight, id)
 end
 
-local function creditAll(trackedInFlight, ticketPrefix, outbox, field)
+local function creditAll(log, trackedInFlight, ticketPrefix, outbox, field)
   if redis.call('EXISTS', trackedInFlight) == 0 then return end
-  for _, id in ipairs(redis.call('HKEYS', trackedInFlight)) do creditOne(trackedInFlight, ticketPrefix, outbox, id, field) end
+  for _, id in ipairs(redis.call('HKEYS', trackedInFlight)) do creditOne(log, trackedInFlight, ticketPrefix, outbox, id, field) end
 end
