@@ -165,7 +165,10 @@ describe('script arguments (scripts/args.ts)', () => {
         const sent = values(schema.fields);
         const tail = ['tail-1', 'tail-2'];
         const args = argv(script as ArgsScript, sent as never, schema.rest ? tail : []);
-        const lua = `${argsInclude(script)}\nlocal a = ${schema.lua}()\nreturn cjson.encode({ a = a, tail = a.rest and { unpack(ARGV, a.rest) } or {} })`;
+        // A table from its function, or the locals the include declares.
+        const names = [...Object.keys(schema.fields), ...(schema.rest ? ['rest'] : [])];
+        const table = schema.lua === 'locals' ? `{ ${names.map((name) => `${name} = arg_${name}`).join(', ')} }` : `${schema.lua}()`;
+        const lua = `${argsInclude(script)}\nlocal a = ${table}\nreturn cjson.encode({ a = a, tail = a.rest and { unpack(ARGV, a.rest) } or {} })`;
         const read = JSON.parse(String(await client.eval(lua, 0, ...args))) as { a: Record<string, unknown>; tail: unknown };
         const { rest, ...named } = read.a;
         expect(named, script).toEqual(sent);

@@ -1,5 +1,6 @@
 import { StoreMismatchError } from '../core/errors';
 import { runScript, type RedisClient } from './scripts';
+import { argv } from './scripts/args';
 import type { StoreKind } from '../core/types';
 
 /** The field of the batcher's config hash that holds its store. */
@@ -113,7 +114,13 @@ export class StoreAgreement {
       this.client(),
       'agree',
       [this.configKey],
-      [STORE_FIELD, this.store, `${SHARDS_FIELD}${this.shards}`, this.recheckMs + this.pushTimeoutMs, PAUSED_ALL_FIELD],
+      argv('agree', {
+        storeField: STORE_FIELD,
+        store: this.store,
+        shardsField: `${SHARDS_FIELD}${this.shards}`,
+        validForMs: this.recheckMs + this.pushTimeoutMs,
+        pausedAllField: PAUSED_ALL_FIELD,
+      }),
     )) as [string, number];
     if (recorded !== this.store) {
       throw new StoreMismatchError(

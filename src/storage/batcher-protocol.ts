@@ -7,6 +7,7 @@
 import type { Key } from '../core/types';
 import type { DeadNames, HistoryNames } from './keys';
 import { runScript, type RedisClient } from './scripts';
+import { argv } from './scripts/args';
 
 /** dead-add.lua's answer: per id, its field, the letter it replaced ('' for none) and the letter it wrote. */
 export type WrittenLetters = readonly string[];
@@ -29,8 +30,16 @@ const deadKeys = (n: DeadNames): string[] => [n.entries, n.byTime, n.byAttempts,
 
 /** Writes a failed slice's dead letters (see dead-add.lua): what it wrote and what it replaced. */
 export async function addDeadLetters(client: RedisClient, names: DeadNames, c: DeadLettersCall): Promise<WrittenLetters> {
-  const args = [c.encodedKey, c.key, c.attempts, c.firstFailedAt, c.failedAt, c.error, c.ids.length, ...c.ids, ...c.payloads];
-  return (await runScript(client, 'dead-add', deadKeys(names), args)) as WrittenLetters;
+  const named = {
+    encodedKey: c.encodedKey,
+    key: c.key,
+    attempts: c.attempts,
+    firstFailedAt: c.firstFailedAt,
+    lastFailedAt: c.failedAt,
+    error: c.error,
+    count: c.ids.length,
+  };
+  return (await runScript(client, 'dead-add', deadKeys(names), argv('dead-add', named, [...c.ids, ...c.payloads]))) as WrittenLetters;
 }
 
 /** Takes back what `addDeadLetters` wrote, where it is still what was written (see dead-undo.lua). */
@@ -121,5 +130,7 @@ export async function historyAppend(
   kept: number,
   retentionMs: number,
 ): Promise<boolean> {
-  return (await runScript(client, 'history-append', [names.series], [sample, intervalMs, kept, retentionMs])) === 1;
+  return (
+    (await runScript(client, 'history-append', [names.series], argv('history-append', { sample, intervalMs, kept, retentionMs }))) === 1
+  );
 }

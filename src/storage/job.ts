@@ -1,6 +1,7 @@
 import { buildAdd, bullmqScript, type JobsOptions, type Queue } from '../bullmq';
 import { addKeysDerivable, bullmqCall, type BullmqCall } from './protocol';
 import { runScript, type RedisClient } from './scripts';
+import { argv } from './scripts/args';
 import { BULLMQ_PUSH_READS, dedupIdsOf, JOB_NAME } from './keys';
 import type { Key, KeyJobData } from '../core/types';
 
@@ -148,13 +149,12 @@ export async function ensureJob(
     await queue.add(JOB_NAME, { key }, jobOptions(key, delayMs, level));
     return;
   }
-  const reply = await runScript(client, 'add-job', add.call.keys, [
-    add.kind,
-    queue.toKey(''),
-    `${queue.keys.de}:`,
-    dedupIdsOf(key).own,
-    ...add.call.args,
-  ]);
+  const args = argv(
+    'add-job',
+    { add: add.kind, queuePrefix: queue.toKey(''), dedupPrefix: `${queue.keys.de}:`, encodedKey: dedupIdsOf(key).own },
+    add.call.args,
+  );
+  const reply = await runScript(client, 'add-job', add.call.keys, args);
   await add.done(reply);
 }
 

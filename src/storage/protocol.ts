@@ -102,23 +102,33 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
   // BullMQ's add keys are derived in the script from its prefix (job.ts standardAdd builds an add
   // only where they are what the installed BullMQ builds).
   const add = job && p.add;
-  const [covered, waitMs, added] = (await runScript(client, 'push', job ? [names.base, job.index] : [names.base], [
-    p.store,
-    p.delayMs,
-    p.ticket?.id ?? '',
-    p.ticket?.ttlMs ?? 0,
-    p.key,
-    Date.now(),
-    p.payloads?.mode ?? '',
-    p.ticket?.open ? 'open' : 'new',
-    p.ticket?.callback ? '1' : '0',
-    job?.queuePrefix ?? '',
-    add ? '1' : '0',
-    ...(add?.args ?? ['', '', '']),
-    p.traceparent ?? '',
-    ...p.ids,
-    ...(p.payloads?.json ?? []),
-  ])) as [number, number, unknown];
+  const [addArgs = '', addData = '', addOpts = ''] = add ? add.args : [];
+  const args = argv(
+    'push',
+    {
+      store: p.store,
+      delayMs: p.delayMs,
+      ticket: p.ticket?.id ?? '',
+      ticketTtlMs: p.ticket?.ttlMs ?? 0,
+      key: p.key,
+      indexScore: String(Date.now()),
+      payloadMode: p.payloads?.mode ?? '',
+      ticketMode: p.ticket?.open ? 'open' : 'new',
+      callback: p.ticket?.callback ?? false,
+      queuePrefix: job?.queuePrefix ?? '',
+      addJob: add !== undefined,
+      addArgs,
+      addData,
+      addOpts,
+      traceparent: p.traceparent ?? '',
+    },
+    [...p.ids, ...(p.payloads?.json ?? [])],
+  );
+  const [covered, waitMs, added] = (await runScript(client, 'push', job ? [names.base, job.index] : [names.base], args)) as [
+    number,
+    number,
+    unknown,
+  ];
   if (covered === REPLY.unknownTicket) return { refused: 'unknown_ticket', covered: false, waitMs: 0 };
   if (covered === REPLY.sealedTicket) return { refused: 'sealed_ticket', covered: false, waitMs: 0 };
   return { covered: covered === 1, waitMs, ...(added !== undefined && added !== null && { added }) };

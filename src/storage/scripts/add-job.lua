@@ -8,29 +8,32 @@
   on a Cluster too).
 
   KEYS    BullMQ's keys of that add, as BullMQ built them
-  ARGV[1] which add: 'standard' | 'delayed' | 'prioritized'
-  ARGV[2] BullMQ's queue prefix (`prefix:name:`): a job's hash is it followed by the job's id
-  ARGV[3] BullMQ's deduplication keys' prefix (`prefix:name:de:`): a deduplication key is it
-          followed by the id
-  ARGV[4] the key, encoded: its own deduplication id, the one BullMQ's arguments carry
-  ARGV[5..7] BullMQ's arguments: its packed arguments, the job's data, its packed options
+  ARGV    by name, generated from storage/scripts/args.ts (`add-job`):
+    add          which add: 'standard' | 'delayed' | 'prioritized'
+    queuePrefix  BullMQ's queue prefix (`prefix:name:`): a job's hash is it followed by the job's id
+    dedupPrefix  BullMQ's deduplication keys' prefix (`prefix:name:de:`): a deduplication key is it
+                 followed by the id
+    encodedKey   the key, encoded: its own deduplication id, the one BullMQ's arguments carry
+  ARGV[rest..] BullMQ's arguments: its packed arguments, the job's data, its packed options
 
   Returns BullMQ's reply (the id of the job added, or of the key's job the add went to), or nil
   when jobs not ours hold both ids of the key (nothing is added).
 ]]
+--- @include "args-add-job"
 --- @include "keyspace"
 --- @include "key-job"
 --- @include "bullmq-add-standard-job"
 --- @include "bullmq-add-delayed-job"
 --- @include "bullmq-add-prioritized-job"
 local ADDS = { standard = bullmqAddStandardJob, delayed = bullmqAddDelayedJob, prioritized = bullmqAddPrioritizedJob }
-local add = ADDS[ARGV[1]]
-if not add then error('batch-by-key: no BullMQ add ' .. tostring(ARGV[1])) end
-local spareId = SPARE_DEDUP_PREFIX .. ARGV[4]
-local spareKey = ARGV[3] .. spareId
-local held = redis.call('MGET', ARGV[3] .. ARGV[4], spareKey)
-local _, dedup = keyJobOf(ARGV[2], held[1], held[2])
+local A = addJobArgs()
+local add = ADDS[A.add]
+if not add then error('batch-by-key: no BullMQ add ' .. tostring(A.add)) end
+local spareId = SPARE_DEDUP_PREFIX .. A.encodedKey
+local spareKey = A.dedupPrefix .. spareId
+local held = redis.call('MGET', A.dedupPrefix .. A.encodedKey, spareKey)
+local _, dedup = keyJobOf(A.queuePrefix, held[1], held[2])
 if not dedup then return nil end
-local args = {ARGV[5], ARGV[6], ARGV[7]}
+local args = {unpack(ARGV, A.rest)}
 if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
 return add(KEYS, args)

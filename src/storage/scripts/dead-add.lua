@@ -9,33 +9,35 @@
   KEYS[1] entries (hash: field -> JSON entry)   KEYS[2] fields by time of last failure
   KEYS[3] fields by attempts
   KEYS[4] prefix of the per-key sets of fields by time (followed by the encoded key; in this slot)
-  ARGV[1] encoded key (a field is `${encoded key}:${id}`)     ARGV[2] key
-  ARGV[3] attempts    ARGV[4] first failed at (ms)           ARGV[5] last failed at (ms)
-  ARGV[6] error, JSON { name, message, stack }
-  ARGV[7] n, how many ids    ARGV[8..7+n] ids    ARGV[8+n..7+2n] the JSON array of each id's
-          data ('' for none), kept in its letter as `payloads` (inserted as text, never decoded:
-          cjson would turn [] into {} and round large numbers)
+  ARGV    by name, generated from storage/scripts/args.ts (`dead-add`):
+    encodedKey, key  the key, encoded (a field is `${encoded key}:${id}`), and as given
+    attempts, firstFailedAt, lastFailedAt (ms)
+    error            JSON { name, message, stack }
+    count            n, how many ids
+  ARGV[rest..rest+n-1] the ids, then ARGV[rest+n..rest+2n-1] the JSON array of each id's data ('' for
+          none), kept in its letter as `payloads` (inserted as text, never decoded: cjson would
+          turn [] into {} and round large numbers)
 
   Returns a flat list: field, the letter it replaced ('' for none), the letter it wrote; per id.
 ]]
-local error = cjson.decode(ARGV[6])
-local attempts = tonumber(ARGV[3])
-local lastAt = tonumber(ARGV[5])
-local ofKey = KEYS[4] .. ARGV[1]
+--- @include "args-dead-add"
+local A = deadAddArgs()
+local error = cjson.decode(A.error)
+local ofKey = KEYS[4] .. A.encodedKey
 local written = {}
-local n = tonumber(ARGV[7])
-for i = 8, 7 + n do
+local n = A.count
+for i = A.rest, A.rest + n - 1 do
   local id = ARGV[i]
-  local field = ARGV[1] .. ':' .. id
-  local entry = cjson.encode({ key = ARGV[2], id = id, error = error, attempts = attempts, firstFailedAt = tonumber(ARGV[4]), lastFailedAt = lastAt })
+  local field = A.encodedKey .. ':' .. id
+  local entry = cjson.encode({ key = A.key, id = id, error = error, attempts = A.attempts, firstFailedAt = A.firstFailedAt, lastFailedAt = A.lastFailedAt })
   local payloads = ARGV[i + n]
   if payloads ~= '' then entry = string.sub(entry, 1, -2) .. ',"payloads":' .. payloads .. '}' end
   written[#written + 1] = field
   written[#written + 1] = redis.call('HGET', KEYS[1], field) or ''
   written[#written + 1] = entry
   redis.call('HSET', KEYS[1], field, entry)
-  redis.call('ZADD', KEYS[2], lastAt, field)
-  redis.call('ZADD', KEYS[3], attempts, field)
-  redis.call('ZADD', ofKey, lastAt, field)
+  redis.call('ZADD', KEYS[2], A.lastFailedAt, field)
+  redis.call('ZADD', KEYS[3], A.attempts, field)
+  redis.call('ZADD', ofKey, A.lastFailedAt, field)
 end
 return written

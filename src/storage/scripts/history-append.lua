@@ -5,21 +5,24 @@
   stats() read outlasted its interval, so the series keeps one sample per bucket, in order.
 
   KEYS[1] series (a list, oldest first; each entry starts with its time in ms, then a space)
-  ARGV[1] the sample (see ops/history.ts encodeSample)
-  ARGV[2] the interval, ms
-  ARGV[3] samples kept at most
-  ARGV[4] ms the series lives after its last append (the retention)
+  ARGV    by name, generated from storage/scripts/args.ts (`history-append`):
+    sample       the sample (see ops/history.ts encodeSample)
+    intervalMs   the interval
+    kept         samples kept at most
+    retentionMs  how long the series lives after its last append
 
   Returns 1: appended; 0: refused (the series has a sample of this bucket or a later one).
 ]]
-local interval = tonumber(ARGV[2])
-local at = tonumber(string.match(ARGV[1], '^%d+'))
+--- @include "args-history-append"
+local A = historyAppendArgs()
+local interval = A.intervalMs
+local at = tonumber(string.match(A.sample, '^%d+'))
 local last = redis.call('LINDEX', KEYS[1], -1)
 if last then
   local lastAt = tonumber(string.match(last, '^%d+'))
   if lastAt and lastAt - lastAt % interval >= at - at % interval then return 0 end
 end
-redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), -1)
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('RPUSH', KEYS[1], A.sample)
+redis.call('LTRIM', KEYS[1], -A.kept, -1)
+redis.call('PEXPIRE', KEYS[1], A.retentionMs)
 return 1

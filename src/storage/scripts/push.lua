@@ -8,32 +8,33 @@
   (or moved) waits as long.
 
   KEYS[1] the key's base name: its names are derived from it (see includes/keyspace, keys.ts);
-          a tracked push's ticket hash is its ticket prefix followed by ARGV[3]
+          a tracked push's ticket hash is its ticket prefix followed by `ticket`
   KEYS[2] (standalone only) the batcher's index of keys with recent pushes (recovery sweeps it)
-  ARGV[1] store: 'list' | 'set' | 'zset'
-  ARGV[2] ms until the ids are ready (zset; 0 otherwise)
-  ARGV[3] ticket, '' for an untracked push      ARGV[4] ms the ticket lives
-  ARGV[5] the key (its index member)            ARGV[6] the index score: now, by the pusher's clock
-  ARGV[7] '' for a push without data; else how its payloads are kept: 'list' (one per push),
-          'replace', 'keep' or 'all' (see includes/payloads.lua)
-  ARGV[8] with a ticket: 'new' (this push's own, sealed: its ids are all of it) or 'open' (an
-          open ticket, which must exist and not be sealed yet; see seal-ticket.lua)
-  ARGV[9] a new ticket wants a callback when it settles: '1' or '0' (see includes/tracking.lua)
-  ARGV[10] BullMQ's queue prefix (`prefix:name:`; standalone only, '' on a Cluster, where the
-           index, BullMQ's keys and the key's data live in other slots and the caller writes the
-           index and adds the job itself): the key's job is read from, and added under, the
-           names BullMQ gives them there (BULLMQ_PUSH_READS: its deduplication keys, the
-           prefix + `dedup` + each of the key's two deduplication ids, its active list and
-           delayed set; job hashes; BULLMQ_ADD_KEYS)
-  ARGV[11] '1': add the key's job in this same call when it needs one and may start now, with
-           BullMQ's addStandardJob (inlined) and its arguments ARGV[12..14] (see job.ts
-           standardAdd), built for the key's own deduplication id and made over here for its
-           spare one when that is the id the job goes under (includes/key-job.lua); '0': the
-           caller adds it
-  ARGV[15] the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
-  ARGV[16..] ids, then (with data) as many payloads, '' for an id pushed without
+  ARGV    by name, generated from storage/scripts/args.ts (`push`):
+    store        'list' | 'set' | 'zset'
+    delayMs      ms until the ids are ready (zset; 0 otherwise)
+    ticket       '' for an untracked push; ticketTtlMs: how long the ticket lives
+    key          the key (its index member); indexScore: now, by the pusher's clock
+    payloadMode  '' for a push without data; else how its payloads are kept: 'list' (one per
+                 push), 'replace', 'keep' or 'all' (see includes/payloads.lua)
+    ticketMode   with a ticket: 'new' (this push's own, sealed: its ids are all of it) or 'open'
+                 (an open ticket, which must exist and not be sealed yet; see seal-ticket.lua)
+    callback     a new ticket wants a callback when it settles (see includes/tracking.lua)
+    queuePrefix  BullMQ's queue prefix (`prefix:name:`; standalone only, '' on a Cluster, where the
+                 index, BullMQ's keys and the key's data live in other slots and the caller writes
+                 the index and adds the job itself): the key's job is read from, and added under,
+                 the names BullMQ gives them there (BULLMQ_PUSH_READS: its deduplication keys, the
+                 prefix + `dedup` + each of the key's two deduplication ids, its active list and
+                 delayed set; job hashes; BULLMQ_ADD_KEYS)
+    addJob       add the key's job in this same call when it needs one and may start now, with
+                 BullMQ's addStandardJob (inlined) and its arguments addArgs, addData, addOpts
+                 (see job.ts standardAdd), built for the key's own deduplication id and made over
+                 here for its spare one when that is the id the job goes under
+                 (includes/key-job.lua); else the caller adds it
+    traceparent  the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
+  ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
-  Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ARGV[8]) that is unknown
+  Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
   or expired; {REPLY.sealedTicket, 0} one that is sealed.
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
   ids (no job add needed: a job not ours that holds a deduplication id of the key is no cover,
@@ -53,18 +54,20 @@
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
 local K = keyNames(KEYS[1], 0)
-local queue = ARGV[10]
-local FIRST = 16
-local mode = ARGV[7]
+-- In the body, not the prelude: its locals are read from each call's ARGV (see args.ts).
+--- @include "args-push"
+local queue = arg_queuePrefix
+local FIRST = arg_rest
+local mode = arg_payloadMode
 local count = mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
 local LAST = FIRST + count - 1
-local kind = ARGV[1]
-local ticket = ARGV[3]
+local kind = arg_store
+local ticket = arg_ticket
 local ticketHash = ticket ~= '' and (K.ticketPrefix .. ticket) or nil
-local traceparent = ARGV[15]
+local traceparent = arg_traceparent
 local now = clockMs()
 
-if ticket ~= '' and ARGV[8] == 'open' then
+if ticket ~= '' and arg_ticketMode == 'open' then
   local t = redis.call('HMGET', ticketHash, 'total', 'sealed')
   if not t[1] then return {REPLY.unknownTicket, 0} end
   if t[2] ~= '0' then return {REPLY.sealedTicket, 0} end
@@ -81,7 +84,7 @@ elseif kind == 'set' then
   redis.call('SET', K.pushMarks, now, 'NX')
 else
   -- Ready at the Redis server's now + delay; re-adding an id moves it (debounce).
-  local at = now + tonumber(ARGV[2])
+  local at = now + arg_delayMs
   local scored = {}
   for i = FIRST, LAST do
     scored[#scored + 1] = at
@@ -105,16 +108,16 @@ if ticket ~= '' then
     local tickets = redis.call('HGET', K.tracked, ARGV[i])
     redis.call('HSET', K.tracked, ARGV[i], tickets and (tickets .. ' ' .. ticket) or ticket)
   end
-  local ttl = tonumber(ARGV[4])
+  local ttl = arg_ticketTtlMs
   -- The tracked ids live as long as their youngest ticket could.
   if redis.call('PTTL', K.tracked) < ttl then redis.call('PEXPIRE', K.tracked, ttl) end
   redis.call('HINCRBY', ticketHash, 'total', count)
   -- Without `sealed`, a ticket is sealed: a tracked push's ids are all of it.
-  if ARGV[8] == 'new' then redis.call('HSET', ticketHash, 'ttl', ttl, 'cb', ARGV[9]) end
+  if arg_ticketMode == 'new' then redis.call('HSET', ticketHash, 'ttl', ttl, 'cb', arg_callback and '1' or '0') end
   redis.call('PEXPIRE', ticketHash, ttl)
 end
 
-if queue ~= '' then redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5]) end
+if queue ~= '' then redis.call('ZADD', KEYS[2], arg_indexScore, arg_key) end
 
 -- A key paused until resumed needs no job (its resume adds one); a paused or held one waits at
 -- least until that ends. Only a key with extras can be either (see includes/extras.lua).
@@ -143,9 +146,9 @@ local jobId, dedup = keyJobOf(queue, got[3], got[4])
 -- sent BullMQ's add and it may start now; else the caller adds it (delayed, or at another level).
 -- When jobs not ours hold both ids nothing can be added (the caller's add finds the same).
 local function uncovered()
-  if ARGV[11] ~= '1' or waitMs ~= 0 or not dedup then return {0, waitMs} end
+  if not arg_addJob or waitMs ~= 0 or not dedup then return {0, waitMs} end
   local keys = queueKeys(queue, BULLMQ_ADD_KEYS)
-  local args = {ARGV[12], ARGV[13], ARGV[14]}
+  local args = {arg_addArgs, arg_addData, arg_addOpts}
   if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
   return {0, 0, bullmqAddStandardJob(keys, args)}
 end
