@@ -4,6 +4,7 @@ import { Gate } from './helpers/gate';
 import {
   keysMatching,
   keyspaceOf,
+  prefixOf,
   range,
   Recorder,
   redisClient,
@@ -57,6 +58,9 @@ describe('maxPendingPerKey', () => {
         const b = testBatcher<{ n: number }>({ store, maxPendingPerKey: 3, eachIteration: () => {} });
         // A key that is empty (the push alone is too big) and one that is full.
         await b.performBatchLater(range(3, 'p'), { key: 'full' });
+        // BullMQ records its version in the queue's meta once its connection is up, after a push or before.
+        const meta = `${prefixOf(b.name)}:${b.name}:meta`;
+        await waitFor(async () => (await redisClient().hget(meta, 'version')) !== null, { what: "BullMQ's meta" });
         const before = await snapshot(b);
         const items = range(4, 'q').map((id, n) => ({ id, data: { n } }));
         await expect(b.performBatchLater(items, { key: 'empty', track: true })).rejects.toThrow(KeyBacklogFullError);
