@@ -17,6 +17,7 @@ export default defineConfig({
     include: [
       'test/cluster/**/*.test.ts',
       ...[
+        'backpressure',
         'bull-board',
         'class-form',
         'completion-race',

@@ -2,13 +2,23 @@ import { Cluster } from 'ioredis';
 import { bullmqSpelling, describe, InvalidOptionError } from './core/errors';
 import { fromUrl } from './core/connection';
 import { validateRateLimitOption } from './engine/flow';
+import { validateMaxPendingOption } from './push/backlog';
 import type { RunOptions } from './engine/run-options';
 import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, optionNames } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { silentLogger } from './core/logger';
 import { MAX_SHARDS } from './storage/shards';
-import type { Backoff, BatchByKeyOptions, CreateWorkerOptions, MergePolicy, SliceMiddleware, StoreKind, FastPath } from './core/types';
+import type {
+  Backoff,
+  BatchByKeyOptions,
+  CreateWorkerOptions,
+  MaxPendingPerKey,
+  MergePolicy,
+  SliceMiddleware,
+  StoreKind,
+  FastPath,
+} from './core/types';
 
 /**
  * Options after defaults are applied. The handler is not among them: `createBatcher` takes it
@@ -25,6 +35,7 @@ export interface ResolvedOptions extends RunOptions {
   recoveryIntervalMs: number;
   pushTimeoutMs: number;
   merge: MergePolicy;
+  maxPendingPerKey: MaxPendingPerKey | undefined;
   /** `false`: no sampling. */
   history: ResolvedHistory | false;
   fastPath: FastPath;
@@ -173,6 +184,7 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'recoveryIntervalMs',
   'pushTimeoutMs',
   'rateLimit',
+  'maxPendingPerKey',
   'onTicketSettled',
   'history',
   'logger',
@@ -232,6 +244,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     recoveryIntervalMs: duration('options.recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
     pushTimeoutMs: duration('options.pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs),
     rateLimit: validateRateLimitOption(o.rateLimit),
+    maxPendingPerKey: validateMaxPendingOption(o.maxPendingPerKey),
     merge,
     onTicketSettled: optionalFunction('options.onTicketSettled', o.onTicketSettled, '(outcome, ticket) => ...'),
     history: validateHistoryOption(o.history),

@@ -1,5 +1,5 @@
 import { MAX_TIMER_MS } from './limits';
-import type { Id, Progress } from './types';
+import type { Id, Key, Progress } from './types';
 
 /**
  * Every error this library throws on purpose is a `BatchByKeyError` with a stable `code`,
@@ -27,7 +27,8 @@ export type ErrorCode =
   | 'ERR_MISSING_HANDLER'
   | 'ERR_STORE_MISMATCH'
   | 'ERR_TICKET_SEALED'
-  | 'ERR_SHARDS_IN_USE';
+  | 'ERR_SHARDS_IN_USE'
+  | 'ERR_KEY_BACKLOG_FULL';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -245,6 +246,24 @@ export class NotPausedError extends BatchByKeyError {
 export class ShardsInUseError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_SHARDS_IN_USE', message);
+  }
+}
+
+/**
+ * A push would take its key past `maxPendingPerKey`: it was refused whole and wrote nothing (no
+ * id, data, ticket, index entry or job). `pending` is how many ids the key had waiting when the
+ * push was judged (its pending store only: ids in flight or backing off in retry do not count),
+ * `limit` the key's limit. The key's other pushes, and every other key's, go on: retry once the
+ * key's workers have drained it below the limit.
+ */
+export class KeyBacklogFullError extends BatchByKeyError {
+  constructor(
+    message: string,
+    readonly key: Key,
+    readonly limit: number,
+    readonly pending: number,
+  ) {
+    super('ERR_KEY_BACKLOG_FULL', message);
   }
 }
 

@@ -68,6 +68,9 @@ export type PushItem<Data = unknown> = Id | number | { id: Id | number; data: Da
  * process (a sliding window in Redis, checked in the claim). A key out of room holds no worker
  * slot: its job waits until the window has room for a slice.
  */
+/** `maxPendingPerKey`: an integer >= 1, or a function giving each key its own (undefined: no limit). */
+export type MaxPendingPerKey = number | ((key: Key) => number | undefined);
+
 export interface RateLimit {
   /** Ids per window, 1 to 2^31 - 1. */
   max: number;
@@ -278,6 +281,16 @@ export interface BatchByKeyOptions<Data = unknown> {
    * @default unlimited
    */
   rateLimit?: RateLimit | ((key: Key) => RateLimit | undefined);
+  /**
+   * Backpressure: the most ids a key may have pending (waiting in its store; ids in flight or
+   * backing off in retry do not count). A push that would take the key past it is refused whole
+   * with a KeyBacklogFullError and writes nothing, so one tenant's flood fails that tenant's
+   * pushes, not Redis for everyone. With the set and zset stores only the ids a push adds count
+   * (a pending id pushed again adds none). Or a function giving each key its own (undefined: no
+   * limit), called once per push, in the pushing process. Give every producer the same.
+   * @default no limit
+   */
+  maxPendingPerKey?: MaxPendingPerKey;
   /**
    * Runs once per ticket that asked for it (a tracked push of this batcher, or `callback: true`),
    * in a worker, when its last id is done or dead (and, for an open ticket, it is sealed): as a
@@ -516,7 +529,10 @@ export interface DeadLetters<Data = unknown> {
   /** A page of letters, and the cursor of the next page (absent on the last). */
   list(options?: DeadLetterListOptions): Promise<{ letters: DeadLetter<Data>[]; cursor?: string }>;
   count(options?: { key?: Key }): Promise<number>;
-  /** Pushes the ids back (by the store's rules: a set merges them, a list appends them) and removes their letters; returns how many. */
+  /**
+   * Pushes the ids back (by the store's rules: a set merges them, a list appends them) and removes their letters; returns how many.
+   * A key whose push is refused for its backlog (`maxPendingPerKey`) keeps its letters (logged at warn); the other keys go on.
+   */
   requeue(query?: DeadLetterQuery): Promise<number>;
   /** Removes letters; returns how many. */
   purge(query?: DeadLetterQuery): Promise<number>;

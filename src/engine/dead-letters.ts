@@ -1,4 +1,5 @@
-import { describe, InvalidOptionError } from '../core/errors';
+import { describe, InvalidOptionError, KeyBacklogFullError } from '../core/errors';
+import { log } from '../core/logger';
 import { integer, oneOf } from '../core/validate';
 import type { FailurePlan } from './failures';
 import { normalizeIds, validateKey } from '../core/input';
@@ -6,7 +7,7 @@ import { deadLettersOf, encodeKey, type DeadNames, type Keyspace } from '../stor
 import { addDeadLetters, removeDeadLetters, trimDeadLetters, undoDeadLetters, type WrittenLetters } from '../storage/batcher-protocol';
 import type { RedisClient } from '../storage/scripts';
 import type { Payloads } from '../storage/protocol';
-import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, Id, Key, PushItem } from '../core/types';
+import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, Id, Key, Logger, PushItem } from '../core/types';
 
 /** Letters read and moved per round trip by requeue and purge. */
 const BATCH = 1000;
@@ -18,6 +19,7 @@ export interface DeadLetterDeps {
   maxDeadLetters: number;
   /** Pushes ids back to a key by the store's rules (performBatchLater). */
   push: (key: Key, items: PushItem[]) => Promise<unknown>;
+  logger: Logger;
 }
 
 function fieldOf(key: Key, id: Id): string {
@@ -107,13 +109,27 @@ export class DeadLetterBox implements DeadLetters {
   async requeue(query: DeadLetterQuery = {}): Promise<number> {
     const fields = await this.select(query);
     let requeued = 0;
+    // Keys whose push was refused for their backlog (maxPendingPerKey): each key is judged on its
+    // own, so the others go on, and a full key's letters stay, none of them pushed after the refusal.
+    const full = new Set<Key>();
     for (let i = 0; i < fields.length; i += BATCH) {
       const letters = await this.read(fields.slice(i, i + BATCH));
       const byKey = new Map<Key, DeadLetter[]>();
-      for (const letter of letters) byKey.set(letter.key, [...(byKey.get(letter.key) ?? []), letter]);
+      for (const letter of letters) if (!full.has(letter.key)) byKey.set(letter.key, [...(byKey.get(letter.key) ?? []), letter]);
       for (const [key, ofKey] of byKey) {
         // Pushed before the letters go: a crash in between leaves a letter too many, never an id lost.
-        await this.deps.push(key, ofKey.flatMap(itemsOf));
+        try {
+          await this.deps.push(key, ofKey.flatMap(itemsOf));
+        } catch (err) {
+          if (!(err instanceof KeyBacklogFullError)) throw err;
+          full.add(key);
+          log(this.deps.logger, 'warn', `deadLetters.requeue left the letters of key ${JSON.stringify(key)}: ${err.message}`, {
+            key,
+            limit: err.limit,
+            pending: err.pending,
+          });
+          continue;
+        }
         await this.remove(
           ofKey.flatMap((l) => [fieldOf(key, l.id), l.lastFailedAt]),
           true,

@@ -17,12 +17,13 @@ import { normalizeItems, validateKey, type NormalizedPush } from '../core/input'
 import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
 import { newTicket, parseTicket } from './progress';
-import { dueIn, push, type PushCall, type PushResult } from '../storage/protocol';
+import { checkBacklog, dueIn, push, type PushCall, type PushResult } from '../storage/protocol';
+import { backlogFullError, maxPendingOf } from './backlog';
 import { openTicket, sealTicket } from './tickets';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
-import type { BatchByKeyOptions, Key, MergePolicy, PerformOptions, PerformResult, PushItem, Ticket } from '../core/types';
+import type { BatchByKeyOptions, Key, MaxPendingPerKey, MergePolicy, PerformOptions, PerformResult, PushItem, Ticket } from '../core/types';
 
 /** @internal */
 export interface EnqueueDeps {
@@ -43,6 +44,8 @@ export interface EnqueueDeps {
   agree: () => Promise<void>;
   /** How a set or zset keeps the data of an id pushed again while pending. */
   merge: MergePolicy;
+  /** `maxPendingPerKey`: a push that would take its key past it is refused whole (see backlog.ts). */
+  maxPending: MaxPendingPerKey | undefined;
   /** Whether a tracked push asks for a callback when it settles, unless it says (the batcher has onTicketSettled). */
   callbacks: boolean;
   tickets: TicketOutbox;
@@ -92,10 +95,11 @@ export async function performBatchLater(
     ...(open && { ticket: options.ticket! }),
   };
   if (ids.length === 0) return result;
+  const maxPending = maxPendingOf(deps.maxPending, key);
   const tracked = ticket
     ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
     : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
-  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined));
+  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined, maxPending));
   return result;
 }
 
@@ -123,6 +127,7 @@ async function store(
   { ids, payloads }: NormalizedPush,
   delayMs: number,
   ticket: PushCall['ticket'],
+  maxPending: number | undefined,
 ): Promise<void> {
   const { client } = deps;
   const traceparent = activeTraceparent();
@@ -134,7 +139,13 @@ async function store(
   const { queue, index } = deps.shard(key);
   const queuePrefix = client instanceof Cluster ? undefined : queuePrefixOf(queue);
   const cluster = queuePrefix === undefined;
-  if (cluster) await client.zadd(index, Date.now(), key);
+  if (cluster) {
+    // A push refused for its key's backlog writes no index entry either: judged first, with
+    // nothing written; push.lua judges again with its write.
+    const full = maxPending === undefined ? undefined : await checkBacklog(client, names, kind, maxPending, ids);
+    if (full) throw backlogFullError(key, full);
+    await client.zadd(index, Date.now(), key);
+  }
   const call: PushCall = {
     store: kind,
     key,
@@ -144,6 +155,7 @@ async function store(
     ...(ticket && { ticket }),
     ...(queuePrefix !== undefined && { job: { index, queuePrefix } }),
     ...(traceparent && { traceparent }),
+    ...(maxPending !== undefined && { maxPending }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
@@ -196,13 +208,16 @@ async function pushOnce(client: RedisClient, key: Key, send: () => Promise<PushR
   } catch (err) {
     throw isReplyError(err) && connectionCloses(client) === closes ? err : unknown(err);
   }
-  if (pushed.refused === undefined) return pushed;
+  const { refused } = pushed;
+  if (refused === undefined) return pushed;
   const refusal =
-    pushed.refused === 'unknown_ticket'
-      ? new UnknownTicketError(
-          `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
-        )
-      : new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
+    refused.reason === 'backlog_full'
+      ? backlogFullError(key, refused)
+      : refused.reason === 'unknown_ticket'
+        ? new UnknownTicketError(
+            `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
+          )
+        : new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
   throw connectionCloses(client) === closes ? refusal : unknown(refusal);
 }
 

@@ -27,6 +27,7 @@ export class Operations {
       keyspace: runtime.keyspace,
       maxDeadLetters: runtime.opts.maxDeadLetters,
       push: (key, ids) => producer.push(ids, { key }),
+      logger: runtime.opts.logger,
     });
   }
 

@@ -55,6 +55,7 @@ export class Producer {
       timeoutMs: opts.pushTimeoutMs,
       agree: () => runtime.agreement.check('push'),
       merge: opts.merge,
+      maxPending: opts.maxPendingPerKey,
       callbacks: opts.onTicketSettled !== undefined,
       tickets: runtime.ticketOutbox(),
     });

@@ -80,11 +80,24 @@ export interface PushCall {
   add?: BullmqCall;
   /** The W3C traceparent of the pusher's active span, recorded for each id (see includes/traces.lua). */
   traceparent?: string;
+  /** The key's maxPendingPerKey: a push that would take its pending ids past it is refused (see includes/backlog.lua). */
+  maxPending?: number;
+}
+
+/** Why a push wrote nothing: its open ticket is unknown (or expired), or sealed; or the key's backlog is full. */
+export type PushRefusal = { reason: 'unknown_ticket' } | { reason: 'sealed_ticket' } | BacklogFull;
+
+/** A push would take its key past its maxPendingPerKey (`limit`): what the key had pending, and what the push would add. */
+export interface BacklogFull {
+  reason: 'backlog_full';
+  limit: number;
+  pending: number;
+  adding: number;
 }
 
 export interface PushResult {
-  /** Nothing was written: the open ticket is unknown (or expired), or sealed. */
-  refused?: 'unknown_ticket' | 'sealed_ticket';
+  /** Nothing was written. */
+  refused?: PushRefusal;
   /** A run holding the key's lock, or its waiting job, will claim these ids: no job add needed. */
   covered: boolean;
   /** zset: ms until the key's earliest id or failed slice is due, -1 when none; 0 otherwise. */
@@ -121,6 +134,7 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
       addData,
       addOpts,
       traceparent: p.traceparent ?? '',
+      maxPending: p.maxPending ?? 0,
     },
     [...p.ids, ...(p.payloads?.json ?? [])],
   );
@@ -129,9 +143,30 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     number,
     unknown,
   ];
-  if (covered === REPLY.unknownTicket) return { refused: 'unknown_ticket', covered: false, waitMs: 0 };
-  if (covered === REPLY.sealedTicket) return { refused: 'sealed_ticket', covered: false, waitMs: 0 };
+  if (covered === REPLY.unknownTicket) return { refused: { reason: 'unknown_ticket' }, covered: false, waitMs: 0 };
+  if (covered === REPLY.sealedTicket) return { refused: { reason: 'sealed_ticket' }, covered: false, waitMs: 0 };
+  if (covered === REPLY.backlogFull) return { refused: backlogFull(p.maxPending ?? 0, waitMs, added), covered: false, waitMs: 0 };
   return { covered: covered === 1, waitMs, ...(added !== undefined && added !== null && { added }) };
+}
+
+function backlogFull(limit: number, pending: unknown, adding: unknown): BacklogFull {
+  return { reason: 'backlog_full', limit, pending: Number(pending), adding: Number(adding) };
+}
+
+/**
+ * Whether a push of `ids` would take the key past `maxPending`, judged as push.lua judges it, with
+ * nothing written (see backlog-check.lua): for a push that writes the key's index entry first.
+ */
+export async function checkBacklog(
+  client: RedisClient,
+  names: KeyNames,
+  store: StoreKind,
+  maxPending: number,
+  ids: readonly Id[],
+): Promise<BacklogFull | undefined> {
+  const args = argv('backlog-check', { store, maxPending }, ids);
+  const [status, pending, adding] = (await runScript(client, 'backlog-check', [names.base], args)) as number[];
+  return status === REPLY.backlogFull ? backlogFull(maxPending, pending, adding) : undefined;
 }
 
 /** Whether BullMQ's addStandardJob call uses the keys push.lua derives from the queue prefix. */

@@ -14,6 +14,8 @@ export const REPLY = {
   unknownTicket: -2,
   /** push.lua, seal-ticket.lua: the open ticket is sealed already (nothing written). */
   sealedTicket: -3,
+  /** push.lua, backlog-check.lua: the push would take the key past its maxPendingPerKey (nothing written). */
+  backlogFull: -4,
 } as const;
 
 /** How many fields a claim's reply has before its claimed ids (see includes/claim-key.lua). */

@@ -95,9 +95,12 @@ export const SCRIPT_ARGS = {
       addData: 'raw',
       addOpts: 'raw',
       traceparent: 'str',
+      // The key's maxPendingPerKey, 0 for none (see includes/backlog.lua).
+      maxPending: 'int',
     } as const,
     true,
   ),
+  'backlog-check': schema('locals', { store: 'str', maxPending: 'int' } as const, true),
   claim: schema('claimArgs', CLAIM),
   'claim-and-finish': schema(
     'claimAndFinishArgs',

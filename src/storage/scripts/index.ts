@@ -27,6 +27,7 @@ export type { RedisClient };
 /** One name per `.lua` file beside this module. */
 const NAMES = [
   'push',
+  'backlog-check',
   'add-job',
   'claim',
   'claim-and-finish',
@@ -289,7 +290,7 @@ const COMMAND_NAMES = new Map(NAMES.map((name) => [name, commandName(name)]));
  * out of memory (as it ran them by EVALSHA), where it refuses a function that may write before it
  * starts.
  */
-const READ_ONLY: ReadonlySet<ScriptName> = new Set(['due-in', 'queue-load', 'reads']);
+const READ_ONLY: ReadonlySet<ScriptName> = new Set(['due-in', 'queue-load', 'reads', 'backlog-check']);
 
 /**
  * A line of an include that resets state of its own that lives for one call (the clock, read once

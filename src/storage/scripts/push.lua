@@ -32,10 +32,13 @@
                  here for its spare one when that is the id the job goes under
                  (includes/key-job.lua); else the caller adds it
     traceparent  the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
+    maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
-  or expired; {REPLY.sealedTicket, 0} one that is sealed.
+  or expired; {REPLY.sealedTicket, 0} one that is sealed; {REPLY.backlogFull, pending, adding}
+  a push that would take the key's pending ids past maxPending (the key's pending count, and how
+  many ids the push would add).
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
   ids (no job add needed: a job not ours that holds a deduplication id of the key is no cover,
   see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
@@ -50,6 +53,7 @@
 --- @include "payloads"
 --- @include "traces"
 --- @include "due"
+--- @include "backlog"
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
@@ -72,6 +76,10 @@ if ticket ~= '' and arg_ticketMode == 'open' then
   if not t[1] then return {REPLY.unknownTicket, 0} end
   if t[2] ~= '0' then return {REPLY.sealedTicket, 0} end
 end
+
+-- Judged in the same call as the write, so concurrent pushes never take the key past its limit.
+local pending, adding = backlogOver(kind, K.pending, arg_maxPending, ARGV, FIRST, LAST)
+if pending then return {REPLY.backlogFull, pending, adding} end
 
 local waitMs = 0
 if kind == 'list' then
