@@ -39,6 +39,7 @@ export default defineConfig({
         'metrics',
         'nestjs',
         'one-job-per-key',
+        'per-id-outcome',
         'push',
         'processor',
         'progress',

@@ -49,6 +49,7 @@ export {
   StoreMismatchError,
   TicketSealedError,
   ShardsInUseError,
+  NotInSliceError,
   type ErrorCode,
 } from './core/errors';
 export type * from './core/types';

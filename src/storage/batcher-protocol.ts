@@ -23,13 +23,26 @@ export interface DeadLettersCall {
   ids: readonly string[];
   /** Per id, the JSON array of its payloads ('' for none). */
   payloads: readonly string[];
+  /** Per id, its own error as JSON (ids failed by `ctx.fail`); absent: each records `error`. */
+  errors?: readonly string[];
 }
 
 const deadKeys = (n: DeadNames): string[] => [n.entries, n.byTime, n.byAttempts, n.ofKey];
 
 /** Writes a failed slice's dead letters (see dead-add.lua): what it wrote and what it replaced. */
 export async function addDeadLetters(client: RedisClient, names: DeadNames, c: DeadLettersCall): Promise<WrittenLetters> {
-  const args = [c.encodedKey, c.key, c.attempts, c.firstFailedAt, c.failedAt, c.error, c.ids.length, ...c.ids, ...c.payloads];
+  const args = [
+    c.encodedKey,
+    c.key,
+    c.attempts,
+    c.firstFailedAt,
+    c.failedAt,
+    c.error,
+    c.ids.length,
+    ...c.ids,
+    ...c.payloads,
+    ...(c.errors ?? []),
+  ];
   return (await runScript(client, 'dead-add', deadKeys(names), args)) as WrittenLetters;
 }
 

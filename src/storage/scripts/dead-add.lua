@@ -15,17 +15,21 @@
   ARGV[7] n, how many ids    ARGV[8..7+n] ids    ARGV[8+n..7+2n] the JSON array of each id's
           data ('' for none), kept in its letter as `payloads` (inserted as text, never decoded:
           cjson would turn [] into {} and round large numbers)
+  ARGV[8+2n..7+3n] optional: each id's own error, JSON as ARGV[6] (ids a handler failed one by
+          one, with `ctx.fail`); without them every id records ARGV[6]
 
   Returns a flat list: field, the letter it replaced ('' for none), the letter it wrote; per id.
 ]]
-local error = cjson.decode(ARGV[6])
+local slicesError = cjson.decode(ARGV[6])
 local attempts = tonumber(ARGV[3])
 local lastAt = tonumber(ARGV[5])
 local ofKey = KEYS[4] .. ARGV[1]
 local written = {}
 local n = tonumber(ARGV[7])
+local own = #ARGV >= 7 + 3 * n
 for i = 8, 7 + n do
   local id = ARGV[i]
+  local error = own and cjson.decode(ARGV[i + 2 * n]) or slicesError
   local field = ARGV[1] .. ':' .. id
   local entry = cjson.encode({ key = ARGV[2], id = id, error = error, attempts = attempts, firstFailedAt = tonumber(ARGV[4]), lastFailedAt = lastAt })
   local payloads = ARGV[i + n]
