@@ -56,6 +56,9 @@ describe.each<{ label: string; store: StoreKind; concurrencyPerKey?: number; sli
       { what: '97 done' },
     );
     expect(between).toMatchObject({ total: 100, done: 97, failed: 0, pending: 3 });
+    const dataKeys = `*${b.name}:bbk:*data*`;
+    // The failed ids' data waits with them, in the key's retry data (or in flight with their retry).
+    expect(await keysMatching(dataKeys)).not.toEqual([]);
     gate.open();
     const end = await b.waitFor(ticket!);
     expect(end).toMatchObject({ total: 100, done: 97, failed: 3, pending: 0 });
@@ -78,7 +81,7 @@ describe.each<{ label: string; store: StoreKind; concurrencyPerKey?: number; sli
     );
     expect(await b.backlog('acct')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
     // The acked ids' data went with their ack, the failed ids' with their letters: none is left behind.
-    expect(await keysMatching(`*${b.name}:bbk:*data*`)).toEqual([]);
+    expect(await keysMatching(dataKeys)).toEqual([]);
   });
 });
 
