@@ -132,14 +132,16 @@ describe('ctx.fail', () => {
     b.createWorker();
     const { ticket } = await b.performBatchLater(['a', 'b', 'c'], { key: 'k', track: true });
     expect(await b.waitFor(ticket!)).toMatchObject({ done: 2, failed: 1, errors: [{ id: 'b', message: 'b is gone' }] });
+    // The events follow the call that counted the ticket.
+    await waitFor(() => done.length === 1, { what: 'slice:done' });
     // The throw retried the whole slice; its second run reported 'b' dead, acked 'a' and 'c', and nothing ran again.
     expect(runs).toEqual([
       ['a', 'b', 'c'],
       ['a', 'b', 'c'],
     ]);
-    expect(events.map((e) => [e.ids, e.outcome, e.errors?.size])).toEqual([
-      [['a', 'b', 'c'], 'retry', undefined],
-      [['b'], 'dead', 1],
+    expect(events.map((e) => [e.ids, e.outcome, e.errors?.size, e.acked])).toEqual([
+      [['a', 'b', 'c'], 'retry', undefined, undefined],
+      [['b'], 'dead', 1, 2],
     ]);
     expect(done).toEqual([['a', 'c']]);
     const { letters } = await b.deadLetters.list();

@@ -158,11 +158,19 @@ export interface BatcherEvents {
   'slice:done': [SliceInfo & { durationMs: number; waitedMs?: number }];
   /**
    * A slice whose handler threw (or timed out): `ids` are the slice's. For a slice whose handler
-   * returned after `ctx.fail`, `ids` are the ids it reported and `errors` each one's error (`error`
-   * is the first's); its other ids were acknowledged, and emit `slice:done`.
+   * returned after `ctx.fail`, `ids` are the ids it reported, `errors` each one's error (`error` is
+   * the first's) and `acked` how many of its other ids were acknowledged (which, when more than
+   * none, emit `slice:done` too).
    */
   'slice:failed': [
-    SliceInfo & { durationMs: number; error: unknown; outcome: FailureOutcome; retryInMs?: number; errors?: ReadonlyMap<Id, unknown> },
+    SliceInfo & {
+      durationMs: number;
+      error: unknown;
+      outcome: FailureOutcome;
+      retryInMs?: number;
+      errors?: ReadonlyMap<Id, unknown>;
+      acked?: number;
+    },
   ];
   /** A run stopped between slices and requeued its key. */
   interrupted: [{ key: Key; job: KeyJob; reason: StopReason }];

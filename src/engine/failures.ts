@@ -228,6 +228,7 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     outcome: plan.outcome,
     ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
     ...(failed.failures && { errors: failed.failures }),
+    ...(plan.acked !== undefined && { acked: plan.acked }),
   });
   if (plan.dead.length > 0) deadEvents(events, slice.key, plan, error);
   return true;
