@@ -40,6 +40,7 @@ export default defineConfig({
         'metrics',
         'nestjs',
         'one-job-per-key',
+        'per-id-outcome',
         'push',
         'processor',
         'progress',

@@ -140,8 +140,14 @@ describe('examples/bulk-import.ts', () => {
     try {
       await main(2000);
       // 13, 113, …, 1913: 20 invalid rows.
-      expect(log.mock.calls[0]![0]).toBe('imported 1980 of 2000 rows; 20 rejected, e.g. {"id":"13","message":"row failed validation"}');
-      expect(log.mock.calls[1]![1]).toMatch(/^\d*13: row failed validation, \d*13: row failed validation, \d*13: row failed validation$/);
+      // The first rejected is 13, or 113 when the flaky first slice is still backing off.
+      expect(log.mock.calls[0]![0]).toMatch(
+        /^imported 1980 of 2000 rows; 20 rejected, e\.g\. \{"id":"(1?13)","message":"row \1 failed validation"\}$/,
+      );
+      // Each row dead with its own error (ctx.fail).
+      expect(log.mock.calls[1]![1]).toMatch(
+        /^(\d*13): row \1 failed validation, (\d*13): row \2 failed validation, (\d*13): row \3 failed validation$/,
+      );
       expect(warn.mock.calls.some(([m]) => String(m).includes('search index timed out'))).toBe(true);
     } finally {
       log.mockRestore();

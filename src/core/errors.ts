@@ -28,7 +28,8 @@ export type ErrorCode =
   | 'ERR_STORE_MISMATCH'
   | 'ERR_TICKET_SEALED'
   | 'ERR_SHARDS_IN_USE'
-  | 'ERR_KEY_BACKLOG_FULL';
+  | 'ERR_KEY_BACKLOG_FULL'
+  | 'ERR_NOT_IN_SLICE';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -161,6 +162,17 @@ export class PermanentError extends BatchByKeyError {
     super('ERR_PERMANENT', message);
     this.ids = options.ids?.map(String);
     if (options.cause !== undefined) this.cause = options.cause;
+  }
+}
+
+/**
+ * `ctx.fail(id, error)` named an id that is not one of its slice's ids, or was called once its
+ * slice had ended (the handler had returned or thrown): the outcome it reports would belong to
+ * no slice. Thrown by `ctx.fail` itself, so the handler's own code sees it where it made the call.
+ */
+export class NotInSliceError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_NOT_IN_SLICE', message);
   }
 }
 

@@ -58,6 +58,17 @@ export interface IterationContext<Data = unknown> {
    * zset what `merge` kept (the latest, the first, or every distinct one). [] without data.
    */
   payloads(id: Id): Data[];
+  /**
+   * Reports that `id`, one of this slice's ids, failed with `error`, while the slice goes on: when
+   * the handler returns, the slice's other ids are acknowledged (done, their tickets counted, their
+   * data dropped), and only the ids reported go to retry, after their backoff and with their own
+   * attempts, then to the dead letters, each with its own error. An `error` that is a
+   * `PermanentError` (or BullMQ's `UnrecoverableError`) dead-letters its id at once. A second call
+   * for an id replaces its error. A throw still fails the whole slice, as before, and what was
+   * reported is dropped. Throws `NotInSliceError` for an id not in the slice, or once the slice has
+   * ended. With the list store, an id pushed twice into one slice fails both times.
+   */
+  fail(id: Id | number, error: unknown): void;
 }
 
 /** What `performBatchLater` takes: ids, or ids with data (any JSON value, at most `MAX_DATA_BYTES` as JSON). */
@@ -144,10 +155,26 @@ export interface BatcherEvents {
   /**
    * `waitedMs`: how long the slice's oldest id waited from its push to the claim, by the Redis
    * clock (exact for list, from pending's first push for set, from ready time for zset, from the
-   * claim for a retry); `waitedMs + durationMs` is push-to-processed latency.
+   * claim for a retry); `waitedMs + durationMs` is push-to-processed latency. For a slice whose
+   * handler reported some ids with `ctx.fail`, `ids` are the others, the ids acknowledged.
    */
   'slice:done': [SliceInfo & { durationMs: number; waitedMs?: number }];
-  'slice:failed': [SliceInfo & { durationMs: number; error: unknown; outcome: FailureOutcome; retryInMs?: number }];
+  /**
+   * A slice whose handler threw (or timed out): `ids` are the slice's. For a slice whose handler
+   * returned after `ctx.fail`, `ids` are the ids it reported, `errors` each one's error (`error` is
+   * the first's) and `acked` how many of its other ids were acknowledged (which, when more than
+   * none, emit `slice:done` too).
+   */
+  'slice:failed': [
+    SliceInfo & {
+      durationMs: number;
+      error: unknown;
+      outcome: FailureOutcome;
+      retryInMs?: number;
+      errors?: ReadonlyMap<Id, unknown>;
+      acked?: number;
+    },
+  ];
   /** A run stopped between slices and requeued its key. */
   interrupted: [{ key: Key; job: KeyJob; reason: StopReason }];
   /** Ids became dead letters. */

@@ -250,12 +250,19 @@ export class KeyRun {
     }
     const started = performance.now();
     try {
-      await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloads, traces), signal);
-      env.events.processed(slice.ids.length);
+      const failures = await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloads, traces), signal);
+      const durationMs = performance.now() - started;
+      const acked = failures
+        ? await this.partly({ slice, previous: claimed.retry, sliceId, lane, durationMs, payloads: claimed.payloads, traces }, failures)
+        : slice.ids;
+      if (!acked) return { kind: 'lock_lost' };
+      if (acked.length === 0) return undefined;
+      env.events.processed(acked.length);
       if (env.events.wants('slice:done')) {
         env.events.emit('slice:done', {
           ...slice,
-          durationMs: performance.now() - started,
+          ids: acked,
+          durationMs,
           ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }),
         });
       }
@@ -282,6 +289,20 @@ export class KeyRun {
       if (signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
       return undefined;
     }
+  }
+
+  /**
+   * Settles a slice whose handler returned having reported some ids failed (`ctx.fail`): one fenced
+   * call acks the others and retries or dead-letters those (see failures.ts `planOutcomes`). The
+   * ids acked, or undefined when the lock was lost first.
+   */
+  private async partly(
+    slice: Omit<FailedSlice, 'error' | 'failures'>,
+    failures: ReadonlyMap<Id, unknown>,
+  ): Promise<readonly Id[] | undefined> {
+    const [first] = failures.values();
+    if (!(await this.failed({ ...slice, error: first, failures }))) return undefined;
+    return slice.slice.ids.filter((id) => !failures.has(id));
   }
 
   /** Retries, splits or dead-letters a failed slice (see failures.ts); false when the lock was lost first. */

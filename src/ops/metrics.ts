@@ -107,9 +107,20 @@ export function prometheusMetrics(batchers: readonly Batcher[], options: Prometh
       sliceSeconds.observe({ batcher }, durationMs / 1000);
       if (options.latency !== false && waitedMs !== undefined) latency.observe({ batcher }, (waitedMs + durationMs) / 1000);
     };
-    const onFailed = ({ ids, durationMs, outcome }: { ids: readonly string[]; durationMs: number; outcome: string }) => {
+    const onFailed = ({
+      ids,
+      durationMs,
+      outcome,
+      acked,
+    }: {
+      ids: readonly string[];
+      durationMs: number;
+      outcome: string;
+      acked?: number;
+    }) => {
       failed.inc({ batcher, outcome }, ids.length);
-      sliceSeconds.observe({ batcher }, durationMs / 1000);
+      // A slice that acked some ids (ctx.fail) was timed by its slice:done.
+      if (!acked) sliceSeconds.observe({ batcher }, durationMs / 1000);
     };
     const onDead = ({ ids }: { ids: readonly string[] }) => dead.inc({ batcher }, ids.length);
     b.on('pushed', onPushed).on('slice:done', onDone).on('slice:failed', onFailed).on('dead', onDead);

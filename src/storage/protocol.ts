@@ -422,7 +422,10 @@ export async function release(
 /** What happens to a failed slice's ids (see failures.ts `planFailure`). */
 export interface FailPlan {
   retry: { id: string; delayMs: number; slice: string }[];
-  dead: { ids: readonly Id[]; message: string };
+  /** `messages[i]`, when given, is ids[i]'s own (ids failed by `ctx.fail`); else each records `message`. */
+  dead: { ids: readonly Id[]; message: string; messages?: readonly string[] };
+  /** The slice's ids in neither `retry` nor `dead` succeeded (`ctx.fail` reported the others): ack them in the same call. */
+  ack?: true;
 }
 
 /**
@@ -442,7 +445,7 @@ export async function failSlice(
     client,
     'fail-slice',
     [names.base],
-    [lock, JSON.stringify(plan), maxTicketErrors, settleId, lane],
+    argv('fail-slice', { lock, plan: JSON.stringify(plan), maxTicketErrors, settleId, lane }),
   )) as [number, string];
   if (status === REPLY.lockNotHeld) return undefined;
   return settled ? settled.split(' ') : [];

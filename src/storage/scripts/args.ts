@@ -118,6 +118,7 @@ export const SCRIPT_ARGS = {
   ),
   'fetch-and-claim': schema('fetchAndClaimArgs', FIRST_CLAIM, true),
   'add-job': schema('addJobArgs', { add: 'str', queuePrefix: 'str', dedupPrefix: 'str', encodedKey: 'str' } as const, true),
+  'fail-slice': schema('failSliceArgs', { lock: 'str', plan: 'str', maxTicketErrors: 'int', settleId: 'str', lane: 'int' } as const),
   agree: schema('agreeArgs', { storeField: 'str', store: 'str', shardsField: 'str', validForMs: 'int', pausedAllField: 'str' } as const),
   'dead-add': schema(
     'deadAddArgs',
