@@ -42,6 +42,27 @@ describe('prometheusMetrics', () => {
     expect(samples.get(`bbk_push_to_processed_seconds_count${label}`)).toBe(1);
   });
 
+  it('counts each failed id by its fate: a ctx.fail slice that dead-letters one id and retries another', async () => {
+    const registry = new Registry();
+    const b = testBatcher({
+      attempts: 3,
+      backoff: { type: 'fixed', delayMs: 60_000 },
+      eachIteration(ids, ctx) {
+        if (ids.includes('0')) ctx.fail('0', new PermanentError('bad row'));
+        if (ids.includes('1')) ctx.fail('1', new Error('try again'));
+      },
+    });
+    prometheusMetrics([b], { registry, prefix: 'bbk_' });
+    await b.performBatchLater(range(3), { key: 'a' });
+    b.createWorker();
+    const samples = await waitFor(async () => {
+      const now = parse(await registry.metrics());
+      return now.get(`bbk_ids_processed_total{batcher="${b.name}"}`) === 1 ? now : undefined;
+    });
+    expect(samples.get(`bbk_ids_failed_total{batcher="${b.name}",outcome="dead"}`)).toBe(1);
+    expect(samples.get(`bbk_ids_failed_total{batcher="${b.name}",outcome="retry"}`)).toBe(1);
+  });
+
   it('counts pushed, processed, failed and dead ids, times slices and push-to-processed latency, reads gauges from stats()', async () => {
     const registry = new Registry();
     const b = testBatcher({

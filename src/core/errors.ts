@@ -263,7 +263,7 @@ export class ShardsInUseError extends BatchByKeyError {
 
 /**
  * A push would take its key past `maxPendingPerKey`: it was refused whole and wrote nothing (no
- * id, data, ticket, index entry or job). `pending` is how many ids the key had waiting when the
+ * id, data, ticket or job, and, but for a race on a Redis Cluster, no index entry: see docs/api.md). `pending` is how many ids the key had waiting when the
  * push was judged (its pending store only: ids in flight or backing off in retry do not count),
  * `limit` the key's limit. The key's other pushes, and every other key's, go on: retry once the
  * key's workers have drained it below the limit.

@@ -65,8 +65,9 @@ export interface IterationContext<Data = unknown> {
    * attempts, then to the dead letters, each with its own error. An `error` that is a
    * `PermanentError` (or BullMQ's `UnrecoverableError`) dead-letters its id at once. A second call
    * for an id replaces its error. A throw still fails the whole slice, as before, and what was
-   * reported is dropped. Throws `NotInSliceError` for an id not in the slice, or once the slice has
-   * ended. With the list store, an id pushed twice into one slice fails both times.
+   * reported is dropped. Throws `NotInSliceError` for an id not in the slice. Once the slice has
+   * ended (the handler returned, threw, or was abandoned at its timeout or a shutdown), a call does
+   * nothing: the slice's fate is settled. With the list store, an id pushed twice into one slice fails both times.
    */
   fail(id: Id | number, error: unknown): void;
 }
@@ -74,13 +75,14 @@ export interface IterationContext<Data = unknown> {
 /** What `performBatchLater` takes: ids, or ids with data (any JSON value, at most `MAX_DATA_BYTES` as JSON). */
 export type PushItem<Data = unknown> = Id | number | { id: Id | number; data: Data };
 
+/** `maxPendingPerKey`: an integer >= 1, or a function giving each key its own (undefined: no limit). */
+export type MaxPendingPerKey = number | ((key: Key) => number | undefined);
+
 /**
  * At most `max` ids of a key are claimed in any window of `durationMs`, across every worker
  * process (a sliding window in Redis, checked in the claim). A key out of room holds no worker
  * slot: its job waits until the window has room for a slice.
  */
-/** `maxPendingPerKey`: an integer >= 1, or a function giving each key its own (undefined: no limit). */
-export type MaxPendingPerKey = number | ((key: Key) => number | undefined);
 
 export interface RateLimit {
   /** Ids per window, 1 to 2^31 - 1. */
@@ -163,13 +165,15 @@ export interface BatcherEvents {
    * A slice whose handler threw (or timed out): `ids` are the slice's. For a slice whose handler
    * returned after `ctx.fail`, `ids` are the ids it reported, `errors` each one's error (`error` is
    * the first's) and `acked` how many of its other ids were acknowledged (which, when more than
-   * none, emit `slice:done` too).
+   * none, emit `slice:done` too). `dead`: the ids of `ids` that became dead letters (the others go
+   * to retry), so `outcome` 'dead' may name only some of them.
    */
   'slice:failed': [
     SliceInfo & {
       durationMs: number;
       error: unknown;
       outcome: FailureOutcome;
+      dead: readonly Id[];
       retryInMs?: number;
       errors?: ReadonlyMap<Id, unknown>;
       acked?: number;

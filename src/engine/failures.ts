@@ -226,6 +226,7 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     durationMs: failed.durationMs,
     error,
     outcome: plan.outcome,
+    dead: plan.dead,
     ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
     ...(failed.failures && { errors: failed.failures }),
     ...(plan.acked !== undefined && { acked: plan.acked }),

@@ -79,11 +79,9 @@ export class SliceContext implements IterationContext, SliceInfo {
   private ended = false;
 
   fail(id: Id | number, error: unknown): void {
-    if (this.ended) {
-      throw new NotInSliceError(
-        `ctx.fail(${JSON.stringify(String(id))}) was called after its slice of key ${JSON.stringify(this.key)} ended: call it before the handler returns`,
-      );
-    }
+    // The slice's fate is settled: a handler abandoned at its timeout or a shutdown may still call
+    // this from a callback of its own, where a throw would be uncaught and end the process.
+    if (this.ended) return;
     const member = typeof id === 'number' ? String(id) : id;
     this.members ??= new Set(this.ids);
     if (!this.members.has(member)) {
@@ -95,7 +93,7 @@ export class SliceContext implements IterationContext, SliceInfo {
   }
 
   /**
-   * Ends the slice for `fail`: later calls throw. The ids reported and their errors, or undefined
+   * Ends the slice for `fail`: later calls do nothing. The ids reported and their errors, or undefined
    * for none (the whole slice succeeded, or its throw decides its fate).
    */
   end(): ReadonlyMap<Id, unknown> | undefined {

@@ -111,14 +111,18 @@ export function prometheusMetrics(batchers: readonly Batcher[], options: Prometh
       ids,
       durationMs,
       outcome,
+      dead: died,
       acked,
     }: {
       ids: readonly string[];
       durationMs: number;
       outcome: string;
+      dead: readonly string[];
       acked?: number;
     }) => {
-      failed.inc({ batcher, outcome }, ids.length);
+      // Per id, by its fate: a failure may dead-letter some ids and retry the others.
+      if (died.length > 0) failed.inc({ batcher, outcome: 'dead' }, died.length);
+      if (ids.length > died.length) failed.inc({ batcher, outcome: outcome === 'dead' ? 'retry' : outcome }, ids.length - died.length);
       // A slice that acked some ids (ctx.fail) was timed by its slice:done.
       if (!acked) sliceSeconds.observe({ batcher }, durationMs / 1000);
     };

@@ -123,7 +123,7 @@ export async function historyTick(
     client,
     'history-tick',
     [names.claim, names.processed],
-    [processedHere, intervalMs, retentionMs],
+    argv('history-tick', { processedHere, intervalMs, retentionMs }),
   )) as [number, number, number];
   return { claimed: claimed === 1, at, processed };
 }

@@ -125,6 +125,7 @@ export const SCRIPT_ARGS = {
     { encodedKey: 'str', key: 'str', attempts: 'int', firstFailedAt: 'int', lastFailedAt: 'int', error: 'str', count: 'int' } as const,
     true,
   ),
+  'history-tick': schema('historyTickArgs', { processedHere: 'int', intervalMs: 'int', retentionMs: 'int' } as const),
   'history-append': schema('historyAppendArgs', { sample: 'str', intervalMs: 'int', kept: 'int', retentionMs: 'int' } as const),
 } as const;
 
