@@ -166,8 +166,11 @@ async function store(
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
-  // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built).
-  const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(queue, key) : undefined;
+  // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built). A
+  // key that waits to fill needs a delayed job (added after the call), unless this push fills it
+  // by itself: building BullMQ's add costs the pusher CPU on every push.
+  const startsNow = !fill || ids.length >= fill.minSliceSize;
+  const add = !cluster && kind !== 'zset' && level === LEVEL.light && startsNow ? standardAdd(queue, key) : undefined;
   // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
   // to the one time the call was sent says what happened (see pushOnce).
   const pushed = await pushOnce(client, key, () => push(client, names, { ...call, ...(add && { add: add.call }) }));
