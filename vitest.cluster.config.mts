@@ -53,6 +53,7 @@ export default defineConfig({
         'store.zset',
         'tracing',
         'validation',
+        'wait-to-fill',
         'worker.shutdown',
         'worker.time-box',
       ].map((name) => `test/${name}.test.ts`),

@@ -174,6 +174,31 @@ describe('examples/crm-sync.ts', () => {
   });
 });
 
+describe('examples/event-sink.ts', () => {
+  it("inserts a busy account's single-event pushes in batches of at least 50, and a quiet one's after its wait", async () => {
+    const { main, EventSink } = await import('../examples/event-sink');
+    track(EventSink);
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    try {
+      const pushedAt = Date.now();
+      const inserts = await main();
+      const busy = inserts.filter((s) => s.account === 'busy');
+      expect(busy.flatMap((s) => s.events).sort()).toEqual(Array.from({ length: 120 }, (_, i) => `busy-e${i}`).sort());
+      // Every insert but the busy account's last (its tail, which waited) held at least minSliceSize events.
+      for (const insert of busy.slice(0, -1)) expect(insert.events.length).toBeGreaterThanOrEqual(50);
+      const quiet = inserts.filter((s) => s.account === 'quiet');
+      expect(quiet.map((s) => s.events)).toEqual([['quiet-e0', 'quiet-e1', 'quiet-e2']]);
+      expect(quiet[0]!.at - pushedAt).toBeGreaterThanOrEqual(495);
+      expect(log.mock.calls.map((c): unknown => c[0])).toEqual([
+        expect.stringMatching(/^busy: 120 events in \d+ insert\(s\) of [\d, ]+, the last \d+\.\d s after the first push$/),
+        expect.stringMatching(/^quiet: 3 events in 1 insert\(s\) of 3, the last \d+\.\d s after the first push$/),
+      ]);
+    } finally {
+      log.mockRestore();
+    }
+  });
+});
+
 describe('examples/import-with-callback.ts', () => {
   it('reads pages into an open ticket and gets one callback after sealing, with the rejected rows counted', async () => {
     const { main, Import } = await import('../examples/import-with-callback');

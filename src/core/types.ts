@@ -207,6 +207,24 @@ export interface BatchByKeyOptions<Data = unknown> {
   /** Ids handed to one `eachIteration` call. @default 100 */
   sliceSize?: number;
   /**
+   * Wait to fill: a key's run starts once it has at least this many ids ready, or once its oldest
+   * ready id has waited `maxWaitMs`, whichever comes first; then it claims up to `sliceSize`, as
+   * always. A push that brings a waiting key to this many starts it at once, and a waiting key
+   * holds no worker slot. After a run, a key left with fewer waits again, unless its oldest id has
+   * waited `maxWaitMs` already. An integer from 1 to `sliceSize`, or a function giving each key
+   * its own, called once per push and per run. Requires `maxWaitMs`.
+   * @default sliceSize when maxWaitMs is given, else 1 (a key's run starts as soon as an id lands)
+   */
+  minSliceSize?: number | ((key: Key) => number);
+  /**
+   * Wait to fill: the longest a key's oldest ready id waits for the key to have `minSliceSize`
+   * ids before its run starts anyway (Kafka's `linger.ms`), in whole ms; 0 starts at once. Or a
+   * function giving each key its own, called once per push and per run. Every process of a
+   * batcher should be given the same values.
+   * @default no wait
+   */
+  maxWaitMs?: number | ((key: Key) => number);
+  /**
    * Slices of one key run at once, inside its one job run (1–16). Claims are atomic, so no
    * pending entry is claimed twice; slices finish out of order. The key still holds one worker
    * slot, so this helps handlers that wait on I/O, not CPU-bound ones.

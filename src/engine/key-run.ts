@@ -24,6 +24,7 @@ import { runHandler, SliceContext, SliceFailure } from './iteration';
 import { KeyLock } from './lock';
 import type { RunEnv } from './run-env';
 import { budgetOf, demote, preemption } from './scheduling';
+import { fillOf, type Fill } from '../core/fill';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
 
 /**
@@ -52,6 +53,8 @@ export class KeyRun {
   /** The run's one stop (each slice's ctx.signal with a single lane): a shutdown or a lost lock. Set once the run holds the key. */
   private stop!: Stop;
   private rate: RateLimit | undefined;
+  /** The key's wait to fill (see core/fill.ts): its claims leave pending ids that wait to fill. */
+  private fill: Fill | undefined;
   private interrupts: readonly InterruptCheck[] = [];
   /** Set by the first lane that stops the run; the others stop after their slice. */
   private stoppedBy: RunOutcome | undefined;
@@ -81,6 +84,7 @@ export class KeyRun {
     let lock: KeyLock | undefined;
     try {
       const rate = (this.rate = rateLimitOf(options.rateLimit, key));
+      const fill = (this.fill = fillOf(options.fill, key, options.sliceSize));
       const sentAt = this.fused?.sentAt ?? Date.now();
       // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
       const first = this.fused?.claim
@@ -92,6 +96,7 @@ export class KeyRun {
             takeLock: true,
             releaseIfEmpty: this.single,
             ...(rate && { rate }),
+            ...(fill && { fill }),
           });
       // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
       if (!first.held) return await this.requeue(this.busyFor(first.lockTtlMs));
@@ -114,7 +119,7 @@ export class KeyRun {
       await this.conclude(outcome);
     } catch (err) {
       if (err instanceof DelayedError) throw err;
-      // Redis trouble outside a slice (or a rateLimit function that threw). Failing the job would
+      // Redis trouble outside a slice (or a rateLimit, minSliceSize or maxWaitMs function that threw). Failing the job would
       // leave the key to the recovery sweep; retrying it is better. The in-flight ids (if any) are
       // recovered by the next run. The lock is given back (fenced by its value) even if only the
       // first claim's lost reply took it, or the key would wait out its TTL.
@@ -195,6 +200,7 @@ export class KeyRun {
               lane,
               releaseIfEmpty,
               ...(this.rate && { rate: this.rate }),
+              ...(this.fill && { fill: this.fill }),
               ...(finish && { finish }),
             });
       if (!claimed.held) return { kind: 'lock_lost' };
@@ -390,7 +396,7 @@ export class KeyRun {
     await job.moveToDelayed(Date.now() + waitMs, token);
     let delayMs = waitMs;
     try {
-      const now = await this.session.dueIn();
+      const now = await this.session.dueIn(this.fill);
       if (now >= 0 && now < waitMs) {
         await job.changeDelay(now);
         delayMs = now;

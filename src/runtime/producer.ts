@@ -52,6 +52,7 @@ export class Producer {
       ticketTtlMs: opts.ticketTtlMs,
       fair: opts.scheduling === 'fair',
       sliceSize: opts.sliceSize,
+      fill: opts.fill,
       timeoutMs: opts.pushTimeoutMs,
       agree: () => runtime.agreement.check('push'),
       merge: opts.merge,

@@ -54,6 +54,9 @@ const CLAIM = {
   rateMax: 'int',
   rateWindowMs: 'int',
   holdMs: 'int',
+  // Wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see includes/fill.lua).
+  fillMin: 'int',
+  fillMaxWaitMs: 'int',
 } as const satisfies Fields;
 
 /**
@@ -69,6 +72,8 @@ const FIRST_CLAIM = {
   releaseIfEmpty: 'flag',
   rateMax: 'int',
   rateWindowMs: 'int',
+  fillMin: 'int',
+  fillMaxWaitMs: 'int',
 } as const satisfies Fields;
 
 /** Every script whose arguments are declared here, by script name: each one with more than two. */
@@ -97,9 +102,13 @@ export const SCRIPT_ARGS = {
       traceparent: 'str',
       // The key's maxPendingPerKey, 0 for none (see includes/backlog.lua).
       maxPending: 'int',
+      // Wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see includes/fill.lua).
+      fillMin: 'int',
+      fillMaxWaitMs: 'int',
     } as const,
     true,
   ),
+  'due-in': schema('dueInArgs', { store: 'str', fillMin: 'int', fillMaxWaitMs: 'int' } as const),
   'backlog-check': schema('locals', { store: 'str', maxPending: 'int' } as const, true),
   claim: schema('claimArgs', CLAIM),
   'claim-and-finish': schema(

@@ -4,8 +4,10 @@
   drops the lock only in the claim that finds nothing, or before it requeues its job) nor when
   the key's job is waiting to start, nor while the key is paused until resumed (resume adds the
   job). So a push to a busy key costs this one call. A key paused for a while, or held by a rate
-  limit or a retryAfter, has nothing due before that ends: waitMs says so, and the job added
-  (or moved) waits as long.
+  limit or a retryAfter, has nothing due before that ends, nor a key whose ids wait to fill:
+  waitMs says so, and the job added (or moved) waits as long. A key waiting to fill whose job
+  waits delayed already, due by then, needs nothing more (each push to it is this one call);
+  the push that fills it brings its job forward.
 
   KEYS[1] the key's base name: its names are derived from it (see includes/keyspace, keys.ts);
           a tracked push's ticket hash is its ticket prefix followed by `ticket`
@@ -33,6 +35,8 @@
                  (includes/key-job.lua); else the caller adds it
     traceparent  the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
     maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
+    fillMin, fillMaxWaitMs  wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see
+                 includes/fill.lua)
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
@@ -42,7 +46,8 @@
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
   ids (no job add needed: a job not ours that holds a deduplication id of the key is no cover,
   see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
-  failed slice is due, -1 when none; for any store, at least until its pause or hold ends; added
+  failed slice is due, -1 when none; for any store, until its ids have waited to fill (or its
+  earliest failed slice is due), and at least until its pause or hold ends; added
   BullMQ's reply (the job's id) when this call added the job, else nil.
 ]]
 --- @include "keyspace"
@@ -54,6 +59,7 @@
 --- @include "traces"
 --- @include "due"
 --- @include "backlog"
+--- @include "fill"
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
@@ -99,7 +105,11 @@ else
     scored[#scored + 1] = ARGV[i]
   end
   chunked('ZADD', K.pending, scored)
-  local due = dueAt('zset', K.pending, K.retry, false)
+end
+-- A list's or set's pending is not empty now: due at once, unless it waits to fill.
+local filling = fillWait(kind, K, arg_fillMin, arg_fillMaxWaitMs)
+if kind == 'zset' or filling > 0 then
+  local due = filledDueAt(kind, K, filling, false)
   waitMs = due and math.max(0, due - now) or -1
 end
 
@@ -167,7 +177,8 @@ end
 -- active one). A job id whose job is gone is no job, nor is a job not ours (the add then goes
 -- under the spare id, and leaves that job as it is).
 if not jobId then return uncovered() end
-if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) or redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId) then
-  return uncovered()
-end
+if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) then return uncovered() end
+local delayed = redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId)
+-- A key waiting to fill whose job waits delayed is covered if that job starts by then.
+if delayed and not (filling > 0 and startsBy(delayed, now + waitMs)) then return uncovered() end
 return {1, waitMs}

@@ -13,7 +13,7 @@
 --   ('' for none); `finished` BullMQ's moveToFinished reply when this call completed the job, else
 --   ''; `traces` the JSON object of the claimed pending ids' trace context (see traces.lua; a
 --   failed slice's is in its JSON), '' without; when nothing is claimed, waitMs is how long until
---   something is due (0: nothing left at all; -1: paused until resumed)
+--   something is due (0: nothing left at all; -1: paused until resumed), a wait to fill included
 -- {REPLY.lockNotHeld, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2:
 --   it was not held at all and A.takeLock is false)
 --- @include "clock"
@@ -23,6 +23,7 @@
 --- @include "settle-previous"
 --- @include "flow"
 --- @include "due"
+--- @include "fill"
 local function claimKey(store, K, A, finish)
   -- This key's own: a call that claims for two keys (a completion that fetches) lists only the
   -- second one's in the second reply.
@@ -91,7 +92,9 @@ local function claimKey(store, K, A, finish)
       end
     end
     local blocked = retrying >= MAX_RETRYING_SLICES
-    if not ids and not blocked and not limited then
+    -- Pending ids that wait to fill stay where they are (see fill.lua).
+    local filling = (not ids and not blocked and not limited) and fillWait(store.kind, K, A.fillMin, A.fillMaxWaitMs) or 0
+    if not ids and not blocked and not limited and filling == 0 then
       ids, mark = store.takePending(K, count)
     end
     if ids and #ids > 0 then
@@ -109,9 +112,9 @@ local function claimKey(store, K, A, finish)
       if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
       for i = 1, #ids do result[CLAIM_REPLY_HEAD + i] = ids[i] end
     elseif not limited then
-      -- Nothing taken: a list's or set's pending is empty (or the key is blocked), so only a
-      -- zset's pending can still say when.
-      local due = dueAt(store.kind, K.pending, K.retry, blocked or store.kind ~= 'zset', retrying)
+      -- Nothing taken: a list's or set's pending is empty (or the key is blocked, or its ids wait
+      -- to fill), so only a zset's pending, or the wait to fill, can still say when.
+      local due = filledDueAt(store.kind, K, filling, blocked or store.kind ~= 'zset', retrying)
       if due then result[2] = math.max(1, due - clockMs()) end
     end
   end
