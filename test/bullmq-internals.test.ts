@@ -1,16 +1,21 @@
 import { createRequire } from 'node:module';
 import * as bullmq from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { bullmqScript } from '../src/bullmq';
+import { bullmqScript, markNotDrained } from '../src/bullmq';
+import type { KeyJobData } from '../src';
 import { BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS } from '../src/storage/keys';
-import { testConnection, uniqueName } from './helpers/redis';
+import { Gate } from './helpers/gate';
+import { keyspaceOf, queueOf, Recorder, redisClient, testBatcher, testConnection, track, uniqueName, waitFor } from './helpers/redis';
+import { keysOfShard, layoutOf } from './helpers/shards';
+import { sleep } from './helpers/time';
 
 /**
  * What batch-by-key takes from BullMQ beyond its documented API, each named, so that a BullMQ
  * upgrade that moves one fails here first, saying what moved (package.json pins the tested
  * minor version for this reason). The behaviour built on each is tested where it is used:
  * finish-in-claim.test.ts (the fused fetch and completion), push.test.ts (the inlined add and
- * its two-call fallback), processor.test.ts (add-job.lua's adds, under a key job's spare id).
+ * its two-call fallback), processor.test.ts (add-job.lua's adds, under a key job's spare id);
+ * how BullMQ's worker loop fetches, which the shard workers' slot budget builds on, below.
  */
 describe('the BullMQ internals batch-by-key relies on', () => {
   it('is the BullMQ minor version package.json pins', () => {
@@ -60,21 +65,132 @@ describe('the BullMQ internals batch-by-key relies on', () => {
     expect(typeof bullmq.Job.prototype.addJob, 'Job.prototype.addJob exists').toBe('function');
   });
 
-  it('has the Worker methods and state engine/shard-worker.ts overrides and reads, for one slot budget over every shard', () => {
+  it('has the Worker methods engine/shard-worker.ts overrides, for one slot budget over every shard', () => {
     const proto = bullmq.Worker.prototype as unknown as Record<string, unknown>;
     for (const method of ['moveToActive', 'processJob', 'run', 'pause', 'resume', 'close']) {
       expect(typeof proto[method], `Worker.prototype.${method} exists`).toBe('function');
     }
-    // The fetch of a job's end after it moved itself to delayed, made under the job's own token
-    // (ShardWorker hands that fetch the job's slot), and the main loop's awaited fetches.
-    const source = String(proto.handleFailed);
-    expect(source, 'handleFailed fetches the next job with moveToActive(token, …) after a DelayedError').toMatch(
-      /this\.moveToActive\(token/,
+  });
+});
+
+/** BullMQ's blocking wait for a queue marker after a fetch found nothing, in seconds: far above what any step here may take. */
+const DRAIN_DELAY_S = 30;
+/** How soon a job that waits must be fetched: a bound well under drainDelay, not a wait. */
+const PROMPTLY_MS = (DRAIN_DELAY_S * 1000) / 4;
+
+/**
+ * How BullMQ's worker loop fetches, as engine/shard-worker.ts relies on it to share one slot
+ * budget over every shard's worker (a slot taken before each fetch, handed on to the job a
+ * job's end fetches), run on Redis: each fails if the loop changes so that a shard worker
+ * stalls, or leaves a job waiting for a marker that no longer comes.
+ */
+describe("BullMQ's worker loop, as the shard workers' one slot budget relies on it", () => {
+  it("fetches the next job after a job moved itself to delayed under that job's token, so in its slot", async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ eachIteration: rec.handler });
+    await b.performBatchLater(['1'], { key: 'held' });
+    // Another run holds the key's lock (a stalled worker's): this key's run moves its job to
+    // delayed until the lock's TTL ends (a DelayedError), and BullMQ fetches the next job at once.
+    await redisClient().set(keyspaceOf(b).forKey('held').lock, 'another run', 'PX', 60_000);
+    await b.performBatchLater(['2'], { key: 'next' });
+    const worker = b.createWorker({ concurrency: 1 });
+    const active = new Map<string, bullmq.Job<KeyJobData>>();
+    worker.on('active', (job: bullmq.Job<KeyJobData>) => active.set(job.data.key, job));
+
+    // That fetch is made while the delayed job still holds the only slot: a fetch the shard
+    // worker did not know for the job's own would wait for a slot that never frees.
+    await waitFor(() => rec.idsOf('next').length > 0, { timeoutMs: 15_000, what: "the next key's id (the held lock lasts 60 s)" });
+    expect(await queueOf(b).getJobState(active.get('held')!.id!), "the held key's job moved itself to delayed").toBe('delayed');
+    expect(active.get('next')!.token, "BullMQ's handleFailed fetched the next job under the delayed job's token (ShardWorker.ending)").toBe(
+      active.get('held')!.token,
     );
-    expect(String(proto.mainLoop), 'the main loop awaits each fetch before it starts the jobs fetched before it').toMatch(
-      /await fetchedJob/,
-    );
-    // ShardWorker clears `drained` when it fetches nothing for want of a slot after BullMQ's blocking wait.
-    expect(String(proto._getNextJob), '_getNextJob blocks on the queue marker while `drained`').toMatch(/this\.drained && block/);
+    expect(rec.idsOf('held')).toEqual([]);
+  });
+
+  it('starts the jobs a shard worker fetched before its next fetch finds no slot, one job at a time', async () => {
+    let running = 0;
+    let most = 0;
+    const rec = new Recorder();
+    const b = testBatcher({
+      shards: 2,
+      async eachIteration(ids, ctx) {
+        most = Math.max(most, ++running);
+        rec.handler(ids, ctx);
+        await sleep(20);
+        running--;
+      },
+    });
+    // On shard 1, whose worker (a follower, far above the budget) fetches again as soon as it
+    // fetched one: BullMQ awaits that fetch before it starts the job, which holds the only slot.
+    const keys = keysOfShard(layoutOf(b.name, 2), 1, 4);
+    for (const key of keys) await b.performBatchLater([key], { key });
+    b.createWorker({ concurrency: 1 });
+
+    await waitFor(() => rec.all.length === keys.length, { timeoutMs: 15_000, what: "every key of shard 1's queue" });
+    expect(rec.all.sort()).toEqual([...keys].sort());
+    expect(most, 'jobs running at once, over both shards').toBe(1);
+  });
+
+  it('runs a job whose queue marker a blocking wait took while another shard held the only slot, once that slot frees, long before drainDelay', async () => {
+    const rec = new Recorder();
+    const started = new Gate();
+    const release = new Gate();
+    const b = testBatcher({
+      shards: 2,
+      async eachIteration(ids, ctx) {
+        if (ctx.key === onFirst) {
+          started.open();
+          await release.opened;
+        }
+        rec.handler(ids, ctx);
+      },
+    });
+    const layout = layoutOf(b.name, 2);
+    const [onFirst] = keysOfShard(layout, 0, 1);
+    const [onSecond] = keysOfShard(layout, 1, 1);
+    const secondMarker = track(
+      new bullmq.Queue(b.name, { connection: testConnection() as bullmq.ConnectionOptions, prefix: layout.prefixes[1] }),
+    ).keys.marker!;
+    const worker = b.createWorker({ concurrency: 1, drainDelay: DRAIN_DELAY_S });
+    // Both shards' workers find their queue empty, and then block on its marker.
+    await Promise.all(worker.shardWorkers.map((w) => new Promise<void>((drained) => w.once('drained', () => drained()))));
+
+    await b.performBatchLater(['1'], { key: onFirst });
+    await started.opened;
+    await b.performBatchLater(['2'], { key: onSecond });
+    const redis = redisClient();
+    await waitFor(async () => (await redis.exists(secondMarker)) === 0, { what: "shard 1's worker to take its queue's marker" });
+    expect(rec.idsOf(onSecond!), 'nothing ran on shard 1 while shard 0 held the only slot').toEqual([]);
+
+    // No new marker will come: shard 1's worker must fetch once the slot frees (it waits for the
+    // slot), or, had it fetched nothing, not block on the marker again (markNotDrained).
+    release.open();
+    await waitFor(() => rec.idsOf(onSecond!).length > 0, {
+      timeoutMs: PROMPTLY_MS,
+      what: `shard 1's job, though no new marker came (drainDelay ${DRAIN_DELAY_S} s)`,
+    });
+  });
+
+  it('looks for a job before it blocks again once marked not drained, though a wait took the marker (markNotDrained)', async () => {
+    const name = uniqueName('drained');
+    const connection = testConnection() as bullmq.ConnectionOptions;
+    const queue = track(new bullmq.Queue(name, { connection }));
+    const worker = track(new bullmq.Worker(name, null, { connection, autorun: false, drainDelay: DRAIN_DELAY_S }));
+    // A fetch that finds nothing leaves BullMQ drained: its next fetch blocks on the queue's marker first.
+    const drained = new Promise<void>((resolve) => worker.once('drained', () => resolve()));
+    expect(await worker.getNextJob('first'), 'the queue is empty').toBeUndefined();
+    await drained;
+    const added = await queue.add('job', {});
+    // What a shard worker's blocking wait leaves when it then finds no slot: the marker taken, the job waiting.
+    expect(await redisClient().zpopmin(queue.keys.marker!), "the job's marker").toHaveLength(2);
+
+    markNotDrained(worker);
+    let fetched: bullmq.Job | undefined;
+    void worker.getNextJob('second').then((job: bullmq.Job | undefined) => (fetched = job));
+    await waitFor(() => fetched, {
+      timeoutMs: PROMPTLY_MS,
+      what: `the waiting job, with no marker to wake a wait (drainDelay ${DRAIN_DELAY_S} s)`,
+    });
+    expect(fetched!.id).toBe(added.id);
   });
 });

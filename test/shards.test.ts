@@ -19,17 +19,9 @@ import {
   uniqueName,
   waitFor,
 } from './helpers/redis';
+import { keysOfShard, layoutOf } from './helpers/shards';
 import { sleep } from './helpers/time';
 import { batchByKey } from '../src';
-
-const layoutOf = (name: string, count: number) => new ShardLayout(prefixOf(name), name, new Keyspace(prefixOf(name), name), count);
-
-/** Keys whose shard under `layout` is `shard`, `n` of them. */
-function keysOfShard(layout: ShardLayout, shard: number, n: number, label = 'acct'): string[] {
-  const keys: string[] = [];
-  for (let i = 0; keys.length < n; i++) if (layout.of(`${label}-${i}`) === shard) keys.push(`${label}-${i}`);
-  return keys;
-}
 
 /** Waits until shard count `count` of `b`'s batcher holds no job and indexes no key (so it can be retired). */
 async function countEmptied(b: Batcher, count: number): Promise<void> {

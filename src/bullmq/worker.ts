@@ -2,9 +2,11 @@ import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 
 /**
- * Makes BullMQ's worker loop look for a job again before it blocks: it sets its private
- * `drained` when a blocking wait took the queue's marker, and would otherwise block for a new
- * marker while a job waits (bullmq `src/classes/worker.ts`, `waitForJob`/`drained`).
+ * Makes BullMQ's worker loop look for a job before it blocks again. BullMQ sets its private
+ * `drained` when a fetch finds no job, and while it is set waits for the queue's marker before
+ * each fetch: a fetch of ours that returns nothing after that wait took the marker (no slot
+ * was free) would leave the job waiting for a new marker, up to drainDelay (bullmq
+ * `src/classes/worker.ts`, `_getNextJob` and `nextJobFromJobData`; test/bullmq-internals.test.ts).
  */
 export function markNotDrained(worker: Worker): void {
   (worker as unknown as { drained: boolean }).drained = false;
