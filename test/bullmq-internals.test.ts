@@ -171,6 +171,45 @@ describe("BullMQ's worker loop, as the shard workers' one slot budget relies on 
     });
   });
 
+  it("runs that job promptly after a pause that cancelled its worker's wait for the slot, and a resume", async () => {
+    const rec = new Recorder();
+    const started = new Gate();
+    const release = new Gate();
+    const b = testBatcher({
+      shards: 2,
+      async eachIteration(ids, ctx) {
+        if (ctx.key === onFirst) {
+          started.open();
+          await release.opened;
+        }
+        rec.handler(ids, ctx);
+      },
+    });
+    const layout = layoutOf(b.name, 2);
+    const [onFirst] = keysOfShard(layout, 0, 1);
+    const [onSecond] = keysOfShard(layout, 1, 1);
+    const secondMarker = track(
+      new bullmq.Queue(b.name, { connection: testConnection() as bullmq.ConnectionOptions, prefix: layout.prefixes[1] }),
+    ).keys.marker!;
+    const worker = b.createWorker({ concurrency: 1, drainDelay: DRAIN_DELAY_S });
+    await Promise.all(worker.shardWorkers.map((w) => new Promise<void>((drained) => w.once('drained', () => drained()))));
+
+    await b.performBatchLater(['1'], { key: onFirst });
+    await started.opened;
+    await b.performBatchLater(['2'], { key: onSecond });
+    const redis = redisClient();
+    await waitFor(async () => (await redis.exists(secondMarker)) === 0, { what: "shard 1's worker to take its queue's marker" });
+    // The pause ends shard 1's wait for the slot with no job fetched; the marker is gone.
+    const paused = worker.pause();
+    release.open();
+    await paused;
+    await worker.resume();
+    await waitFor(() => rec.idsOf(onSecond!).length > 0, {
+      timeoutMs: PROMPTLY_MS,
+      what: `shard 1's job after the resume, though no new marker came (drainDelay ${DRAIN_DELAY_S} s)`,
+    });
+  });
+
   it('looks for a job before it blocks again once marked not drained, though a wait took the marker (markNotDrained)', async () => {
     const name = uniqueName('drained');
     const connection = testConnection() as bullmq.ConnectionOptions;

@@ -127,9 +127,11 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
     if (this.ending.has(token)) return super.moveToActive(token, name);
     if (!this.slots.tryTake()) {
       if (this.unstarted > 0 || this.closing || this.isPaused() || !(await this.slots.take(this))) {
-        // This fetch may have followed BullMQ's blocking wait, which took the queue's marker:
-        // without this, the next fetch would block for a new marker while that job waits.
-        if (this.unstarted > 0) markNotDrained(this);
+        // This fetch may have followed BullMQ's blocking wait, which took the queue's marker, and
+        // ends with no job: a pause or a close that cancelled its wait for a slot, or a job of
+        // ours fetched and not started yet. Left drained, the next fetch would block for a new
+        // marker (up to drainDelay) while that job waits.
+        markNotDrained(this);
         return undefined as unknown as KeyJob;
       }
     }
