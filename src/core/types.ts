@@ -360,7 +360,17 @@ export interface PerformOptions {
    * @default true when this batcher has `onTicketSettled`
    */
   callback?: boolean;
+  /**
+   * `'high'`: the key's next claims take these ids before any of its ids pushed at `'normal'`
+   * (FIFO within each level with the list store; with the zset store, among ready ids). Other
+   * keys are not affected: it orders one key's ids, not keys.
+   * @default 'normal'
+   */
+  priority?: Priority;
 }
+
+/** A push's level within its key (see `PerformOptions.priority`). */
+export type Priority = 'normal' | 'high';
 
 /** What `onTicketSettled` gets: the ticket's final progress. */
 export interface TicketOutcome extends Progress {

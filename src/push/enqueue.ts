@@ -23,7 +23,7 @@ import { openTicket, sealTicket } from './tickets';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
-import type { BatchByKeyOptions, Key, MaxPendingPerKey, MergePolicy, PerformOptions, PerformResult, PushItem, Ticket } from '../core/types';
+import type { BatchByKeyOptions, Key, MaxPendingPerKey, MergePolicy, PerformOptions, PerformResult, Priority, PushItem, Ticket } from '../core/types';
 
 /** @internal */
 export interface EnqueueDeps {
@@ -52,7 +52,7 @@ export interface EnqueueDeps {
 }
 
 /** Every name `PerformOptions` has (the compiler holds the list to the type). */
-const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback']);
+const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback', 'priority']);
 
 /**
  * Validates everything, then stores the ids in one call (see push.lua), which also tells whether
@@ -75,6 +75,7 @@ export async function performBatchLater(
   if (typeof options === 'object' && options !== null) onlyKnownOptions('performBatchLater options', options, PERFORM_OPTIONS);
   const { ids, payloads } = normalizeItems(items);
   const delayMs = validateDelay(deps.store, options.delayMs);
+  const high = isHigh(options.priority);
   const track = boolean('options.track', options.track, false);
   const callback = options.callback === undefined ? deps.callbacks : boolean('options.callback', options.callback, false);
   const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
@@ -99,7 +100,7 @@ export async function performBatchLater(
   const tracked = ticket
     ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
     : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
-  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined, maxPending));
+  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined, maxPending, high));
   return result;
 }
 
@@ -128,6 +129,7 @@ async function store(
   delayMs: number,
   ticket: PushCall['ticket'],
   maxPending: number | undefined,
+  high: boolean,
 ): Promise<void> {
   const { client } = deps;
   const traceparent = activeTraceparent();
@@ -142,7 +144,7 @@ async function store(
   if (cluster) {
     // A push refused for its key's backlog writes no index entry either: judged first, with
     // nothing written; push.lua judges again with its write.
-    const full = maxPending === undefined ? undefined : await checkBacklog(client, names, kind, maxPending, ids);
+    const full = maxPending === undefined ? undefined : await checkBacklog(client, names, kind, maxPending, ids, high);
     if (full) throw backlogFullError(key, full);
     await client.zadd(index, Date.now(), key);
   }
@@ -156,6 +158,7 @@ async function store(
     ...(queuePrefix !== undefined && { job: { index, queuePrefix } }),
     ...(traceparent && { traceparent }),
     ...(maxPending !== undefined && { maxPending }),
+    ...(high && { high }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
@@ -252,6 +255,17 @@ async function bringForward(client: RedisClient, queue: KeyQueue, key: Key, name
     dueAt = Date.now() + readyIn;
     await ensureJob(client, queue, key, readyIn);
   }
+}
+
+const PRIORITIES: readonly Priority[] = ['normal', 'high'];
+
+/** Whether a push asks for priority 'high' (see includes/priority.lua). */
+function isHigh(priority: unknown): boolean {
+  if (priority === undefined) return false;
+  if (!PRIORITIES.includes(priority as Priority)) {
+    throw new InvalidOptionError(`options.priority must be one of ${PRIORITIES.map((p) => `'${p}'`).join(', ')}, got ${describe(priority)}`);
+  }
+  return priority === 'high';
 }
 
 function validateDelay(store: Store, delayMs: unknown): number {

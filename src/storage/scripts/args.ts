@@ -97,10 +97,12 @@ export const SCRIPT_ARGS = {
       traceparent: 'str',
       // The key's maxPendingPerKey, 0 for none (see includes/backlog.lua).
       maxPending: 'int',
+      // A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua).
+      high: 'flag',
     } as const,
     true,
   ),
-  'backlog-check': schema('locals', { store: 'str', maxPending: 'int' } as const, true),
+  'backlog-check': schema('locals', { store: 'str', maxPending: 'int', high: 'flag' } as const, true),
   claim: schema('claimArgs', CLAIM),
   'claim-and-finish': schema(
     'claimAndFinishArgs',

@@ -17,8 +17,10 @@
 ]]
 --- @include "keyspace"
 --- @include "backlog"
+--- @include "priority"
 local K = keyNames(KEYS[1], 0)
 --- @include "args-backlog-check"
-local pending, adding = backlogOver(arg_store, K.pending, arg_maxPending, ARGV, arg_rest, #ARGV)
+local W = arg_high and highNames(K) or K
+local pending, adding = backlogOver(arg_store, W.pending, arg_maxPending, ARGV, arg_rest, #ARGV, arg_high and K.pending or K.pendingHigh)
 if pending then return {REPLY.backlogFull, pending, adding} end
 return {REPLY.ok}

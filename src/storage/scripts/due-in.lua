@@ -14,9 +14,10 @@
 --- @include "clock"
 --- @include "flow"
 --- @include "due"
+--- @include "priority"
 local K = keyNames(KEYS[1], 0)
 local retrying = redis.call('ZCARD', K.retry)
-local due = dueAt(ARGV[1], K.pending, K.retry, retrying >= MAX_RETRYING_SLICES, retrying)
+local due = dueAtEither(ARGV[1], K, retrying >= MAX_RETRYING_SLICES, retrying, redis.call('EXISTS', K.extras) == 0)
 if not due then return -1 end
 local held = heldFor(K.paused, K.hold)
 if held == -1 then return -1 end

@@ -54,6 +54,7 @@
 --- @include "traces"
 --- @include "due"
 --- @include "backlog"
+--- @include "priority"
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
@@ -70,6 +71,8 @@ local ticket = arg_ticket
 local ticketHash = ticket ~= '' and (K.ticketPrefix .. ticket) or nil
 local traceparent = arg_traceparent
 local now = clockMs()
+-- The names of the level the ids go to: a push with priority writes the key's high store.
+local W = arg_high and highNames(K) or K
 
 if ticket ~= '' and arg_ticketMode == 'open' then
   local t = redis.call('HMGET', ticketHash, 'total', 'sealed')
@@ -78,18 +81,18 @@ if ticket ~= '' and arg_ticketMode == 'open' then
 end
 
 -- Judged in the same call as the write, so concurrent pushes never take the key past its limit.
-local pending, adding = backlogOver(kind, K.pending, arg_maxPending, ARGV, FIRST, LAST)
+local pending, adding = backlogOver(kind, W.pending, arg_maxPending, ARGV, FIRST, LAST, arg_high and K.pending or K.pendingHigh)
 if pending then return {REPLY.backlogFull, pending, adding} end
 
 local waitMs = 0
 if kind == 'list' then
-  chunked('RPUSH', K.pending, ARGV, FIRST, LAST)
+  chunked('RPUSH', W.pending, ARGV, FIRST, LAST)
   -- One mark per push, consumed by claims in FIFO order.
-  redis.call('RPUSH', K.pushMarks, now .. ' ' .. count)
+  redis.call('RPUSH', W.pushMarks, now .. ' ' .. count)
 elseif kind == 'set' then
-  chunked('SADD', K.pending, ARGV, FIRST, LAST)
+  chunked('SADD', W.pending, ARGV, FIRST, LAST)
   -- When pending went from empty to non-empty (a claim that empties it clears the mark).
-  redis.call('SET', K.pushMarks, now, 'NX')
+  redis.call('SET', W.pushMarks, now, 'NX')
 else
   -- Ready at the Redis server's now + delay; re-adding an id moves it (debounce).
   local at = now + arg_delayMs
@@ -98,14 +101,18 @@ else
     scored[#scored + 1] = at
     scored[#scored + 1] = ARGV[i]
   end
-  chunked('ZADD', K.pending, scored)
-  local due = dueAt('zset', K.pending, K.retry, false)
+  chunked('ZADD', W.pending, scored)
+end
+-- A high push moves ids waiting at the normal level up (a set or zset keeps one copy of an id).
+if arg_high then dropWaiting(kind, K.pending, ARGV, FIRST, LAST) end
+if kind == 'zset' then
+  local due = dueAtEither('zset', K, false, nil, not arg_high and redis.call('EXISTS', K.extras) == 0)
   waitMs = due and math.max(0, due - now) or -1
 end
 
 -- After the ids, whose write is the one a key of the wrong type would fail: so a push that fails
 -- writes nothing (Redis does not roll a script back).
-if mode ~= '' or ticket ~= '' or traceparent ~= '' then markExtras(K) end
+if mode ~= '' or ticket ~= '' or traceparent ~= '' or arg_high then markExtras(K) end
 if mode ~= '' then
   for i = FIRST, LAST do storePayload(K.payloads, ARGV[i], ARGV[i + count], mode) end
 end

@@ -23,12 +23,12 @@ if redis.call('GET', K.lock) ~= ARGV[1] then return {REPLY.lockNotHeld, ''} end
 redis.call('DEL', K.lock, K.lastClaim)
 local log = ticketLog()
 if ARGV[2] == 'ack' then
-  redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes)
+  redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes, K.inFlightHigh)
   creditAll(log, K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
 end
 dropExtrasIfNone(K)
 local settled = table.concat(log.settled, ' ')
-if redis.call('EXISTS', K.pending, K.retry) > 0 and redis.call('PTTL', K.paused) ~= -1 then
+if redis.call('EXISTS', K.pending, K.pendingHigh, K.retry) > 0 and redis.call('PTTL', K.paused) ~= -1 then
   return {REPLY.releasedWithPending, settled}
 end
 return {REPLY.ok, settled}

@@ -23,6 +23,7 @@
 --- @include "settle-previous"
 --- @include "flow"
 --- @include "due"
+--- @include "priority"
 local function claimKey(store, K, A, finish)
   -- This key's own: a call that claims for two keys (a completion that fetches) lists only the
   -- second one's in the second reply.
@@ -92,7 +93,7 @@ local function claimKey(store, K, A, finish)
     end
     local blocked = retrying >= MAX_RETRYING_SLICES
     if not ids and not blocked and not limited then
-      ids, mark = store.takePending(K, count)
+      ids, mark = takeByLevel(store, K, count, plain)
     end
     if ids and #ids > 0 then
       if not plain then
@@ -111,7 +112,7 @@ local function claimKey(store, K, A, finish)
     elseif not limited then
       -- Nothing taken: a list's or set's pending is empty (or the key is blocked), so only a
       -- zset's pending can still say when.
-      local due = dueAt(store.kind, K.pending, K.retry, blocked or store.kind ~= 'zset', retrying)
+      local due = dueAtEither(store.kind, K, blocked or store.kind ~= 'zset', retrying, plain)
       if due then result[2] = math.max(1, due - clockMs()) end
     end
   end

@@ -1,0 +1,60 @@
+-- Priority per push (`priority: 'high'`): a key's high-priority ids wait in a store of their own
+-- (K.pendingHigh, of the key's store type, with its own push marks K.pushMarksHigh), written only
+-- by pushes that ask for it, which mark the key's extras (see extras.lua): a key that never uses
+-- priority has none, and its claims never look for them. A claim takes its slice from the high
+-- store while that holds ids (a zset's: ready ones) and from pending otherwise, so a slice holds
+-- ids of one level, each level in its store's order (FIFO for a list). Which level the slice in
+-- flight came from is kept (K.inFlightHigh) for a restore to put it back there.
+--
+-- The set and zset stores keep one copy of a waiting id: a high push of an id pending at the
+-- normal level moves it up, and a claim drops the ids it takes from the other level's store
+-- (an id pushed at the normal level while it waited at high, say).
+--- @include "chunked"
+--- @include "due"
+
+-- The high store's names: the key's own (K), with pending and its push marks swapped for the
+-- high ones, so that each store's functions (see stores.lua) serve it unchanged.
+local function highNames(K)
+  return setmetatable({ pending = K.pendingHigh, pushMarks = K.pushMarksHigh }, { __index = K })
+end
+
+-- Drops `ids` (args[first..last]) from a set or zset store (a list keeps each push apart).
+local function dropWaiting(kind, pending, args, first, last)
+  if kind == 'set' then
+    chunked('SREM', pending, args, first, last)
+  elseif kind == 'zset' then
+    chunked('ZREM', pending, args, first, last)
+  end
+end
+
+-- The next slice's ids and mark, as store.takePending returns them, taken by level: the high
+-- store first, unless the key is `plain` (no extras: then it has no high ids).
+local function takeByLevel(store, K, count, plain)
+  if plain then return store.takePending(K, count) end
+  if redis.call('EXISTS', K.pendingHigh) == 0 then return store.takePending(K, count) end
+  local ids, mark = store.takePending(highNames(K), count)
+  if ids and #ids > 0 then
+    redis.call('SET', K.inFlightHigh, '1')
+    dropWaiting(store.kind, K.pending, ids, 1, #ids)
+    return ids, mark
+  end
+  -- Only a zset's high ids can wait while pending ones are claimed: none of them is ready yet.
+  ids, mark = store.takePending(K, count)
+  if ids and #ids > 0 then dropWaiting(store.kind, K.pendingHigh, ids, 1, #ids) end
+  return ids, mark
+end
+
+-- The names a restore puts the slice in flight back under: the level it was claimed from.
+local function restoreNames(K)
+  if redis.call('EXISTS', K.inFlightHigh) == 1 then return highNames(K) end
+  return K
+end
+
+-- dueAt (see due.lua) over both levels' ids: the high store's too unless the key is `plain`.
+local function dueAtEither(kind, K, skipPending, retrying, plain)
+  local due = dueAt(kind, K.pending, K.retry, skipPending, retrying)
+  if plain or skipPending then return due end
+  local high = dueAt(kind, K.pendingHigh, K.retry, false, 0)
+  if high and (not due or high < due) then return high end
+  return due
+end

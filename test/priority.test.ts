@@ -1,0 +1,212 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionError, KeyBacklogFullError, type StoreKind } from '../src';
+import { Gate } from './helpers/gate';
+import { keysMatching, keyspaceOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+
+const STORES: StoreKind[] = ['list', 'set', 'zset'];
+
+/** How many times each id ran. */
+function counts(ids: readonly string[]): Map<string, number> {
+  const seen = new Map<string, number>();
+  for (const id of ids) seen.set(id, (seen.get(id) ?? 0) + 1);
+  return seen;
+}
+
+describe("performBatchLater(ids, { priority: 'high' })", () => {
+  for (const store of STORES) {
+    it(`${store} store: an account's click pushed behind its 50,000-id backfill runs in the next slice claimed, and every id runs once`, async () => {
+      const backfill = range(50_000, 'b');
+      const slices: string[][] = [];
+      let clickPushedAfter = -1;
+      const b = testBatcher({
+        store,
+        sliceSize: 500,
+        async eachIteration(ids) {
+          slices.push([...ids]);
+          // The click comes in while the backfill runs: during its third slice.
+          if (slices.length === 3) {
+            await b.performBatchLater(['click'], { key: 'acct', priority: 'high' });
+            clickPushedAfter = slices.length;
+          }
+        },
+      });
+      await b.performBatchLater(backfill, { key: 'acct' });
+      b.createWorker();
+      await waitFor(() => clickPushedAfter > 0 && slices.length > clickPushedAfter, { what: 'the slice after the click' });
+      expect(slices[clickPushedAfter]).toEqual(['click']);
+      await waitFor(() => slices.flat().length >= backfill.length + 1, { what: 'the whole backfill', timeoutMs: 60_000 });
+      const ran = counts(slices.flat());
+      expect(ran.size).toBe(backfill.length + 1);
+      expect([...ran.values()].every((n) => n === 1)).toBe(true);
+      await waitFor(async () => (await b.backlog('acct')).pending === 0);
+      // Nothing of the levels outlives the run: the key's extras are gone with its high store.
+      await waitFor(async () => (await keysMatching(`*${b.name}*{acct}*`)).length === 0, { what: 'the key to be clean' });
+    });
+  }
+
+  it('list store: FIFO within each level, the high level first', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ sliceSize: 2, eachIteration: rec.handler });
+    await b.performBatchLater(['n0', 'n1', 'n2'], { key: 'k' });
+    await b.performBatchLater(['h0', 'h1', 'h2'], { key: 'k', priority: 'high' });
+    await b.performBatchLater(['n3'], { key: 'k', priority: 'normal' });
+    await b.performBatchLater(['h3'], { key: 'k', priority: 'high' });
+    b.createWorker();
+    await waitFor(() => rec.all.length === 8);
+    // A slice holds ids of one level: the high one until it is empty.
+    expect(rec.calls.map((c) => c.ids)).toEqual([['h0', 'h1'], ['h2', 'h3'], ['n0', 'n1'], ['n2', 'n3']]);
+  });
+
+  it('set store: every high id before any normal one; an id pushed at both levels runs once', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ store: 'set', sliceSize: 3, eachIteration: rec.handler });
+    await b.performBatchLater(['n0', 'n1', 'n2', 'both', 'n3'], { key: 'k' });
+    await b.performBatchLater(['h0', 'h1', 'both'], { key: 'k', priority: 'high' });
+    await b.performBatchLater(['h2', 'h3'], { key: 'k', priority: 'high' });
+    await b.performBatchLater(['h3', 'n4'], { key: 'k' });
+    expect((await b.backlog('k')).pending).toBe(11); // 'both' moved up; 'h3' was pushed at both levels
+    b.createWorker();
+    await waitFor(() => rec.all.length >= 10);
+    await waitFor(async () => (await b.backlog('k')).pending === 0);
+    const all = rec.all;
+    expect(counts(all).size).toBe(10);
+    expect(all).toHaveLength(10);
+    expect(new Set(all.slice(0, 5))).toEqual(new Set(['h0', 'h1', 'h2', 'h3', 'both']));
+  });
+
+  it('zset store: among ready ids, the high ones first, each level in ready-time order', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ store: 'zset', sliceSize: 2, eachIteration: rec.handler });
+    await b.performBatchLater(['n0', 'n1'], { key: 'k' });
+    await b.performBatchLater(['n2'], { key: 'k' });
+    await b.performBatchLater(['h0'], { key: 'k', priority: 'high' });
+    await b.performBatchLater(['h1'], { key: 'k', priority: 'high' });
+    // Not ready yet: the normal ids do not wait for it, and it runs when it is.
+    await b.performBatchLater(['later'], { key: 'k', priority: 'high', delayMs: 400 });
+    b.createWorker();
+    await waitFor(() => rec.all.length === 6);
+    expect(rec.calls.map((c) => c.ids)).toEqual([['h0', 'h1'], ['n0', 'n1'], ['n2'], ['later']]);
+  });
+
+  it('zset store: a high id not ready yet brings the key back in time, pushed at either level', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ store: 'zset', eachIteration: rec.handler });
+    b.createWorker();
+    const pushedAt = Date.now();
+    await b.performBatchLater(['far'], { key: 'k', delayMs: 60_000 });
+    await b.performBatchLater(['soon'], { key: 'k', priority: 'high', delayMs: 300 });
+    // A later normal push must not move the key's job past the high id's time.
+    await b.performBatchLater(['far2'], { key: 'k', delayMs: 60_000 });
+    await waitFor(() => rec.all.includes('soon'), { timeoutMs: 10_000 });
+    expect(rec.calls[0]!.at - pushedAt).toBeGreaterThanOrEqual(300 - 5);
+    expect(rec.all).toEqual(['soon']);
+  });
+
+  it('tickets, data and progress work for high ids as for others', async () => {
+    const seen: { ids: string[]; data: unknown }[] = [];
+    const b = testBatcher<{ n: number }>({
+      sliceSize: 10,
+      eachIteration(ids, ctx) {
+        seen.push({ ids: [...ids], data: ids.map((id) => ctx.data(id)) });
+      },
+    });
+    const normal = await b.performBatchLater(
+      range(5, 'n').map((id, n) => ({ id, data: { n } })),
+      { key: 'k', track: true },
+    );
+    const high = await b.performBatchLater([{ id: 'h', data: { n: 99 } }], { key: 'k', track: true, priority: 'high' });
+    b.createWorker();
+    const done = await b.waitFor(high.ticket!, { timeoutMs: 10_000 });
+    expect(done).toMatchObject({ total: 1, done: 1, failed: 0 });
+    expect(seen[0]).toEqual({ ids: ['h'], data: [{ n: 99 }] });
+    expect(await b.waitFor(normal.ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 5, done: 5, failed: 0 });
+  });
+
+  it('a high slice stopped by a shutdown goes back to the high level, in front', async () => {
+    const rec = new Recorder();
+    const inHigh = new Gate();
+    let stopping = true;
+    const b = testBatcher({
+      sliceSize: 2,
+      async eachIteration(ids, ctx) {
+        if (stopping && ids[0] === 'h0') {
+          inHigh.open();
+          // Gives up when the worker closes: the slice is restored, not failed.
+          await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+        }
+        rec.handler(ids, ctx);
+      },
+    });
+    await b.performBatchLater(['n0', 'n1'], { key: 'k' });
+    await b.performBatchLater(['h0', 'h1', 'h2'], { key: 'k', priority: 'high' });
+    const first = b.createWorker();
+    await inHigh.opened;
+    await first.close();
+    expect(await b.backlog('k')).toEqual({ pending: 5, inFlight: 0, retrying: 0 });
+    expect(await redisClient().lrange(keyspaceOf(b).forKey('k').pendingHigh, 0, -1)).toEqual(['h0', 'h1', 'h2']);
+    stopping = false;
+    b.createWorker();
+    await waitFor(() => rec.all.length === 5);
+    expect(rec.calls.map((c) => c.ids)).toEqual([['h0', 'h1'], ['h2'], ['n0', 'n1']]);
+  });
+
+  it('with lanes (concurrencyPerKey 2): the high ids run before the rest, and every id runs once', async () => {
+    const rec = new Recorder();
+    let pushedAt = -1;
+    const b = testBatcher({
+      concurrencyPerKey: 2,
+      sliceSize: 1,
+      async eachIteration(ids, ctx) {
+        rec.handler(ids, ctx);
+        if (pushedAt < 0 && rec.all.length === 3) {
+          pushedAt = rec.all.length;
+          await b.performBatchLater(range(4, 'h'), { key: 'k', priority: 'high' });
+        }
+      },
+    });
+    await b.performBatchLater(range(20, 'n'), { key: 'k' });
+    b.createWorker();
+    await waitFor(() => rec.all.length >= 24);
+    await waitFor(async () => (await b.backlog('k')).pending === 0);
+    expect([...counts(rec.all).values()]).toEqual(Array(24).fill(1));
+    // Both lanes take from the high level once it has ids: within a lane's slice or two of the push.
+    const highAt = range(4, 'h').map((id) => rec.all.indexOf(id));
+    expect(Math.max(...highAt)).toBeLessThan(pushedAt + 4 + 2);
+  });
+
+  it('backlog and stats count both levels', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(['h0', 'h1'], { key: 'high-only', priority: 'high' });
+    await b.performBatchLater(['n0'], { key: 'both' });
+    await b.performBatchLater(['h0'], { key: 'both', priority: 'high' });
+    expect(await b.backlog('high-only')).toEqual({ pending: 2, inFlight: 0, retrying: 0 });
+    const stats = await b.stats();
+    expect(stats.pending).toBe(4);
+    expect(stats.keys).toBe(2);
+    // The lag of a key whose ids all wait at the high level is theirs.
+    await waitFor(async () => (await b.stats()).topKeys.find((k) => k.key === 'high-only')!.oldestPendingAgeMs > 0);
+  });
+
+  it('maxPendingPerKey counts both levels', async () => {
+    const b = testBatcher({ maxPendingPerKey: 4, eachIteration: () => {} });
+    await b.performBatchLater(['a', 'b', 'c'], { key: 'k' });
+    await expect(b.performBatchLater(['h0', 'h1'], { key: 'k', priority: 'high' })).rejects.toThrow(KeyBacklogFullError);
+    await b.performBatchLater(['h0'], { key: 'k', priority: 'high' });
+    const err = await b.performBatchLater(['d'], { key: 'k' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KeyBacklogFullError);
+    expect(err).toMatchObject({ pending: 4 });
+  });
+
+  it("validates priority before anything touches Redis: 'normal' or 'high'", async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    for (const priority of ['urgent', 1, null, 'HIGH']) {
+      // @ts-expect-error an invalid priority, as plain JavaScript may pass
+      const push = b.performBatchLater(['a'], { key: 'k', priority });
+      await expect(push).rejects.toThrow(InvalidOptionError);
+      await expect(push).rejects.toThrow(/options\.priority must be one of 'normal', 'high'/);
+    }
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+    await b.performBatchLater(['a'], { key: 'k', priority: 'normal' });
+    expect((await b.backlog('k')).pending).toBe(1);
+  });
+});
