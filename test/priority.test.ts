@@ -54,7 +54,12 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     b.createWorker();
     await waitFor(() => rec.all.length === 8);
     // A slice holds ids of one level: the high one until it is empty.
-    expect(rec.calls.map((c) => c.ids)).toEqual([['h0', 'h1'], ['h2', 'h3'], ['n0', 'n1'], ['n2', 'n3']]);
+    expect(rec.calls.map((c) => c.ids)).toEqual([
+      ['h0', 'h1'],
+      ['h2', 'h3'],
+      ['n0', 'n1'],
+      ['n2', 'n3'],
+    ]);
   });
 
   it('set store: every high id before any normal one; an id pushed at both levels runs once', async () => {

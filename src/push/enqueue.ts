@@ -23,7 +23,17 @@ import { openTicket, sealTicket } from './tickets';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
-import type { BatchByKeyOptions, Key, MaxPendingPerKey, MergePolicy, PerformOptions, PerformResult, Priority, PushItem, Ticket } from '../core/types';
+import type {
+  BatchByKeyOptions,
+  Key,
+  MaxPendingPerKey,
+  MergePolicy,
+  PerformOptions,
+  PerformResult,
+  Priority,
+  PushItem,
+  Ticket,
+} from '../core/types';
 
 /** @internal */
 export interface EnqueueDeps {
@@ -263,7 +273,9 @@ const PRIORITIES: readonly Priority[] = ['normal', 'high'];
 function isHigh(priority: unknown): boolean {
   if (priority === undefined) return false;
   if (!PRIORITIES.includes(priority as Priority)) {
-    throw new InvalidOptionError(`options.priority must be one of ${PRIORITIES.map((p) => `'${p}'`).join(', ')}, got ${describe(priority)}`);
+    throw new InvalidOptionError(
+      `options.priority must be one of ${PRIORITIES.map((p) => `'${p}'`).join(', ')}, got ${describe(priority)}`,
+    );
   }
   return priority === 'high';
 }
