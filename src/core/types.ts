@@ -198,6 +198,14 @@ export interface BatchByKeyOptions<Data = unknown> {
    */
   weight?: (key: Key) => number;
   /**
+   * A key's rank among keys waiting for a turn (`scheduling: 'fair'` only): a `'high'` key's job
+   * always waits in the first level, never behind keys that had their turn or heavy newcomers,
+   * and runs above that level yield to it between slices. Called at each push that may add the
+   * key's job and at each run's end. A throw or another value counts as `'normal'` (logged at `warn`).
+   * @default () => 'normal'
+   */
+  priority?: (key: Key) => Priority;
+  /**
    * Longest wait for one `eachIteration` call; then its ctx.signal aborts with a SliceTimeoutError,
    * the slice counts as failed and the key moves on (the handler itself is not killed).
    * @default the larger of maxRuntimeMs and 60000

@@ -13,6 +13,7 @@ import {
 } from '../core/errors';
 import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
 import { activeTraceparent } from '../core/trace-context';
+import { isHighKey, isHighPush } from '../core/priority';
 import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
 import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
@@ -26,6 +27,7 @@ import type { Store } from '../storage/store';
 import type {
   BatchByKeyOptions,
   Key,
+  Logger,
   MaxPendingPerKey,
   MergePolicy,
   PerformOptions,
@@ -47,6 +49,9 @@ export interface EnqueueDeps {
   ticketTtlMs: number;
   /** Fair scheduling: a new key's job whose first push is more than a slice waits behind light ones (see scheduling.ts). */
   fair: boolean;
+  /** `priority(key)`: a high-priority key's job is always light (see scheduling.ts). */
+  keyPriority: ((key: Key) => Priority) | undefined;
+  logger: Logger;
   sliceSize: number;
   /** The longest a push waits for Redis. */
   timeoutMs: number;
@@ -85,7 +90,7 @@ export async function performBatchLater(
   if (typeof options === 'object' && options !== null) onlyKnownOptions('performBatchLater options', options, PERFORM_OPTIONS);
   const { ids, payloads } = normalizeItems(items);
   const delayMs = validateDelay(deps.store, options.delayMs);
-  const high = isHigh(options.priority);
+  const high = isHighPush(options.priority);
   const track = boolean('options.track', options.track, false);
   const callback = options.callback === undefined ? deps.callbacks : boolean('options.callback', options.callback, false);
   const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
@@ -171,7 +176,8 @@ async function store(
     ...(high && { high }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
-  const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
+  // A high-priority key never waits behind others for its turn.
+  const level = deps.fair && ids.length > deps.sliceSize && !isHighKey(key, deps.keyPriority, deps.logger) ? LEVEL.heavy : LEVEL.light;
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
   // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built).
   const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(queue, key) : undefined;
@@ -265,19 +271,6 @@ async function bringForward(client: RedisClient, queue: KeyQueue, key: Key, name
     dueAt = Date.now() + readyIn;
     await ensureJob(client, queue, key, readyIn);
   }
-}
-
-const PRIORITIES: readonly Priority[] = ['normal', 'high'];
-
-/** Whether a push asks for priority 'high' (see includes/priority.lua). */
-function isHigh(priority: unknown): boolean {
-  if (priority === undefined) return false;
-  if (!PRIORITIES.includes(priority as Priority)) {
-    throw new InvalidOptionError(
-      `options.priority must be one of ${PRIORITIES.map((p) => `'${p}'`).join(', ')}, got ${describe(priority)}`,
-    );
-  }
-  return priority === 'high';
 }
 
 function validateDelay(store: Store, delayMs: unknown): number {

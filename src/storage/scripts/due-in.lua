@@ -1,6 +1,7 @@
 --[[
   How long a key's delayed job should wait before it has something to claim, judged as the
-  claim would: a due failed slice, or pending ids (a zset's when ready) unless the key is
+  claim would: a due failed slice, or pending ids of either level (a zset's when ready; see
+  includes/priority.lua) unless the key is
   blocked by too many failed slices backing off (see includes/claim-key.lua).
   A paused or held key has nothing due before its pause or hold ends.
 

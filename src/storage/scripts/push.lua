@@ -33,6 +33,8 @@
                  (includes/key-job.lua); else the caller adds it
     traceparent  the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
     maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
+    high         a push with priority 'high': its ids wait in the key's high store, and a set's or
+                 zset's ids waiting at the normal level move up (see includes/priority.lua)
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
@@ -41,9 +43,10 @@
   many ids the push would add).
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
   ids (no job add needed: a job not ours that holds a deduplication id of the key is no cover,
-  see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
-  failed slice is due, -1 when none; for any store, at least until its pause or hold ends; added
-  BullMQ's reply (the job's id) when this call added the job, else nil.
+  see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its
+  earliest id (of either level) or failed slice is due, -1 when none; for any store, at least
+  until its pause or hold ends; added BullMQ's reply (the job's id) when this call added the job,
+  else nil.
 ]]
 --- @include "keyspace"
 --- @include "clock"
@@ -81,7 +84,7 @@ if ticket ~= '' and arg_ticketMode == 'open' then
 end
 
 -- Judged in the same call as the write, so concurrent pushes never take the key past its limit.
-local pending, adding = backlogOver(kind, W.pending, arg_maxPending, ARGV, FIRST, LAST, arg_high and K.pending or K.pendingHigh)
+local pending, adding = backlogOver(kind, K, arg_high, arg_maxPending, ARGV, FIRST, LAST)
 if pending then return {REPLY.backlogFull, pending, adding} end
 
 local waitMs = 0

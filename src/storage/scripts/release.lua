@@ -10,7 +10,7 @@
 
   Returns {status, settled}: `settled` the tickets the ack settled that want a callback,
   space-separated ('' for none); status REPLY.ok: released, nothing pending;
-  REPLY.releasedWithPending: released, but ids are pending or backing off (pushes skip the job
+  REPLY.releasedWithPending: released, but ids are pending (at either level) or backing off (pushes skip the job
   add while the lock is held, see push.lua: the caller must requeue the key's job rather than
   complete it), unless the key is paused until resumed (resume adds the job);
   REPLY.lockNotHeld: the lock is not held with this value (nothing changed)

@@ -3,13 +3,15 @@
 -- list store (each push of an id is an entry of its own); with a set or zset only the distinct
 -- ids not pending already (a push of a pending id adds none). Ids in flight or backing off in
 -- retry are not pending: they hold no more than a run's lanes and its failed slices. Both of the
--- key's levels count (see priority.lua): `pendingKey` is the store the push writes, `otherKey`
--- the other level's; an id waiting at either is pending already.
+-- key's levels (K: its names) count, an id waiting at either is pending already; `high`: the push
+-- writes the high one (see priority.lua).
 -- Returns nil when the push fits (or `limit` is 0: none), else the key's pending count and how
 -- many ids the push would add. A push that adds nothing always fits, even to a key already past
 -- its limit (a limit lowered since, or pushes of a batcher without one).
-local function backlogOver(kind, pendingKey, limit, args, first, last, otherKey)
+local function backlogOver(kind, K, high, limit, args, first, last)
   if limit <= 0 then return nil end
+  local pendingKey, otherKey = K.pending, K.pendingHigh
+  if high then pendingKey, otherKey = otherKey, pendingKey end
   local size = kind == 'list' and 'LLEN' or kind == 'set' and 'SCARD' or 'ZCARD'
   local pending = redis.call(size, pendingKey) + redis.call(size, otherKey)
   local adding = last - first + 1
