@@ -215,3 +215,70 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     expect((await b.backlog('k')).pending).toBe(1);
   });
 });
+
+/** Spins for `ms`: a slice that costs CPU. */
+const busy = (ms: number) => {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+};
+
+describe("priority(key): a 'high' key never waits behind others for its turn", () => {
+  it('its heavy first push starts before heavy newcomers queued earlier', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ sliceSize: 10, priority: (key) => (key === 'vip' ? 'high' : 'normal'), eachIteration: rec.handler });
+    // Bigger than a slice: a normal key's job waits behind light ones (fair scheduling's level 1).
+    await b.performBatchLater(range(30), { key: 'a' });
+    await b.performBatchLater(range(30), { key: 'b' });
+    await b.performBatchLater(range(30), { key: 'vip' });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(() => rec.all.length === 90);
+    expect([...new Set(rec.calls.map((c) => c.key))]).toEqual(['vip', 'a', 'b']);
+  });
+
+  it('a running normal key yields to it, and it is not demoted when it uses its turn: it runs out before the normal key resumes', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({
+      sliceSize: 1,
+      maxRuntimeMs: 100,
+      priority: (key) => (key === 'vip' ? 'high' : 'normal'),
+      eachIteration(ids, ctx) {
+        busy(5);
+        rec.handler(ids, ctx);
+      },
+    });
+    await b.performBatchLater(range(200), { key: 'normal' });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(() => rec.all.length >= 3, { what: 'the normal key to run' });
+    await b.performBatchLater(range(60), { key: 'vip' });
+    await waitFor(() => rec.idsOf('vip').length === 60, { what: "the vip key's ids", timeoutMs: 30_000 });
+    const order = rec.calls.map((c) => c.key);
+    const first = order.indexOf('vip');
+    const last = order.lastIndexOf('vip');
+    // Three turns or more of its budget (60 slices of 5 ms, 100 ms each), none given to the normal key between.
+    expect(order.slice(first, last + 1).every((key) => key === 'vip')).toBe(true);
+    await waitFor(() => rec.all.length === 260, { timeoutMs: 30_000 });
+  });
+
+  it("a function that throws or returns no level counts as 'normal', with a warning; it needs scheduling 'fair'", async () => {
+    const warnings: string[] = [];
+    const rec = new Recorder();
+    const b = testBatcher({
+      sliceSize: 1,
+      logger: { warn: (message) => void warnings.push(message) },
+      priority: (key) => {
+        if (key === 'throws') throw new Error('no tier');
+        return 'urgent' as 'high';
+      },
+      eachIteration: rec.handler,
+    });
+    b.createWorker();
+    await b.performBatchLater(['1', '2'], { key: 'throws' });
+    await b.performBatchLater(['3', '4'], { key: 'odd' });
+    await waitFor(() => rec.all.length === 4);
+    expect(warnings).toContain("batch-by-key: the priority function threw; using 'normal'");
+    expect(warnings).toContain("batch-by-key: the priority function returned no level; using 'normal'");
+    expect(() => testBatcher({ scheduling: 'fifo', priority: () => 'high', eachIteration: () => {} })).toThrow(InvalidOptionError);
+    // @ts-expect-error not a function, as plain JavaScript may pass
+    expect(() => testBatcher({ priority: 'high', eachIteration: () => {} })).toThrow(/options\.priority/);
+  });
+});

@@ -109,7 +109,7 @@ end
 -- A high push moves ids waiting at the normal level up (a set or zset keeps one copy of an id).
 if arg_high then dropWaiting(kind, K.pending, ARGV, FIRST, LAST) end
 if kind == 'zset' then
-  local due = dueAtEither('zset', K, false, nil, not arg_high and redis.call('EXISTS', K.extras) == 0)
+  local due = dueAt('zset', K.pending, K.retry, false)
   waitMs = due and math.max(0, due - now) or -1
 end
 
@@ -140,6 +140,8 @@ if queue ~= '' then redis.call('ZADD', KEYS[2], arg_indexScore, arg_key) end
 -- A key paused until resumed needs no job (its resume adds one); a paused or held one waits at
 -- least until that ends. Only a key with extras can be either (see includes/extras.lua).
 local function holding(extras)
+  -- Only a key with extras can have high ids (see includes/priority.lua), due before the others.
+  if extras and kind == 'zset' then waitMs = waitWithHigh(K, waitMs, now) end
   local held = extras and heldFor(K.paused, K.hold)
   if held == -1 then return true end
   if held and held > waitMs then waitMs = held end

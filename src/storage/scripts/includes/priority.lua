@@ -50,6 +50,15 @@ local function restoreNames(K)
   return K
 end
 
+-- A zset push's wait (ms until its key may claim, -1 for never) with the key's high ids too.
+local function waitWithHigh(K, waitMs, now)
+  local high = dueAt('zset', K.pendingHigh, K.retry, false, 0)
+  if not high then return waitMs end
+  high = math.max(0, high - now)
+  if waitMs < 0 or high < waitMs then return high end
+  return waitMs
+end
+
 -- dueAt (see due.lua) over both levels' ids: the high store's too unless the key is `plain`.
 local function dueAtEither(kind, K, skipPending, retrying, plain)
   local due = dueAt(kind, K.pending, K.retry, skipPending, retrying)
