@@ -259,6 +259,32 @@ describe("priority(key): a 'high' key never waits behind others for its turn", (
     await waitFor(() => rec.all.length === 260, { timeoutMs: 30_000 });
   });
 
+  it('no key starves: a normal key still progresses while high keys with endless backlogs take every turn (aging)', async () => {
+    const slices = new Map<string, number>();
+    const b = testBatcher({
+      sliceSize: 1,
+      maxRuntimeMs: 30,
+      recoveryIntervalMs: 100,
+      priority: (key) => (key.startsWith('vip') ? 'high' : 'normal'),
+      eachIteration(_ids, ctx) {
+        busy(5);
+        slices.set(ctx.key, (slices.get(ctx.key) ?? 0) + 1);
+      },
+    });
+    b.createWorker({ concurrency: 1 });
+    await b.performBatchLater(range(10_000), { key: 'normal' });
+    await waitFor(() => (slices.get('normal') ?? 0) >= 3, { what: 'the normal key to start' });
+    // Two high keys, each more than the test's whole run: between them they always have a level-0 job waiting.
+    await b.performBatchLater(range(10_000), { key: 'vip-1' });
+    await b.performBatchLater(range(10_000), { key: 'vip-2' });
+    await waitFor(() => (slices.get('vip-1') ?? 0) >= 10 && (slices.get('vip-2') ?? 0) >= 10, { what: 'the high keys to run' });
+    const before = slices.get('normal')!;
+    await waitFor(() => slices.get('normal')! >= before + 10, { timeoutMs: 15_000, what: 'the normal key to progress' });
+    // The high keys were not done: the normal key's turns came from aging, not from their end.
+    expect((await b.backlog('vip-1')).pending).toBeGreaterThan(0);
+    expect((await b.backlog('vip-2')).pending).toBeGreaterThan(0);
+  });
+
   it("a function that throws or returns no level counts as 'normal', with a warning; it needs scheduling 'fair'", async () => {
     const warnings: string[] = [];
     const rec = new Recorder();
