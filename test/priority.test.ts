@@ -285,6 +285,24 @@ describe("priority(key): a 'high' key never waits behind others for its turn", (
     expect((await b.backlog('vip-2')).pending).toBeGreaterThan(0);
   });
 
+  it('with shards: high keys go first on each shard queue, and high ids first within their key', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({
+      shards: 2,
+      sliceSize: 10,
+      priority: (key) => (key.startsWith('vip') ? 'high' : 'normal'),
+      eachIteration: rec.handler,
+    });
+    const keys = [...range(4, 'plain-'), ...range(4, 'vip-')];
+    for (const key of keys) await b.performBatchLater(range(30), { key });
+    for (const key of keys) await b.performBatchLater(['click'], { key, priority: 'high' });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(() => rec.all.length === keys.length * 31);
+    const started = [...new Set(rec.calls.map((c) => c.key))];
+    expect(started.slice(0, 4).sort()).toEqual(range(4, 'vip-'));
+    for (const key of keys) expect(rec.calls.find((c) => c.key === key)!.ids).toEqual(['click']);
+  });
+
   it("a function that throws or returns no level counts as 'normal', with a warning; it needs scheduling 'fair'", async () => {
     const warnings: string[] = [];
     const rec = new Recorder();
