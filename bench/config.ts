@@ -34,6 +34,7 @@ export interface Config {
   /** One id per key: every id is a key cycle of its own. Never scaled by slowShare. */
   oneIdKeys: { keys: number; concurrency: number; fillCallers: number; timeoutMs: number };
   stream: StreamPlan;
+  waitToFill: WaitToFillPlan;
   cycleCost: { keys: number; ratePerSec: number; concurrency: number; idleMs: number; timeoutMs: number };
   /** Each hot script called `calls` times in a row, then its prelude and `return 0` as many times (see scenarios/script-micro.ts). */
   scriptMicro: { calls: number; timeoutMs: number };
@@ -99,6 +100,15 @@ export interface FlowPlan {
   };
   /** The same backlog drained with a limit on every key that never binds, and with none. */
   cost: { keys: number; idsPerKey: number; concurrency: number; limit: { max: number; durationMs: number }; timeoutMs: number };
+}
+
+/**
+ * The stream's single-id pushes with wait to fill: ours once per `maxWaitsMs` value (with
+ * `minSliceSize`), beside one BullMQ job per id, per rate.
+ */
+export interface WaitToFillPlan extends Omit<StreamPlan, 'fifoRow'> {
+  maxWaitsMs: number[];
+  minSliceSize: number;
 }
 
 export interface KeyShape {
@@ -175,6 +185,7 @@ interface Sizes {
   /** Deadline of one one-id-keys run (fill and drain each). */
   oneIdTimeoutMs: number;
   stream: { ratesPerSec: number[]; durationMs: number; fifoRow: boolean };
+  waitToFill: { ratesPerSec: number[]; durationMs: number };
   cycleKeys: number;
   /** How long cycle-cost watches the idle worker before the pushes. */
   cycleIdleMs: number;
@@ -237,6 +248,17 @@ function configFor(mode: Mode, s: Sizes): Config {
     smallKeys: { shapes: s.smallKeys, concurrency: 16, fillCallers: 16, timeoutMs: s.timeoutMs },
     oneIdKeys: { keys: s.oneIdKeys, concurrency: 5, fillCallers: 16, timeoutMs: s.oneIdTimeoutMs },
     stream: { keys: 2_000, ...s.stream, concurrency: 16, keptUpMs: 2_000, maxInFlight: 2_000, seed: 7 },
+    // The grace period outlasts the longest wait, so the stream's last ids can run.
+    waitToFill: {
+      keys: 1_000,
+      ...s.waitToFill,
+      maxWaitsMs: [100, 1_000],
+      minSliceSize: 100,
+      concurrency: 16,
+      keptUpMs: 3_000,
+      maxInFlight: 2_000,
+      seed: 7,
+    },
     cycleCost: { keys: s.cycleKeys, ratePerSec: 500, concurrency: 16, idleMs: s.cycleIdleMs, timeoutMs: s.timeoutMs },
     scriptMicro: { calls: s.scriptCalls, timeoutMs: s.timeoutMs },
     controllerJump: { lowRate: 300, highRate: 3_000, ...s.controllerJump },
@@ -323,6 +345,7 @@ export const CONFIGS: Record<Mode, Config> = {
     // Ours drained its 100,000 keys in 57 s before the hot-path rewrite.
     oneIdTimeoutMs: 90_000,
     stream: { ratesPerSec: [2_000, 5_000, 20_000], durationMs: 10_000, fifoRow: true },
+    waitToFill: { ratesPerSec: [2_000, 5_000], durationMs: 10_000 },
     cycleKeys: 2_000,
     cycleIdleMs: 1_000,
     scriptCalls: 5_000,
@@ -365,6 +388,7 @@ export const CONFIGS: Record<Mode, Config> = {
     oneIdKeys: 3_000,
     oneIdTimeoutMs: 20_000,
     stream: { ratesPerSec: [500, 2_000], durationMs: 1_500, fifoRow: false },
+    waitToFill: { ratesPerSec: [2_000], durationMs: 1_500 },
     cycleKeys: 300,
     cycleIdleMs: 250,
     scriptCalls: 500,

@@ -32,6 +32,7 @@ import { scriptMicro } from './scenarios/script-micro';
 import { smallKeys } from './scenarios/small-keys';
 import { splitFlood } from './scenarios/split-flood';
 import { stream } from './scenarios/stream';
+import { waitToFill } from './scenarios/wait-to-fill';
 import type { Scenario, ScenarioResult } from './scenarios/types';
 import { writeLatencySvg } from './svg';
 
@@ -50,6 +51,8 @@ const SCENARIOS: readonly Scenario[] = [
   smallKeys,
   oneIdKeys,
   stream,
+  // The same stream with wait to fill (minSliceSize, maxWaitMs).
+  waitToFill,
   cycleCost,
   // The hot scripts one at a time: µs per call, and what each pays before its first statement of work.
   scriptMicro,

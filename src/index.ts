@@ -50,6 +50,7 @@ export {
   TicketSealedError,
   ShardsInUseError,
   KeyBacklogFullError,
+  NotInSliceError,
   type ErrorCode,
 } from './core/errors';
 export type * from './core/types';

@@ -3,6 +3,7 @@ import { bullmqSpelling, describe, InvalidOptionError } from './core/errors';
 import { fromUrl } from './core/connection';
 import { validateRateLimitOption } from './engine/flow';
 import { validateMaxPendingOption } from './push/backlog';
+import { validateFillOptions } from './core/fill';
 import type { RunOptions } from './engine/run-options';
 import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, optionNames } from './core/validate';
@@ -164,6 +165,8 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'connection',
   'store',
   'sliceSize',
+  'minSliceSize',
+  'maxWaitMs',
   'concurrencyPerKey',
   'maxRuntimeMs',
   'scheduling',
@@ -220,13 +223,15 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     );
   }
   const maxRuntimeMs = duration('options.maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs);
+  const sliceSize = integer('options.sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE);
   // Checked here with the rest, though batchByKey hands the handler to the batcher itself.
   optionalFunction('options.eachIteration', o.eachIteration, '(ids, ctx) => ...');
   return {
     name: o.name,
     connection: typeof o.connection === 'string' ? fromUrl(o.connection) : o.connection,
     store,
-    sliceSize: integer('options.sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE),
+    sliceSize,
+    fill: validateFillOptions(o.minSliceSize, o.maxWaitMs, sliceSize),
     concurrencyPerKey: integer('options.concurrencyPerKey', o.concurrencyPerKey, DEFAULTS.concurrencyPerKey, 1, MAX_CONCURRENCY_PER_KEY),
     maxRuntimeMs,
     scheduling: oneOf('options.scheduling', o.scheduling, ['fair', 'fifo'], DEFAULTS.scheduling),

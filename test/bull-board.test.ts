@@ -52,7 +52,7 @@ describe('bullBoardAdapters', () => {
       },
       { what: 'acct-1 to lag' },
     );
-    const view = keyJob(jobs!, 'acct-1') as unknown as KeyJobView;
+    const view = keyJob(jobs, 'acct-1') as unknown as KeyJobView;
     expect(view).toEqual({
       key: 'acct-1',
       pending: 3,
@@ -63,9 +63,9 @@ describe('bullBoardAdapters', () => {
       readAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) as string,
     });
     expect(Object.keys(view).slice(0, 3)).toEqual(['key', 'pending', 'lag']); // what the board's data view shows first
-    expect(keyJob(jobs!, 'acct-2')).toMatchObject({ key: 'acct-2', pending: 1 });
-    expect(jobs!.find((j) => j.name === 'send-email')!.data).toEqual({ key: 'acct-1', to: 'a@example.com' });
-    expect(jobs!.filter((j) => j.name === JOB_NAME)).toHaveLength(2);
+    expect(keyJob(jobs, 'acct-2')).toMatchObject({ key: 'acct-2', pending: 1 });
+    expect(jobs.find((j) => j.name === 'send-email')!.data).toEqual({ key: 'acct-1', to: 'a@example.com' });
+    expect(jobs.filter((j) => j.name === JOB_NAME)).toHaveLength(2);
 
     // A job's own page reads it alone, and the views are read afresh each time.
     await b.performBatchLater(['4'], { key: 'acct-1' });
@@ -83,7 +83,7 @@ describe('bullBoardAdapters', () => {
     const [adapter] = bullBoardAdapters(b, BullMQAdapter) as [BullMQAdapter];
     b.createWorker();
     const busy = await waitFor(async () => (await shown(adapter)).find((j) => j.data.inFlight === 2), { what: 'the slice in flight' });
-    expect(busy!.data).toMatchObject({ key: 'busy', pending: 1, inFlight: 2, retrying: 0 });
+    expect(busy.data).toMatchObject({ key: 'busy', pending: 1, inFlight: 2, retrying: 0 });
     release();
     await waitFor(async () => (await b.backlog('busy')).pending + (await b.backlog('busy')).inFlight === 0, { what: 'drained' });
   });
@@ -154,7 +154,7 @@ describe('bull-board in a browser, beside the dashboard', () => {
       mkdirSync('test-artifacts', { recursive: true });
       await page.screenshot({ path: 'test-artifacts/bull-board.png', fullPage: true });
 
-      await page.goto(`${url}/admin/board/queue/${encodeURIComponent(shardName!)}?status=waiting`);
+      await page.goto(`${url}/admin/board/queue/${encodeURIComponent(shardName)}?status=waiting`);
       await page.locator('main').getByText('acct-sharded').first().waitFor({ timeout: 20_000 });
       expect(await page.locator('main').innerText()).toMatch(/jobData:\{\s*key:"acct-sharded",\s*pending:2,/);
 

@@ -84,7 +84,7 @@ describe('a slice that throws', () => {
     await waitFor(async () => (await b.backlog('k')).retrying === 100, { what: '10 slices backing off' });
     const queue = queueOf(b);
     const job = await waitFor(async () => (await queue.getJobs(['delayed']))[0], { what: 'the key to wait for its retries' });
-    expect(job!.data.key).toBe('k');
+    expect(job.data.key).toBe('k');
     expect(calls).toBe(10);
     expect(await b.backlog('k')).toEqual({ pending: 100, inFlight: 0, retrying: 100 });
   });

@@ -73,13 +73,13 @@ describe('history: sampling shared by every worker process', () => {
   it('keeps retentionMs / intervalMs samples: the oldest go', async () => {
     const b = testBatcher({ history: { intervalMs: 100, retentionMs: 500 }, eachIteration: () => {} });
     b.createWorker();
-    const full = (await waitFor(
+    const full = await waitFor(
       async () => {
         const { samples } = await b.history();
         return samples.length === 5 ? samples : undefined;
       },
       { what: 'five samples' },
-    ))!;
+    );
     const rolled = await waitFor(
       async () => {
         const { samples } = await b.history();
@@ -110,7 +110,7 @@ describe('history: sampling shared by every worker process', () => {
       b.createWorker();
     }
     const sampled = async (b: typeof one) =>
-      (await waitFor(async () => (await b.history()).samples.find((s) => s.pending === 9), { what: 'a sample of the paused keys' }))!;
+      await waitFor(async () => (await b.history()).samples.find((s) => s.pending === 9), { what: 'a sample of the paused keys' });
     expect((await sampled(one)).topKeys.map((k) => [k.key, k.backlog])).toEqual([
       ['big', 5],
       ['old', 1],

@@ -18,6 +18,51 @@ function parse(text: string): Map<string, number> {
 }
 
 describe('prometheusMetrics', () => {
+  it('a slice whose handler failed some ids (ctx.fail): the others count as processed, the failed as failed, the slice timed once', async () => {
+    const registry = new Registry();
+    const b = testBatcher({
+      attempts: 1,
+      eachIteration: (ids, ctx) => ctx.fail('2', new Error('row 2')),
+    });
+    prometheusMetrics([b], { registry, prefix: 'bbk_' });
+    await b.performBatchLater(range(4), { key: 'a' });
+    b.createWorker();
+    const label = `{batcher="${b.name}"}`;
+    // Both events of the slice are emitted once its one call stands.
+    const samples = await waitFor(
+      async () => {
+        const now = parse(await registry.metrics());
+        return now.get(`bbk_ids_processed_total${label}`) === 3 && now.get(`bbk_ids_dead_lettered_total${label}`) === 1 ? now : undefined;
+      },
+      { what: 'the slice counted' },
+    );
+    expect(samples.get(`bbk_ids_failed_total{batcher="${b.name}",outcome="dead"}`)).toBe(1);
+    expect(samples.get(`bbk_ids_dead_lettered_total${label}`)).toBe(1);
+    expect(samples.get(`bbk_slice_duration_seconds_count${label}`)).toBe(1);
+    expect(samples.get(`bbk_push_to_processed_seconds_count${label}`)).toBe(1);
+  });
+
+  it('counts each failed id by its fate: a ctx.fail slice that dead-letters one id and retries another', async () => {
+    const registry = new Registry();
+    const b = testBatcher({
+      attempts: 3,
+      backoff: { type: 'fixed', delayMs: 60_000 },
+      eachIteration(ids, ctx) {
+        if (ids.includes('0')) ctx.fail('0', new PermanentError('bad row'));
+        if (ids.includes('1')) ctx.fail('1', new Error('try again'));
+      },
+    });
+    prometheusMetrics([b], { registry, prefix: 'bbk_' });
+    await b.performBatchLater(range(3), { key: 'a' });
+    b.createWorker();
+    const samples = await waitFor(async () => {
+      const now = parse(await registry.metrics());
+      return now.get(`bbk_ids_processed_total{batcher="${b.name}"}`) === 1 ? now : undefined;
+    });
+    expect(samples.get(`bbk_ids_failed_total{batcher="${b.name}",outcome="dead"}`)).toBe(1);
+    expect(samples.get(`bbk_ids_failed_total{batcher="${b.name}",outcome="retry"}`)).toBe(1);
+  });
+
   it('counts pushed, processed, failed and dead ids, times slices and push-to-processed latency, reads gauges from stats()', async () => {
     const registry = new Registry();
     const b = testBatcher({

@@ -2,7 +2,7 @@ import { UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { defineScripts, runScript } from '../src/storage/scripts';
 import { PermanentError } from '../src';
-import { planFailure } from '../src/engine/failures';
+import { planFailure, planOutcomes } from '../src/engine/failures';
 import { combine, type RunOutcome } from '../src/engine/decisions';
 import { preemption } from '../src/engine/scheduling';
 import { redisClient, waitFor } from './helpers/redis';
@@ -49,6 +49,45 @@ describe('planFailure', () => {
     expect(
       planFailure(ids, { ids, attempts: 2, isolating: false, firstFailedAt: 0 }, new Error('x'), { ...policy, isolateFailures: false }, 0),
     ).toMatchObject({ outcome: 'dead', dead: ids });
+  });
+});
+
+describe('planOutcomes (ids a handler failed with ctx.fail)', () => {
+  const policy = { attempts: 3, backoff: { type: 'fixed', delayMs: 100 } as const, isolateFailures: true };
+  const ids = ['a', 'b', 'c', 'd', 'e'];
+
+  it('retries only the failed ids, together, after their backoff; the others are acked', () => {
+    const failures = new Map<string, unknown>([
+      ['d', new Error('d')],
+      ['b', new Error('b')],
+    ]);
+    const plan = planOutcomes(ids, failures, undefined, policy, 1000);
+    expect(plan).toMatchObject({ outcome: 'retry', retryInMs: 100, attempts: 1, dead: [], acked: 3 });
+    expect(plan.retry).toEqual([{ delayMs: 100, slice: { ids: ['b', 'd'], attempts: 1, isolating: false, firstFailedAt: 1000 } }]);
+  });
+
+  it('once they have used their attempts (or are a part being isolated) they die, never split; a PermanentError dies at once', () => {
+    const failures = new Map<string, unknown>([
+      ['a', new Error('a')],
+      ['c', new Error('c')],
+    ]);
+    const used = planOutcomes(['a', 'c'], failures, { ids: ['a', 'c'], attempts: 2, isolating: false, firstFailedAt: 10 }, policy, 3000);
+    expect(used).toMatchObject({ outcome: 'dead', retry: [], dead: ['a', 'c'], attempts: 3, firstFailedAt: 10, acked: 0 });
+    const isolating = planOutcomes(ids, failures, { ids, attempts: 3, isolating: true, firstFailedAt: 10 }, policy, 3000);
+    expect(isolating).toMatchObject({ outcome: 'dead', retry: [], dead: ['a', 'c'], acked: 3 });
+    const permanent = planOutcomes(ids, new Map([...failures, ['e', new PermanentError('gone')]]), undefined, policy, 0);
+    expect(permanent).toMatchObject({ outcome: 'dead', dead: ['e'], acked: 2 });
+    expect(permanent.retry.map((part) => part.slice.ids)).toEqual([['a', 'c']]);
+  });
+
+  it("a list's id pushed twice into the slice fails, and runs again, twice; it dies once", () => {
+    const twice = ['a', 'b', 'a'];
+    const failures = new Map([['a', new Error('a')]]);
+    expect(planOutcomes(twice, failures, undefined, policy, 0).retry[0]!.slice.ids).toEqual(['a', 'a']);
+    expect(planOutcomes(twice, failures, { ids: twice, attempts: 2, isolating: false, firstFailedAt: 0 }, policy, 0)).toMatchObject({
+      dead: ['a'],
+      acked: 1,
+    });
   });
 });
 

@@ -107,6 +107,20 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     expect(rec.all).toEqual(['soon']);
   });
 
+  it('a high id never waits to fill: a key waiting for minSliceSize runs its high ids at once, its others still wait', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ minSliceSize: 10, maxWaitMs: 60_000, eachIteration: rec.handler });
+    b.createWorker();
+    await b.performBatchLater(['n0', 'n1'], { key: 'k' });
+    await b.performBatchLater(['click'], { key: 'k', priority: 'high' });
+    await waitFor(() => rec.all.length === 1, { timeoutMs: 5_000, what: 'the high id to run' });
+    expect(rec.all).toEqual(['click']);
+    expect(await b.backlog('k')).toMatchObject({ pending: 2, inFlight: 0 });
+    // The normal ids still wait to fill: the push that fills the key starts it.
+    await b.performBatchLater(range(8, 'm'), { key: 'k' });
+    await waitFor(() => rec.all.length === 11, { timeoutMs: 5_000, what: 'the filled key to run' });
+  });
+
   it('tickets, data and progress work for high ids as for others', async () => {
     const seen: { ids: string[]; data: unknown }[] = [];
     const b = testBatcher<{ n: number }>({

@@ -43,6 +43,36 @@ describe('fail-slice.lua', () => {
     expect(await redis.lrange(names.inFlight, 0, -1)).toEqual(['c']);
   });
 
+  it('with ack (ctx.fail), acks the ids in neither part in the same call, once: done on their tickets, their data dropped', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const names = keyspaceOf(b).forKey('k');
+    const ticket = `${names.ticketPrefix}t1`;
+    const redis = redisClient();
+    defineScripts(redis);
+    await redis.set(names.lock, 'lock-1', 'PX', 60_000);
+    await redis.rpush(names.inFlight, 'a', 'b', 'c', 'd');
+    await redis.hset(names.trackedInFlight, { a: 't1', b: 't1', c: 't1', d: 't1' });
+    await redis.hset(ticket, { total: 4, done: 0, failed: 0, sealed: '1' });
+    await redis.pexpire(ticket, 60_000);
+    await redis.hset(names.payloadsInFlight, { a: '{"x":1}\n', b: '{"x":2}\n', c: '{"x":3}\n' });
+    const plan = {
+      retry: [{ id: 'part-0', delayMs: 0, slice: JSON.stringify({ ids: ['b'] }) }],
+      dead: { ids: ['c'], message: "the slice's", messages: ['c, its own'] },
+      ack: true as const,
+    };
+    const resend = () => failSlice(redis, names, 0, 'lock-1', plan, 100, 'slice-1:failed');
+    expect(await resend()).toEqual([]);
+    expect(await resend()).toEqual([]);
+    expect(await redis.hmget(ticket, 'done', 'failed')).toEqual(['2', '1']);
+    expect((await redis.lrange(`${ticket}:errors`, 0, -1)).map((e) => JSON.parse(e) as unknown)).toEqual([
+      { id: 'c', message: 'c, its own' },
+    ]);
+    // 'b' waits with its ticket and data for its retry; 'a' and 'd' are done, and nothing stays in flight.
+    expect(await redis.hgetall(names.tracked)).toEqual({ b: 't1' });
+    expect(await redis.hgetall(names.retryData)).toEqual({ 'part-0\nb': '{"x":2}\n' });
+    expect(await redis.exists(names.inFlight, names.trackedInFlight, names.payloadsInFlight)).toBe(0);
+  });
+
   it("settles the slice of the lane it is given, and no other lane's", async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const names = keyspaceOf(b).forKey('k');

@@ -1,4 +1,7 @@
 import type { StreamPlan } from '../config';
+
+/** What one stream run reads of its scenario's plan. */
+export type StreamRunPlan = Pick<StreamPlan, 'keys' | 'durationMs' | 'concurrency' | 'keptUpMs' | 'maxInFlight' | 'seed'>;
 import { systemFor, type SystemSpec } from '../systems';
 import { WorkerPool } from '../worker/host';
 import { now, seededRandom, withTimeout } from './clock';
@@ -55,6 +58,8 @@ export interface StreamRun {
   pushCallP99Ms: number;
   workerCpuUsPerId: number;
   redisCpuUsPerId: number;
+  /** Ids per handler call (a slice of ours, 1 for a job per id). */
+  idsPerSlice: number;
 }
 
 /**
@@ -62,7 +67,7 @@ export interface StreamRun {
  * same keys in the same order): one worker process, the pusher in this process. Each push is its
  * own call, not awaited before the next, at most `maxInFlight` at a time.
  */
-export async function runStream(spec: SystemSpec, plan: StreamPlan, ratePerSec: number): Promise<StreamRun> {
+export async function runStream(spec: SystemSpec, plan: StreamRunPlan, ratePerSec: number): Promise<StreamRun> {
   const system = systemFor(spec);
   const planned = Math.round((ratePerSec * plan.durationMs) / 1000);
   return withFreshRedis(async (redis) => {
@@ -131,6 +136,7 @@ export async function runStream(spec: SystemSpec, plan: StreamPlan, ratePerSec: 
             ? 'p99 growing'
             : 'yes';
       const workerCpu = finals.reduce((n, f) => n + f.cpuMicros, 0);
+      const calls = finals.reduce((n, f) => n + f.calls, 0);
       // Pushes start only within the stream's duration: late ticks (a busy event loop) lose pushes, not time.
       const achievedPerSec = (issued * 1000) / plan.durationMs;
       return {
@@ -152,6 +158,7 @@ export async function runStream(spec: SystemSpec, plan: StreamPlan, ratePerSec: 
         pushCallP99Ms: summarize(paced.callMs).p99,
         workerCpuUsPerId: workerCpu / Math.max(1, processed),
         redisCpuUsPerId: redisCpu / Math.max(1, processed),
+        idsPerSlice: processed / Math.max(1, calls),
       };
     } finally {
       await pool?.stop().catch(() => undefined);

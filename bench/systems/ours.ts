@@ -38,6 +38,8 @@ export function oursSystem(variant: OursVariant = {}): System {
         `ms${rateLimit.keyPrefix !== undefined ? ` on ${rateLimit.keyPrefix}*` : ''}`
       : '',
     retryAfter ? `retryAfter ${n(retryAfter.ms)} ms every ${retryAfter.every}th slice of ${retryAfter.keyPrefix}*` : '',
+    variant.maxWaitMs !== undefined ? `maxWaitMs ${n(variant.maxWaitMs)}` : '',
+    variant.minSliceSize !== undefined ? `minSliceSize ${n(variant.minSliceSize)}` : '',
   ].filter(Boolean);
   const batcher = (target: Target, handler: ConsumerOptions['handler'] = () => undefined): Batcher =>
     batchByKey({

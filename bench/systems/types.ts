@@ -61,4 +61,7 @@ export interface OursVariant {
    * slice (counted per key and worker process), as a handler told "not now" by an upstream does.
    */
   retryAfter?: { keyPrefix: string; every: number; ms: number };
+  /** Wait to fill: the `minSliceSize` and `maxWaitMs` options. */
+  minSliceSize?: number;
+  maxWaitMs?: number;
 }

@@ -17,6 +17,7 @@ const send = (message: FromWorker) => process.send?.(message);
 let processed = 0;
 let lastAt = 0;
 let busyMs = 0;
+let calls = 0;
 const light: LightSample[] = [];
 const traced: TracedSlice[] = [];
 const takeLight = () => light.splice(0);
@@ -25,6 +26,7 @@ const takeTraced = () => traced.splice(0);
 /** Counts a handler call that ended just now. */
 function done(spec: WorkerSpec, key: string, ids: readonly string[], startedAt: number): void {
   processed += ids.length;
+  calls++;
   lastAt = now();
   busyMs += lastAt - startedAt;
   if (key.startsWith(spec.lightPrefix)) for (const id of ids) light.push([id, lastAt]);
@@ -84,6 +86,7 @@ async function main(spec: WorkerSpec): Promise<void> {
         rssReady,
         rssEnd,
         cpuMicros: cpu.user + cpu.system,
+        calls,
       });
       // The figures are sent; a consumer that cannot close is killed by the host after a grace period.
       await consumer.close().catch((err: unknown) => console.error('worker close failed:', err));

@@ -40,4 +40,6 @@ export type FromWorker =
       rssReady: number;
       rssEnd: number;
       cpuMicros: number;
+      /** Handler calls (slices, chunks or single ids) made. */
+      calls: number;
     };

@@ -28,7 +28,8 @@ export type ErrorCode =
   | 'ERR_STORE_MISMATCH'
   | 'ERR_TICKET_SEALED'
   | 'ERR_SHARDS_IN_USE'
-  | 'ERR_KEY_BACKLOG_FULL';
+  | 'ERR_KEY_BACKLOG_FULL'
+  | 'ERR_NOT_IN_SLICE';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -164,6 +165,17 @@ export class PermanentError extends BatchByKeyError {
   }
 }
 
+/**
+ * `ctx.fail(id, error)` named an id that is not one of its slice's ids, or was called once its
+ * slice had ended (the handler had returned or thrown): the outcome it reports would belong to
+ * no slice. Thrown by `ctx.fail` itself, so the handler's own code sees it where it made the call.
+ */
+export class NotInSliceError extends BatchByKeyError {
+  constructor(message: string) {
+    super('ERR_NOT_IN_SLICE', message);
+  }
+}
+
 /** `progress(ticket)` or `waitFor(ticket)` for a ticket that never existed or has expired (`ticketTtlMs`). */
 export class UnknownTicketError extends BatchByKeyError {
   constructor(message: string) {
@@ -251,7 +263,7 @@ export class ShardsInUseError extends BatchByKeyError {
 
 /**
  * A push would take its key past `maxPendingPerKey`: it was refused whole and wrote nothing (no
- * id, data, ticket, index entry or job). `pending` is how many ids the key had waiting when the
+ * id, data, ticket or job, and, but for a race on a Redis Cluster, no index entry: see docs/api.md). `pending` is how many ids the key had waiting when the
  * push was judged (its pending store only: ids in flight or backing off in retry do not count),
  * `limit` the key's limit. The key's other pushes, and every other key's, go on: retry once the
  * key's workers have drained it below the limit.

@@ -58,18 +58,31 @@ export interface IterationContext<Data = unknown> {
    * zset what `merge` kept (the latest, the first, or every distinct one). [] without data.
    */
   payloads(id: Id): Data[];
+  /**
+   * Reports that `id`, one of this slice's ids, failed with `error`, while the slice goes on: when
+   * the handler returns, the slice's other ids are acknowledged (done, their tickets counted, their
+   * data dropped), and only the ids reported go to retry, after their backoff and with their own
+   * attempts, then to the dead letters, each with its own error. An `error` that is a
+   * `PermanentError` (or BullMQ's `UnrecoverableError`) dead-letters its id at once. A second call
+   * for an id replaces its error. A throw still fails the whole slice, as before, and what was
+   * reported is dropped. Throws `NotInSliceError` for an id not in the slice. Once the slice has
+   * ended (the handler returned, threw, or was abandoned at its timeout or a shutdown), a call does
+   * nothing: the slice's fate is settled. With the list store, an id pushed twice into one slice fails both times.
+   */
+  fail(id: Id | number, error: unknown): void;
 }
 
 /** What `performBatchLater` takes: ids, or ids with data (any JSON value, at most `MAX_DATA_BYTES` as JSON). */
 export type PushItem<Data = unknown> = Id | number | { id: Id | number; data: Data };
+
+/** `maxPendingPerKey`: an integer >= 1, or a function giving each key its own (undefined: no limit). */
+export type MaxPendingPerKey = number | ((key: Key) => number | undefined);
 
 /**
  * At most `max` ids of a key are claimed in any window of `durationMs`, across every worker
  * process (a sliding window in Redis, checked in the claim). A key out of room holds no worker
  * slot: its job waits until the window has room for a slice.
  */
-/** `maxPendingPerKey`: an integer >= 1, or a function giving each key its own (undefined: no limit). */
-export type MaxPendingPerKey = number | ((key: Key) => number | undefined);
 
 export interface RateLimit {
   /** Ids per window, 1 to 2^31 - 1. */
@@ -144,10 +157,28 @@ export interface BatcherEvents {
   /**
    * `waitedMs`: how long the slice's oldest id waited from its push to the claim, by the Redis
    * clock (exact for list, from pending's first push for set, from ready time for zset, from the
-   * claim for a retry); `waitedMs + durationMs` is push-to-processed latency.
+   * claim for a retry); `waitedMs + durationMs` is push-to-processed latency. For a slice whose
+   * handler reported some ids with `ctx.fail`, `ids` are the others, the ids acknowledged.
    */
   'slice:done': [SliceInfo & { durationMs: number; waitedMs?: number }];
-  'slice:failed': [SliceInfo & { durationMs: number; error: unknown; outcome: FailureOutcome; retryInMs?: number }];
+  /**
+   * A slice whose handler threw (or timed out): `ids` are the slice's. For a slice whose handler
+   * returned after `ctx.fail`, `ids` are the ids it reported, `errors` each one's error (`error` is
+   * the first's) and `acked` how many of its other ids were acknowledged (which, when more than
+   * none, emit `slice:done` too). `dead`: the ids of `ids` that became dead letters (the others go
+   * to retry), so `outcome` 'dead' may name only some of them.
+   */
+  'slice:failed': [
+    SliceInfo & {
+      durationMs: number;
+      error: unknown;
+      outcome: FailureOutcome;
+      dead: readonly Id[];
+      retryInMs?: number;
+      errors?: ReadonlyMap<Id, unknown>;
+      acked?: number;
+    },
+  ];
   /** A run stopped between slices and requeued its key. */
   interrupted: [{ key: Key; job: KeyJob; reason: StopReason }];
   /** Ids became dead letters. */
@@ -175,6 +206,24 @@ export interface BatchByKeyOptions<Data = unknown> {
   store?: StoreKind;
   /** Ids handed to one `eachIteration` call. @default 100 */
   sliceSize?: number;
+  /**
+   * Wait to fill: a key's run starts once it has at least this many ids ready, or once its oldest
+   * ready id has waited `maxWaitMs`, whichever comes first; then it claims up to `sliceSize`, as
+   * always. A push that brings a waiting key to this many starts it at once, and a waiting key
+   * holds no worker slot. After a run, a key left with fewer waits again, unless its oldest id has
+   * waited `maxWaitMs` already. An integer from 1 to `sliceSize`, or a function giving each key
+   * its own, called once per push and per run. Requires `maxWaitMs`.
+   * @default sliceSize when maxWaitMs is given, else 1 (a key's run starts as soon as an id lands)
+   */
+  minSliceSize?: number | ((key: Key) => number);
+  /**
+   * Wait to fill: the longest a key's oldest ready id waits for the key to have `minSliceSize`
+   * ids before its run starts anyway (Kafka's `linger.ms`), in whole ms; 0 starts at once. Or a
+   * function giving each key its own, called once per push and per run. Every process of a
+   * batcher should be given the same values.
+   * @default no wait
+   */
+  maxWaitMs?: number | ((key: Key) => number);
   /**
    * Slices of one key run at once, inside its one job run (1–16). Claims are atomic, so no
    * pending entry is claimed twice; slices finish out of order. The key still holds one worker

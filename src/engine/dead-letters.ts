@@ -1,7 +1,7 @@
 import { describe, InvalidOptionError, KeyBacklogFullError } from '../core/errors';
 import { log } from '../core/logger';
 import { integer, oneOf } from '../core/validate';
-import type { FailurePlan } from './failures';
+import type { FailurePlan, SerializedError } from './failures';
 import { normalizeIds, validateKey } from '../core/input';
 import { deadLettersOf, encodeKey, type DeadNames, type Keyspace } from '../storage/keys';
 import { addDeadLetters, removeDeadLetters, trimDeadLetters, undoDeadLetters, type WrittenLetters } from '../storage/batcher-protocol';
@@ -39,13 +39,15 @@ export class DeadLetterBox implements DeadLetters {
 
   /**
    * Writes the dead ids of a failed slice, before the fenced fail-slice (see failures.ts `settleFailure`): what it
-   * wrote, and what it replaced, so `undo` can take it back if fail-slice refuses the failure.
+   * wrote, and what it replaced, so `undo` can take it back if fail-slice refuses the failure. Each id
+   * records `error`, or, given `own` (one per dead id, for ids the handler failed by `ctx.fail`), its own.
    */
   async add(
     key: Key,
     plan: FailurePlan,
-    error: { name: string; message: string; stack?: string },
+    error: SerializedError,
     payloads: Payloads | undefined,
+    own?: readonly SerializedError[],
   ): Promise<WrittenLetters> {
     const dataOf = (id: Id) => (payloads && Object.hasOwn(payloads, id) ? JSON.stringify(payloads[id]) : '');
     return addDeadLetters(this.deps.client(), this.names, {
@@ -57,6 +59,7 @@ export class DeadLetterBox implements DeadLetters {
       error: JSON.stringify(error),
       ids: plan.dead,
       payloads: plan.dead.map(dataOf),
+      ...(own && { errors: own.map((e) => JSON.stringify(e)) }),
     });
   }
 

@@ -34,6 +34,11 @@ export interface FailedSlice {
   payloads: Payloads | undefined;
   /** The trace context the slice's ids carried, for the parts retried to keep. */
   traces: Traces | undefined;
+  /**
+   * The ids the handler reported failed (`ctx.fail`), with their errors, when it returned: the
+   * slice's other ids succeeded (see `planOutcomes`); `error` is then the first one's.
+   */
+  failures?: ReadonlyMap<Id, unknown>;
 }
 
 /** What settling a failed slice needs of the worker (a processor's deps have it all). */
@@ -55,6 +60,10 @@ export interface FailurePlan {
   firstFailedAt: number;
   /** When this run failed. */
   failedAt: number;
+  /** Each failed id's own error (`ctx.fail`), for its dead letter; else every id died of the slice's. */
+  errors?: ReadonlyMap<Id, unknown>;
+  /** How many of the slice's ids succeeded (`ctx.fail` reported the others): they are acked with the failure. */
+  acked?: number;
 }
 
 /**
@@ -97,8 +106,7 @@ export function planFailure(
         : [];
     return plan('dead', retry, bad);
   }
-  const permanent = error instanceof PermanentError || error instanceof UnrecoverableError;
-  if (!permanent && mayRetry(attempts, previous?.isolating ?? false, policy)) {
+  if (!isPermanent(error) && mayRetry(attempts, previous?.isolating ?? false, policy)) {
     const delayMs = backoffDelay(policy.backoff, attempts, error);
     return { ...plan('retry', [again([...ids], delayMs, false)], []), retryInMs: delayMs };
   }
@@ -107,6 +115,47 @@ export function planFailure(
     return plan('split', [again(ids.slice(0, mid), 0, true), again(ids.slice(mid), 0, true)], []);
   }
   return plan('dead', [], [...ids]);
+}
+
+/**
+ * Decides the fate of the ids a handler reported failed (`ctx.fail`) in a slice it returned from;
+ * the slice's other ids succeeded, and are acked. The handler named the bad ids, so nothing is
+ * split: they are retried together, after the backoff of their attempt (given the first one's
+ * error), until they have used `attempts` (a part being isolated gets one run), then each becomes
+ * a dead letter with its own error. An id reported with a PermanentError (or UnrecoverableError)
+ * dies at once, as one named by a thrown PermanentError does.
+ */
+export function planOutcomes(
+  ids: readonly Id[],
+  failures: ReadonlyMap<Id, unknown>,
+  previous: RetrySlice | undefined,
+  policy: FailurePolicy,
+  now: number,
+): FailurePlan {
+  const attempts = (previous?.attempts ?? 0) + 1;
+  const firstFailedAt = previous?.firstFailedAt ?? now;
+  // In slice order, with a list's repeated entries of an id (each runs again).
+  const failed = ids.filter((id) => failures.has(id));
+  const again = mayRetry(attempts, previous?.isolating ?? false, policy) ? failed.filter((id) => !isPermanent(failures.get(id))) : [];
+  const retried = new Set(again);
+  const dead = [...new Set(failed.filter((id) => !retried.has(id)))];
+  const retryInMs = again.length > 0 ? backoffDelay(policy.backoff, attempts, failures.get(again[0]!)) : undefined;
+  return {
+    outcome: dead.length > 0 ? 'dead' : 'retry',
+    retry: retryInMs === undefined ? [] : [{ delayMs: retryInMs, slice: { ids: again, attempts, isolating: false, firstFailedAt } }],
+    dead,
+    ...(retryInMs !== undefined && { retryInMs }),
+    attempts,
+    firstFailedAt,
+    failedAt: now,
+    errors: failures,
+    acked: ids.length - failed.length,
+  };
+}
+
+/** An error that says its ids can never succeed: no attempt is left to them. */
+function isPermanent(error: unknown): boolean {
+  return error instanceof PermanentError || error instanceof UnrecoverableError;
 }
 
 /**
@@ -123,7 +172,8 @@ function withTraces(slice: RetrySlice, traces: Traces | undefined): RetrySlice {
 
 /**
  * Settles a failed slice by its plan: dead letters first (in the batcher's slot), then, fenced
- * by the lock in the key's slot, the parts to retry and the in-flight ids dropped. A crash in
+ * by the lock in the key's slot, the parts to retry and the in-flight ids dropped, or, for a slice
+ * whose handler reported only some ids failed, the others acked in that same call. A crash in
  * between leaves the ids in flight as well as dead: they run again (at least once, never lost).
  * If the fenced call refuses (the lock was lost), the letters are taken back, restoring any they
  * replaced, and only a failure that stands applies the cap, so a fenced-out holder neither
@@ -133,9 +183,12 @@ function withTraces(slice: RetrySlice, traces: Traces | undefined): RetrySlice {
 export async function settleFailure(deps: FailureDeps, session: KeySession, failed: FailedSlice): Promise<boolean> {
   const { options, events } = deps;
   const { slice, error } = failed;
-  const plan = planFailure(slice.ids, failed.previous, error, options, Date.now());
+  const plan = failed.failures
+    ? planOutcomes(slice.ids, failed.failures, failed.previous, options, Date.now())
+    : planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
-  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads) : undefined;
+  const own = plan.errors && plan.dead.map((id) => serializeError(plan.errors!.get(id)));
+  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads, own) : undefined;
   const retry = plan.retry.map((part, i) => ({
     id: `${failed.sliceId}:${i}`,
     delayMs: part.delayMs,
@@ -143,7 +196,11 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
   }));
   const stands = await session.fail({
     lane: failed.lane,
-    plan: { retry, dead: { ids: plan.dead, message: serialized.message } },
+    plan: {
+      retry,
+      dead: { ids: plan.dead, message: serialized.message, ...(own && { messages: own.map((e) => e.message) }) },
+      ...(plan.acked ? { ack: true as const } : {}),
+    },
     maxTicketErrors: MAX_TICKET_ERRORS,
     settleId: `${failed.sliceId}:failed`,
   });
@@ -153,22 +210,41 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     return false;
   }
   if (letters) await deps.deadLetters.trim();
+  // A slice that reported its failed ids is reported as those ids (its others emit slice:done).
+  const ids = failed.failures ? slice.ids.filter((id) => failed.failures!.has(id)) : slice.ids;
   log(options.logger, plan.outcome === 'retry' ? 'warn' : 'error', 'batch-by-key: slice failed', {
     err: error,
     key: slice.key,
-    ids: slice.ids.length,
+    ids: ids.length,
+    ...(plan.acked !== undefined && { acked: plan.acked }),
     attempt: slice.attempt,
     outcome: plan.outcome,
   });
   events.emit('slice:failed', {
     ...slice,
+    ids,
     durationMs: failed.durationMs,
     error,
     outcome: plan.outcome,
+    dead: plan.dead,
     ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
+    ...(failed.failures && { errors: failed.failures }),
+    ...(plan.acked !== undefined && { acked: plan.acked }),
   });
-  if (plan.dead.length > 0) events.emit('dead', { key: slice.key, ids: plan.dead, error, attempts: plan.attempts });
+  if (plan.dead.length > 0) deadEvents(events, slice.key, plan, error);
   return true;
+}
+
+/** The `dead` event of a failure: one, or, for ids that died of their own errors, one per error. */
+function deadEvents(events: BatcherEmitter, key: string, plan: FailurePlan, error: unknown): void {
+  const byError = new Map<unknown, Id[]>();
+  for (const id of plan.dead) {
+    const own = plan.errors ? plan.errors.get(id) : error;
+    const group = byError.get(own);
+    if (group) group.push(id);
+    else byError.set(own, [id]);
+  }
+  for (const [own, ids] of byError) events.emit('dead', { key, ids, error: own, attempts: plan.attempts });
 }
 
 /** Whether a slice that has failed `attempts` runs is retried whole (rather than split or dead). */
@@ -183,8 +259,15 @@ export function mayRetry(attempts: number, isolating: boolean, policy: FailurePo
  */
 export const MAX_ERROR_TEXT = { name: 200, message: 2_000, stack: 2_000 } as const;
 
+/** What a dead letter (and a ticket's errors) keeps of an error. */
+export interface SerializedError {
+  name: string;
+  message: string;
+  stack?: string;
+}
+
 /** What a dead letter (and a ticket's errors) keeps of an error (anything may be thrown): well-formed and capped. */
-export function serializeError(error: unknown): { name: string; message: string; stack?: string } {
+export function serializeError(error: unknown): SerializedError {
   const cap = MAX_ERROR_TEXT;
   if (error instanceof Error) {
     return {

@@ -22,6 +22,7 @@ import {
 import { fastScriptsProblem, type RedisClient, type ScriptArg } from '../storage/scripts';
 import { BULLMQ_FINISH_KEYS } from '../storage/keys';
 import { KeyLock } from './lock';
+import { sharedFill } from '../core/fill';
 import type { ShardWorker } from './shard-worker';
 import type { RunOptions } from './run-options';
 import type { KeyJob } from '../core/types';
@@ -105,10 +106,12 @@ export interface Fusion {
 
 /**
  * What a fetch needs to make a run's first claim, or undefined when that claim's arguments are
- * not the same for every key: with a rateLimit function of the key, runs make their own.
+ * not the same for every key: with a rateLimit function of the key, or a minSliceSize or
+ * maxWaitMs function, runs make their own.
  */
 export function firstClaimConfig(options: RunOptions, root: string): FirstClaimConfig | undefined {
-  if (typeof options.rateLimit === 'function') return undefined;
+  const fill = sharedFill(options.fill, options.sliceSize);
+  if (typeof options.rateLimit === 'function' || fill === 'per-key') return undefined;
   return {
     store: options.store,
     root,
@@ -116,6 +119,7 @@ export function firstClaimConfig(options: RunOptions, root: string): FirstClaimC
     lockTtlMs: options.lockTtlMs,
     singleLane: options.concurrencyPerKey === 1,
     rate: options.rateLimit,
+    fill,
   };
 }
 

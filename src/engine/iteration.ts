@@ -1,4 +1,4 @@
-import { SliceTimeoutError } from '../core/errors';
+import { describe, NotInSliceError, SliceTimeoutError } from '../core/errors';
 import { retryAfter } from './flow';
 import { stopReasonOf, type Stop } from './interrupt';
 import type { Payloads, Traces } from '../storage/protocol';
@@ -72,6 +72,35 @@ export class SliceContext implements IterationContext, SliceInfo {
     return retryAfter(ms);
   }
 
+  /** What `fail` reported, id → its error; undefined until a first call. */
+  private failures: Map<Id, unknown> | undefined;
+  /** The slice's ids as a set, for `fail`'s check: built at its first call (most slices never fail an id). */
+  private members: Set<Id> | undefined;
+  private ended = false;
+
+  fail(id: Id | number, error: unknown): void {
+    // The slice's fate is settled: a handler abandoned at its timeout or a shutdown may still call
+    // this from a callback of its own, where a throw would be uncaught and end the process.
+    if (this.ended) return;
+    const member = typeof id === 'number' ? String(id) : id;
+    this.members ??= new Set(this.ids);
+    if (!this.members.has(member)) {
+      throw new NotInSliceError(
+        `ctx.fail got ${describe(id)}, which is not an id of this slice of key ${JSON.stringify(this.key)} (${this.ids.length} ids): report only the slice's own ids`,
+      );
+    }
+    (this.failures ??= new Map()).set(member, error);
+  }
+
+  /**
+   * Ends the slice for `fail`: later calls do nothing. The ids reported and their errors, or undefined
+   * for none (the whole slice succeeded, or its throw decides its fate).
+   */
+  end(): ReadonlyMap<Id, unknown> | undefined {
+    this.ended = true;
+    return this.failures;
+  }
+
   data(id: Id): unknown {
     return this.of(id).at(-1);
   }
@@ -92,17 +121,26 @@ export class SliceContext implements IterationContext, SliceInfo {
  * slot) forever. On timeout ctx.signal aborts with a SliceTimeoutError and the slice counts as
  * failed. Once the run stops for a shutdown, the slice gets `shutdownTimeoutMs` more at most: then
  * the wait ends with the stop's ShutdownError, so the slice goes back as interrupted and a closing
- * worker gives its key back in time. Either way the handler is not killed.
+ * worker gives its key back in time. Either way the handler is not killed. Returns the ids the
+ * handler reported failed (`ctx.fail`), with their errors, when it returned.
  */
-export async function runHandler(handler: EachIteration, limits: SliceLimits, ctx: SliceContext, signal: Stop): Promise<void> {
+export async function runHandler(
+  handler: EachIteration,
+  limits: SliceLimits,
+  ctx: SliceContext,
+  signal: Stop,
+): Promise<ReadonlyMap<Id, unknown> | undefined> {
   try {
     const result: unknown = limits.around.length === 0 ? handler(ctx.ids as string[], ctx) : wrap(limits.around, 0, ctx, handler);
     // Any thenable, not only this realm's Promise: an async function from a vm context, a
     // Bluebird promise, or a lazy one (a query builder) that runs only once `then` is called.
     if (isThenable(result)) await sliceDeadlines(Promise.resolve(result), ctx.key, limits, signal);
   } catch (error) {
+    // A throw decides the whole slice; a handler abandoned at its deadline can report no more.
+    ctx.end();
     throw new SliceFailure(error);
   }
+  return ctx.end();
 }
 
 async function sliceDeadlines(work: Promise<unknown>, key: Key, p: SliceLimits, signal: Stop): Promise<void> {

@@ -25,6 +25,7 @@ import { runHandler, SliceContext, SliceFailure } from './iteration';
 import { KeyLock } from './lock';
 import type { RunEnv } from './run-env';
 import { budgetOf, demote, preemption } from './scheduling';
+import { fillOf, type Fill } from '../core/fill';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
 
 /**
@@ -53,6 +54,8 @@ export class KeyRun {
   /** The run's one stop (each slice's ctx.signal with a single lane): a shutdown or a lost lock. Set once the run holds the key. */
   private stop!: Stop;
   private rate: RateLimit | undefined;
+  /** The key's wait to fill (see core/fill.ts): its claims leave pending ids that wait to fill. */
+  private fill: Fill | undefined;
   private interrupts: readonly InterruptCheck[] = [];
   /** Set by the first lane that stops the run; the others stop after their slice. */
   private stoppedBy: RunOutcome | undefined;
@@ -82,6 +85,7 @@ export class KeyRun {
     let lock: KeyLock | undefined;
     try {
       const rate = (this.rate = rateLimitOf(options.rateLimit, key));
+      const fill = (this.fill = fillOf(options.fill, key, options.sliceSize));
       const sentAt = this.fused?.sentAt ?? Date.now();
       // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
       const first = this.fused?.claim
@@ -93,6 +97,7 @@ export class KeyRun {
             takeLock: true,
             releaseIfEmpty: this.single,
             ...(rate && { rate }),
+            ...(fill && { fill }),
           });
       // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
       if (!first.held) return await this.requeue(this.busyFor(first.lockTtlMs));
@@ -115,7 +120,7 @@ export class KeyRun {
       await this.conclude(outcome);
     } catch (err) {
       if (err instanceof DelayedError) throw err;
-      // Redis trouble outside a slice (or a rateLimit function that threw). Failing the job would
+      // Redis trouble outside a slice (or a rateLimit, minSliceSize or maxWaitMs function that threw). Failing the job would
       // leave the key to the recovery sweep; retrying it is better. The in-flight ids (if any) are
       // recovered by the next run. The lock is given back (fenced by its value) even if only the
       // first claim's lost reply took it, or the key would wait out its TTL.
@@ -196,6 +201,7 @@ export class KeyRun {
               lane,
               releaseIfEmpty,
               ...(this.rate && { rate: this.rate }),
+              ...(this.fill && { fill: this.fill }),
               ...(finish && { finish }),
             });
       if (!claimed.held) return { kind: 'lock_lost' };
@@ -251,12 +257,19 @@ export class KeyRun {
     }
     const started = performance.now();
     try {
-      await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloads, traces), signal);
-      env.events.processed(slice.ids.length);
+      const failures = await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloads, traces), signal);
+      const durationMs = performance.now() - started;
+      const acked = failures
+        ? await this.partly({ slice, previous: claimed.retry, sliceId, lane, durationMs, payloads: claimed.payloads, traces }, failures)
+        : slice.ids;
+      if (!acked) return { kind: 'lock_lost' };
+      if (acked.length === 0) return undefined;
+      env.events.processed(acked.length);
       if (env.events.wants('slice:done')) {
         env.events.emit('slice:done', {
           ...slice,
-          durationMs: performance.now() - started,
+          ids: acked,
+          durationMs,
           ...(claimed.waitedMs !== undefined && { waitedMs: claimed.waitedMs }),
         });
       }
@@ -283,6 +296,20 @@ export class KeyRun {
       if (signal.aborted) return { kind: 'stopped', reason: 'slice_timeout' };
       return undefined;
     }
+  }
+
+  /**
+   * Settles a slice whose handler returned having reported some ids failed (`ctx.fail`): one fenced
+   * call acks the others and retries or dead-letters those (see failures.ts `planOutcomes`). The
+   * ids acked, or undefined when the lock was lost first.
+   */
+  private async partly(
+    slice: Omit<FailedSlice, 'error' | 'failures'>,
+    failures: ReadonlyMap<Id, unknown>,
+  ): Promise<readonly Id[] | undefined> {
+    const [first] = failures.values();
+    if (!(await this.failed({ ...slice, error: first, failures }))) return undefined;
+    return slice.slice.ids.filter((id) => !failures.has(id));
   }
 
   /** Retries, splits or dead-letters a failed slice (see failures.ts); false when the lock was lost first. */
@@ -371,7 +398,7 @@ export class KeyRun {
     await job.moveToDelayed(Date.now() + waitMs, token);
     let delayMs = waitMs;
     try {
-      const now = await this.session.dueIn();
+      const now = await this.session.dueIn(this.fill);
       if (now >= 0 && now < waitMs) {
         await job.changeDelay(now);
         delayMs = now;

@@ -1,5 +1,6 @@
 import type { Backoff, BatchByKeyOptions, Key, Logger, Priority, SliceMiddleware, StoreKind } from '../core/types';
 import type { RateLimitOption } from './flow';
+import type { FillOption } from '../core/fill';
 
 /**
  * The options a run reads; the batcher's resolved options extend it (see options.ts). Apart from
@@ -8,6 +9,8 @@ import type { RateLimitOption } from './flow';
 export interface RunOptions {
   store: StoreKind;
   sliceSize: number;
+  /** Wait to fill (`minSliceSize`, `maxWaitMs`); undefined: a key's run starts at once. */
+  fill: FillOption | undefined;
   concurrencyPerKey: number;
   maxRuntimeMs: number;
   scheduling: 'fair' | 'fifo';

@@ -107,9 +107,24 @@ export function prometheusMetrics(batchers: readonly Batcher[], options: Prometh
       sliceSeconds.observe({ batcher }, durationMs / 1000);
       if (options.latency !== false && waitedMs !== undefined) latency.observe({ batcher }, (waitedMs + durationMs) / 1000);
     };
-    const onFailed = ({ ids, durationMs, outcome }: { ids: readonly string[]; durationMs: number; outcome: string }) => {
-      failed.inc({ batcher, outcome }, ids.length);
-      sliceSeconds.observe({ batcher }, durationMs / 1000);
+    const onFailed = ({
+      ids,
+      durationMs,
+      outcome,
+      dead: died,
+      acked,
+    }: {
+      ids: readonly string[];
+      durationMs: number;
+      outcome: string;
+      dead: readonly string[];
+      acked?: number;
+    }) => {
+      // Per id, by its fate: a failure may dead-letter some ids and retry the others.
+      if (died.length > 0) failed.inc({ batcher, outcome: 'dead' }, died.length);
+      if (ids.length > died.length) failed.inc({ batcher, outcome: outcome === 'dead' ? 'retry' : outcome }, ids.length - died.length);
+      // A slice that acked some ids (ctx.fail) was timed by its slice:done.
+      if (!acked) sliceSeconds.observe({ batcher }, durationMs / 1000);
     };
     const onDead = ({ ids }: { ids: readonly string[] }) => dead.inc({ batcher }, ids.length);
     b.on('pushed', onPushed).on('slice:done', onDone).on('slice:failed', onFailed).on('dead', onDead);

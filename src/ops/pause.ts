@@ -8,6 +8,7 @@ import { Cluster } from 'ioredis';
 import { dueIn, pauseKey, resumeKey } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import { redisNow } from './stats';
+import type { Fill } from '../core/fill';
 import type { Key, PausedKey, PauseOptions, StoreKind } from '../core/types';
 
 /**
@@ -26,6 +27,8 @@ export interface PauseDeps {
   /** The queue of the key's shard. */
   queue: (key: Key) => KeyQueue;
   store: StoreKind;
+  /** The key's wait to fill (see core/fill.ts): a resumed key's job waits for it. */
+  fill: (key: Key) => Fill | undefined;
 }
 
 /** Ms the pause lasts (undefined: until resumed), from the options; throws before anything is written. */
@@ -66,12 +69,13 @@ export async function resume(deps: PauseDeps, rawKey: Key): Promise<void> {
   const key = validateKey(rawKey, 'key');
   const { client, keyspace } = deps;
   const names = keyspace.forKey(key);
+  const fill = deps.fill(key);
   const cluster = client instanceof Cluster;
   const wasPaused = await resumeKey(client, names, key, cluster ? undefined : keyspace.pausedIndex);
   if (cluster) await client.zrem(keyspace.pausedIndex, key);
   if (!wasPaused) throw new NotPausedError(`key ${JSON.stringify(key)} is not paused`);
   // A key paused until resumed has no job (its last run completed it); a timed one waits delayed.
-  const due = await dueIn(client, deps.store, names);
+  const due = await dueIn(client, deps.store, names, fill);
   if (due >= 0) await ensureJob(client, deps.queue(key), key, due);
 }
 

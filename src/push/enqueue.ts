@@ -24,6 +24,7 @@ import { openTicket, sealTicket } from './tickets';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
+import { fillOf, type Fill, type FillOption } from '../core/fill';
 import type {
   BatchByKeyOptions,
   Key,
@@ -53,6 +54,8 @@ export interface EnqueueDeps {
   keyPriority: ((key: Key) => Priority) | undefined;
   logger: Logger;
   sliceSize: number;
+  /** Wait to fill (`minSliceSize`, `maxWaitMs`; see core/fill.ts). */
+  fill: FillOption | undefined;
   /** The longest a push waits for Redis. */
   timeoutMs: number;
   /** Resolves when this process's store is the batcher's (checked once, before the first write). */
@@ -96,6 +99,7 @@ export async function performBatchLater(
   const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
   if (open && track) throw new InvalidOptionError('pass either track: true (a ticket of its own) or ticket (an open ticket), not both');
   const key = open ? keyOfTicket(open.key, options.key) : await resolveKey(deps.resolver, options.key);
+  const fill = fillOf(deps.fill, key, deps.sliceSize);
   const names = deps.keyspace.forKey(key);
   const within = <T>(work: Promise<T>) => withDeadline(work, deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
   if (track && ids.length === 0) {
@@ -115,7 +119,7 @@ export async function performBatchLater(
   const tracked = ticket
     ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
     : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
-  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined, maxPending, high));
+  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined, maxPending, fill, high));
   return result;
 }
 
@@ -144,6 +148,7 @@ async function store(
   delayMs: number,
   ticket: PushCall['ticket'],
   maxPending: number | undefined,
+  fill: Fill | undefined,
   high: boolean,
 ): Promise<void> {
   const { client } = deps;
@@ -173,14 +178,19 @@ async function store(
     ...(queuePrefix !== undefined && { job: { index, queuePrefix } }),
     ...(traceparent && { traceparent }),
     ...(maxPending !== undefined && { maxPending }),
+    ...(fill && { fill }),
     ...(high && { high }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
   // A high-priority key never waits behind others for its turn.
   const level = deps.fair && ids.length > deps.sliceSize && !isHighKey(key, deps.keyPriority, deps.logger) ? LEVEL.heavy : LEVEL.light;
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
-  // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built).
-  const add = !cluster && kind !== 'zset' && level === LEVEL.light ? standardAdd(queue, key) : undefined;
+  // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built). A
+  // key that waits to fill needs a delayed job (added after the call), unless this push fills it
+  // by itself (or a high push, whose ids never wait to fill): building BullMQ's add costs the
+  // pusher CPU on every push.
+  const startsNow = !fill || high || ids.length >= fill.minSliceSize;
+  const add = !cluster && kind !== 'zset' && level === LEVEL.light && startsNow ? standardAdd(queue, key) : undefined;
   // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
   // to the one time the call was sent says what happened (see pushOnce).
   const pushed = await pushOnce(client, key, () => push(client, names, { ...call, ...(add && { add: add.call }) }));
@@ -190,7 +200,12 @@ async function store(
     if (pushed.covered || pushed.added !== undefined) return;
     const waitMs = Math.max(0, pushed.waitMs);
     await ensureJob(client, queue, key, waitMs, level);
-    if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs);
+    // Not for a list's or set's wait to fill, to spare a call on the first push of every wait:
+    // its job's time is its oldest id's, whichever push sets it, and a push that fills the key adds
+    // or brings the job forward itself. Only when that lands between this push's call and this add
+    // to a job that was active or delayed past this push's time can this add move it back, to this
+    // push's time: the key then starts at most maxWaitMs late.
+    if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs, fill);
   } catch (err) {
     throw new PushOutcomeUnknownError(
       `performBatchLater for key ${JSON.stringify(key)} stored its ids, but adding the key's job failed (${messageOf(err)}); ` +
@@ -260,13 +275,21 @@ const RESCHEDULE_TOLERANCE_MS = 20;
 
 /**
  * Concurrent zset pushes reschedule the key's delayed job last-writer-wins, so a push that read
- * the key before another's earlier id landed can move the job too late. Each pusher reads the
- * key again after its own add and brings the job forward if an id is now ready sooner.
+ * the key before another's earlier id landed (or before another filled it) can move the job too
+ * late. Each pusher reads the key again after its own add and brings the job forward if an id is
+ * now due sooner.
  */
-async function bringForward(client: RedisClient, queue: KeyQueue, key: Key, names: KeyNames, waitMs: number): Promise<void> {
+async function bringForward(
+  client: RedisClient,
+  queue: KeyQueue,
+  key: Key,
+  names: KeyNames,
+  waitMs: number,
+  fill: Fill | undefined,
+): Promise<void> {
   let dueAt = Date.now() + waitMs;
   for (let attempt = 0; attempt < 2; attempt++) {
-    const readyIn = await dueIn(client, 'zset', names);
+    const readyIn = await dueIn(client, 'zset', names, fill);
     if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     dueAt = Date.now() + readyIn;
     await ensureJob(client, queue, key, readyIn);

@@ -1,6 +1,7 @@
 import { ShardsInUseError } from '../core/errors';
 import { validateKey } from '../core/input';
 import { requiredInteger } from '../core/validate';
+import { fillOf } from '../core/fill';
 import { DeadLetterBox } from '../engine/dead-letters';
 import { recoverStrandedKeys, type RecoveryDeps } from '../engine/recovery';
 import { readHistory } from '../ops/history';
@@ -120,7 +121,14 @@ export class Operations {
 
   private pauseDeps(): PauseDeps {
     const { runtime } = this;
-    return { client: runtime.client(), keyspace: runtime.keyspace, queue: (key) => runtime.queueOf(key), store: runtime.opts.store };
+    const { opts } = runtime;
+    return {
+      client: runtime.client(),
+      keyspace: runtime.keyspace,
+      queue: (key) => runtime.queueOf(key),
+      store: opts.store,
+      fill: (key) => fillOf(opts.fill, key, opts.sliceSize),
+    };
   }
 
   private recoveryDeps(graceMs: number): RecoveryDeps {

@@ -54,6 +54,7 @@ export class Producer {
       keyPriority: opts.priority,
       logger: opts.logger,
       sliceSize: opts.sliceSize,
+      fill: opts.fill,
       timeoutMs: opts.pushTimeoutMs,
       agree: () => runtime.agreement.check('push'),
       merge: opts.merge,

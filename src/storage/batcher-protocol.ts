@@ -24,6 +24,8 @@ export interface DeadLettersCall {
   ids: readonly string[];
   /** Per id, the JSON array of its payloads ('' for none). */
   payloads: readonly string[];
+  /** Per id, its own error as JSON (ids failed by `ctx.fail`); absent: each records `error`. */
+  errors?: readonly string[];
 }
 
 const deadKeys = (n: DeadNames): string[] => [n.entries, n.byTime, n.byAttempts, n.ofKey];
@@ -39,7 +41,12 @@ export async function addDeadLetters(client: RedisClient, names: DeadNames, c: D
     error: c.error,
     count: c.ids.length,
   };
-  return (await runScript(client, 'dead-add', deadKeys(names), argv('dead-add', named, [...c.ids, ...c.payloads]))) as WrittenLetters;
+  return (await runScript(
+    client,
+    'dead-add',
+    deadKeys(names),
+    argv('dead-add', named, [...c.ids, ...c.payloads, ...(c.errors ?? [])]),
+  )) as WrittenLetters;
 }
 
 /** Takes back what `addDeadLetters` wrote, where it is still what was written (see dead-undo.lua). */
@@ -116,7 +123,7 @@ export async function historyTick(
     client,
     'history-tick',
     [names.claim, names.processed],
-    [processedHere, intervalMs, retentionMs],
+    argv('history-tick', { processedHere, intervalMs, retentionMs }),
   )) as [number, number, number];
   return { claimed: claimed === 1, at, processed };
 }

@@ -14,6 +14,7 @@ import {
 import type { KeyNames } from './keys';
 import type { RedisClient } from './scripts';
 import type { TicketOutbox } from './ticket-outbox';
+import type { Fill } from '../core/fill';
 import type { Key, StoreKind } from '../core/types';
 
 /** What every session of a worker shares: built once (see engine/run-env.ts). */
@@ -77,8 +78,8 @@ export class KeySession {
     return true;
   }
 
-  /** Ms until the key has something to claim; -1 for nothing at all. */
-  async dueIn(): Promise<number> {
-    return dueIn(this.env.client, this.env.store, this.names);
+  /** Ms until the key has something to claim (waiting `fill`, if given); -1 for nothing at all. */
+  async dueIn(fill?: Fill): Promise<number> {
+    return dueIn(this.env.client, this.env.store, this.names, fill);
   }
 }

@@ -3,6 +3,7 @@ import { BULLMQ_ADD_KEYS, type KeyNames } from './keys';
 import { CLAIM_REPLY_HEAD, REPLY } from './replies';
 import { runScript, type RedisClient, type ScriptArg } from './scripts';
 import { argv } from './scripts/args';
+import type { Fill } from '../core/fill';
 import type { Id, RateLimit, StoreKind } from '../core/types';
 
 /**
@@ -80,6 +81,8 @@ export interface PushCall {
   add?: BullmqCall;
   /** The W3C traceparent of the pusher's active span, recorded for each id (see includes/traces.lua). */
   traceparent?: string;
+  /** The key's wait to fill, if it has one (see includes/fill.lua). */
+  fill?: Fill | undefined;
   /** The key's maxPendingPerKey: a push that would take its pending ids past it is refused (see includes/backlog.lua). */
   maxPending?: number;
   /** A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua). */
@@ -102,7 +105,10 @@ export interface PushResult {
   refused?: PushRefusal;
   /** A run holding the key's lock, or its waiting job, will claim these ids: no job add needed. */
   covered: boolean;
-  /** zset: ms until the key's earliest id or failed slice is due, -1 when none; 0 otherwise. */
+  /**
+   * ms until the key may claim: (zset) until its earliest id or failed slice is due, -1 when
+   * none; for any store, until its ids have waited to fill, and until its pause or hold ends.
+   */
   waitMs: number;
   /** The call added the key's job with `PushCall.add`: BullMQ's reply. */
   added?: unknown;
@@ -137,6 +143,7 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
       addOpts,
       traceparent: p.traceparent ?? '',
       maxPending: p.maxPending ?? 0,
+      ...fillArgs(p.fill),
       high: p.high ?? false,
     },
     [...p.ids, ...(p.payloads?.json ?? [])],
@@ -171,6 +178,11 @@ export async function checkBacklog(
   const args = argv('backlog-check', { store, maxPending, high }, ids);
   const [status, pending, adding] = (await runScript(client, 'backlog-check', [names.base], args)) as number[];
   return status === REPLY.backlogFull ? backlogFull(maxPending, pending, adding) : undefined;
+}
+
+/** A wait to fill as the scripts take it (1 and 0: none; see includes/fill.lua). */
+function fillArgs(fill: Fill | undefined): { fillMin: number; fillMaxWaitMs: number } {
+  return fill ? { fillMin: fill.minSliceSize, fillMaxWaitMs: fill.maxWaitMs } : { fillMin: 1, fillMaxWaitMs: 0 };
 }
 
 /** Whether BullMQ's addStandardJob call uses the keys push.lua derives from the queue prefix. */
@@ -217,6 +229,8 @@ export interface ClaimCall {
   holdMs?: number;
   /** The run's lane (0, the default, for a single-lane run): the claim uses the lane's own names. */
   lane?: number;
+  /** The key's wait to fill: pending ids that wait to fill are not claimed (waitMs says how long). */
+  fill?: Fill | undefined;
   /**
    * With `releaseIfEmpty`: complete the run's BullMQ job in the same call when the run ends
    * (nothing claimed, nothing due later), and with `next`, make the first claim of the next key
@@ -253,7 +267,7 @@ export type ClaimResult =
       ids: Id[];
       /**
        * When nothing was claimed: ms until something is due (a zset time, a failed slice's
-       * backoff, a pause, a hold or the rate limit's window); 0 when nothing is left; -1 while
+       * backoff, a pause, a hold, the rate limit's window or a wait to fill); 0 when nothing is left; -1 while
        * the key is paused until resumed.
        */
       waitMs: number;
@@ -300,6 +314,7 @@ export async function claimWith(client: RedisClient, store: StoreKind, names: Ke
     rateMax: c.rate?.max ?? 0,
     rateWindowMs: c.rate ? enforcedWindowMs(c.rate) : 0,
     holdMs: c.holdMs ?? 0,
+    ...fillArgs(c.fill),
   };
   const finish = c.finish;
   if (!finish) return claimResult(await runScript(client, 'claim', [names.base], argv('claim', args)));
@@ -334,7 +349,7 @@ export function claimResult(raw: unknown): ClaimResult {
 /**
  * What a fetch that claims (see `fetch`) needs to make a fetched key's first claim as a run's
  * first claim would: the batcher's store, root and slice size, the lock's TTL, whether runs are
- * single-lane, and the rate limit when it is the same for every key.
+ * single-lane, and the rate limit and the wait to fill, which are the same for every key.
  */
 export interface FirstClaimConfig {
   store: StoreKind;
@@ -343,6 +358,7 @@ export interface FirstClaimConfig {
   lockTtlMs: number;
   singleLane: boolean;
   rate: RateLimit | undefined;
+  fill: Fill | undefined;
 }
 
 /**
@@ -362,6 +378,7 @@ export async function fetch(client: RedisClient, config: FirstClaimConfig, lock:
       releaseIfEmpty: config.singleLane,
       rateMax: config.rate?.max ?? 0,
       rateWindowMs: config.rate ? enforcedWindowMs(config.rate) : 0,
+      ...fillArgs(config.fill),
     },
     bullmq.args,
   );
@@ -426,7 +443,10 @@ export async function release(
 /** What happens to a failed slice's ids (see failures.ts `planFailure`). */
 export interface FailPlan {
   retry: { id: string; delayMs: number; slice: string }[];
-  dead: { ids: readonly Id[]; message: string };
+  /** `messages[i]`, when given, is ids[i]'s own (ids failed by `ctx.fail`); else each records `message`. */
+  dead: { ids: readonly Id[]; message: string; messages?: readonly string[] };
+  /** The slice's ids in neither `retry` nor `dead` succeeded (`ctx.fail` reported the others): ack them in the same call. */
+  ack?: true;
 }
 
 /**
@@ -446,7 +466,7 @@ export async function failSlice(
     client,
     'fail-slice',
     [names.base],
-    [lock, JSON.stringify(plan), maxTicketErrors, settleId, lane],
+    argv('fail-slice', { lock, plan: JSON.stringify(plan), maxTicketErrors, settleId, lane }),
   )) as [number, string];
   if (status === REPLY.lockNotHeld) return undefined;
   return settled ? settled.split(' ') : [];
@@ -467,9 +487,9 @@ export async function sealTicket(client: RedisClient, names: KeyNames, ticketId:
         : 'pending';
 }
 
-/** Ms until the key has something to claim, as its claim would judge it; -1 for nothing at all. */
-export async function dueIn(client: RedisClient, store: StoreKind, names: KeyNames): Promise<number> {
-  return Number(await runScript(client, 'due-in', [names.base], [store]));
+/** Ms until the key has something to claim, as its claim would judge it (waiting `fill`, if given); -1 for nothing at all. */
+export async function dueIn(client: RedisClient, store: StoreKind, names: KeyNames, fill?: Fill): Promise<number> {
+  return Number(await runScript(client, 'due-in', [names.base], argv('due-in', { store, ...fillArgs(fill) })));
 }
 
 /**

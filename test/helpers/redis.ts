@@ -107,7 +107,7 @@ export function parseUrl(url: string): { host: string; port: number } {
 export async function waitFor<T>(
   check: () => T | Promise<T>,
   { timeoutMs = 20_000, intervalMs = 20, what = 'condition' } = {},
-): Promise<T> {
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

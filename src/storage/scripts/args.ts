@@ -54,6 +54,9 @@ const CLAIM = {
   rateMax: 'int',
   rateWindowMs: 'int',
   holdMs: 'int',
+  // Wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see includes/fill.lua).
+  fillMin: 'int',
+  fillMaxWaitMs: 'int',
 } as const satisfies Fields;
 
 /**
@@ -69,6 +72,8 @@ const FIRST_CLAIM = {
   releaseIfEmpty: 'flag',
   rateMax: 'int',
   rateWindowMs: 'int',
+  fillMin: 'int',
+  fillMaxWaitMs: 'int',
 } as const satisfies Fields;
 
 /** Every script whose arguments are declared here, by script name: each one with more than two. */
@@ -97,11 +102,15 @@ export const SCRIPT_ARGS = {
       traceparent: 'str',
       // The key's maxPendingPerKey, 0 for none (see includes/backlog.lua).
       maxPending: 'int',
+      // Wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see includes/fill.lua).
+      fillMin: 'int',
+      fillMaxWaitMs: 'int',
       // A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua).
       high: 'flag',
     } as const,
     true,
   ),
+  'due-in': schema('dueInArgs', { store: 'str', fillMin: 'int', fillMaxWaitMs: 'int' } as const),
   'backlog-check': schema('locals', { store: 'str', maxPending: 'int', high: 'flag' } as const, true),
   claim: schema('claimArgs', CLAIM),
   'claim-and-finish': schema(
@@ -120,12 +129,14 @@ export const SCRIPT_ARGS = {
   ),
   'fetch-and-claim': schema('fetchAndClaimArgs', FIRST_CLAIM, true),
   'add-job': schema('addJobArgs', { add: 'str', queuePrefix: 'str', dedupPrefix: 'str', encodedKey: 'str' } as const, true),
+  'fail-slice': schema('failSliceArgs', { lock: 'str', plan: 'str', maxTicketErrors: 'int', settleId: 'str', lane: 'int' } as const),
   agree: schema('agreeArgs', { storeField: 'str', store: 'str', shardsField: 'str', validForMs: 'int', pausedAllField: 'str' } as const),
   'dead-add': schema(
     'deadAddArgs',
     { encodedKey: 'str', key: 'str', attempts: 'int', firstFailedAt: 'int', lastFailedAt: 'int', error: 'str', count: 'int' } as const,
     true,
   ),
+  'history-tick': schema('historyTickArgs', { processedHere: 'int', intervalMs: 'int', retentionMs: 'int' } as const),
   'history-append': schema('historyAppendArgs', { sample: 'str', intervalMs: 'int', kept: 'int', retentionMs: 'int' } as const),
 } as const;
 

@@ -8,7 +8,9 @@
 
   KEYS[1]  the key's base name (see claim.lua)
   KEYS[2..] with finishKeys > 0: BullMQ's moveToFinished keys
-  ARGV     by name, generated from storage/scripts/args.ts (`claim-and-finish`): claim.lua's, then
+  ARGV     by name, generated from storage/scripts/args.ts (`claim-and-finish`): claim.lua's (its
+           wait to fill, fillMin and fillMaxWaitMs, goes to the next job's first claim too: a
+           worker fuses runs only when every key has the same), then
     finishKeys  how many of BullMQ's keys follow ours (-1: none sent, they are derived from
                 BullMQ's arguments; see finish-job.lua)
     nextLock    the lock value for the first claim of the next job BullMQ's completion fetches,
@@ -26,7 +28,8 @@ local A = claimAndFinishArgs()
 local function finish()
   local reply = finishJob(2, A.finishKeys, A.rest)
   if A.nextLock ~= '' then
-    claimFetched(reply, A.root, firstClaimArgs(A.store, A.nextLock, A.count, A.lockTtlMs, true, A.rateMax, A.rateWindowMs))
+    claimFetched(reply, A.root, firstClaimArgs(A.store, A.nextLock, A.count, A.lockTtlMs, true, A.rateMax, A.rateWindowMs,
+      A.fillMin, A.fillMaxWaitMs))
   end
   return reply
 end

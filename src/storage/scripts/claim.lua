@@ -26,6 +26,8 @@
                push.lua), so a lock may only be dropped by a call that has looked at pending last.
     rateMax, rateWindowMs  the key's rate limit: at most rateMax ids claimed in any window; 0: none
     holdMs     hold the key this many ms (a handler's retryAfter), before claiming; 0: no
+    fillMin, fillMaxWaitMs  wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see
+               includes/fill.lua); pending ids that wait to fill are not claimed
 
   Returns claim-key.lua's reply.
 ]]

@@ -16,18 +16,22 @@
     count            n, how many ids
   ARGV[rest..rest+n-1] the ids, then ARGV[rest+n..rest+2n-1] the JSON array of each id's data ('' for
           none), kept in its letter as `payloads` (inserted as text, never decoded: cjson would
-          turn [] into {} and round large numbers)
+          turn [] into {} and round large numbers), then, optional, ARGV[rest+2n..rest+3n-1] each
+          id's own error, JSON as `error` (ids a handler failed one by one, with `ctx.fail`);
+          without them every id records `error`
 
   Returns a flat list: field, the letter it replaced ('' for none), the letter it wrote; per id.
 ]]
 --- @include "args-dead-add"
 local A = deadAddArgs()
-local error = cjson.decode(A.error)
+local slicesError = cjson.decode(A.error)
 local ofKey = KEYS[4] .. A.encodedKey
 local written = {}
 local n = A.count
+local own = #ARGV >= A.rest - 1 + 3 * n
 for i = A.rest, A.rest + n - 1 do
   local id = ARGV[i]
+  local error = own and cjson.decode(ARGV[i + 2 * n]) or slicesError
   local field = A.encodedKey .. ':' .. id
   local entry = cjson.encode({ key = A.key, id = id, error = error, attempts = A.attempts, firstFailedAt = A.firstFailedAt, lastFailedAt = A.lastFailedAt })
   local payloads = ARGV[i + n]

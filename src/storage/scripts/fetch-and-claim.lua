@@ -13,6 +13,8 @@
     lockTtlMs       the lock's TTL
     releaseIfEmpty  a single-lane run, whose claim releases the lock when it finds nothing
     rateMax, rateWindowMs  the rate limit (0: none)
+    fillMin, fillMaxWaitMs  wait to fill: minSliceSize (1: no wait) and maxWaitMs (see
+                    includes/fill.lua)
   ARGV[rest..] BullMQ's moveToActive arguments
 
   Returns BullMQ's reply, with the first claim's reply (claim-key.lua's) as its fifth element
@@ -27,5 +29,6 @@ local reply = bullmqMoveToActive(KEYS, {unpack(ARGV, F.rest)})
 -- fetch that finds nothing pays nothing for them. (By EVALSHA, on Redis < 7, every fetch builds
 -- them, a few µs: they used to be built here only when a job came, which cost a fetch with a job
 -- about a quarter of its time under FCALL.)
-claimFetched(reply, F.root, firstClaimArgs(F.store, F.lock, F.count, F.lockTtlMs, F.releaseIfEmpty, F.rateMax, F.rateWindowMs))
+claimFetched(reply, F.root, firstClaimArgs(F.store, F.lock, F.count, F.lockTtlMs, F.releaseIfEmpty, F.rateMax, F.rateWindowMs,
+  F.fillMin, F.fillMaxWaitMs))
 return reply

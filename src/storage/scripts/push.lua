@@ -4,8 +4,10 @@
   drops the lock only in the claim that finds nothing, or before it requeues its job) nor when
   the key's job is waiting to start, nor while the key is paused until resumed (resume adds the
   job). So a push to a busy key costs this one call. A key paused for a while, or held by a rate
-  limit or a retryAfter, has nothing due before that ends: waitMs says so, and the job added
-  (or moved) waits as long.
+  limit or a retryAfter, has nothing due before that ends, nor a key whose ids wait to fill:
+  waitMs says so, and the job added (or moved) waits as long. A key waiting to fill whose job
+  waits delayed already, due by then, needs nothing more (each push to it is this one call);
+  the push that fills it brings its job forward.
 
   KEYS[1] the key's base name: its names are derived from it (see includes/keyspace, keys.ts);
           a tracked push's ticket hash is its ticket prefix followed by `ticket`
@@ -33,6 +35,8 @@
                  (includes/key-job.lua); else the caller adds it
     traceparent  the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
     maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
+    fillMin, fillMaxWaitMs  wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see
+                 includes/fill.lua)
     high         a push with priority 'high': its ids wait in the key's high store, and a set's or
                  zset's ids waiting at the normal level move up (see includes/priority.lua)
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
@@ -44,9 +48,10 @@
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
   ids (no job add needed: a job not ours that holds a deduplication id of the key is no cover,
   see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its
-  earliest id (of either level) or failed slice is due, -1 when none; for any store, at least
-  until its pause or hold ends; added BullMQ's reply (the job's id) when this call added the job,
-  else nil.
+  earliest id (of either level) or failed slice is due, -1 when none; for any store, until its
+  ids have waited to fill (or its earliest failed slice, or a high id, is due), and at least
+  until its pause or hold ends; added BullMQ's reply (the job's id) when this call added the
+  job, else nil.
 ]]
 --- @include "keyspace"
 --- @include "clock"
@@ -58,6 +63,7 @@
 --- @include "due"
 --- @include "backlog"
 --- @include "priority"
+--- @include "fill"
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
@@ -108,8 +114,11 @@ else
 end
 -- A high push moves ids waiting at the normal level up (a set or zset keeps one copy of an id).
 if arg_high then dropWaiting(kind, K.pending, ARGV, FIRST, LAST) end
-if kind == 'zset' then
-  local due = dueAt('zset', K.pending, K.retry, false)
+-- A list's or set's pending is not empty now: due at once, unless it waits to fill (a high
+-- push's ids never do; see includes/priority.lua).
+local filling = (arg_high and kind ~= 'zset') and 0 or fillWait(kind, K, arg_fillMin, arg_fillMaxWaitMs)
+if kind == 'zset' or filling > 0 then
+  local due = filledDueAt(kind, K, filling, false)
   waitMs = due and math.max(0, due - now) or -1
 end
 
@@ -141,7 +150,7 @@ if queue ~= '' then redis.call('ZADD', KEYS[2], arg_indexScore, arg_key) end
 -- least until that ends. Only a key with extras can be either (see includes/extras.lua).
 local function holding(extras)
   -- Only a key with extras can have high ids (see includes/priority.lua), due before the others.
-  if extras and kind == 'zset' then waitMs = waitWithHigh(K, waitMs, now) end
+  if extras and waitMs ~= 0 then waitMs = waitWithHigh(kind, K, waitMs, now) end
   local held = extras and heldFor(K.paused, K.hold)
   if held == -1 then return true end
   if held and held > waitMs then waitMs = held end
@@ -179,7 +188,8 @@ end
 -- active one). A job id whose job is gone is no job, nor is a job not ours (the add then goes
 -- under the spare id, and leaves that job as it is).
 if not jobId then return uncovered() end
-if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) or redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId) then
-  return uncovered()
-end
+if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) then return uncovered() end
+local delayed = redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId)
+-- A key waiting to fill whose job waits delayed is covered if that job starts by then.
+if delayed and not (filling > 0 and startsBy(delayed, now + waitMs)) then return uncovered() end
 return {1, waitMs}

@@ -13,7 +13,7 @@
 --   ('' for none); `finished` BullMQ's moveToFinished reply when this call completed the job, else
 --   ''; `traces` the JSON object of the claimed pending ids' trace context (see traces.lua; a
 --   failed slice's is in its JSON), '' without; when nothing is claimed, waitMs is how long until
---   something is due (0: nothing left at all; -1: paused until resumed)
+--   something is due (0: nothing left at all; -1: paused until resumed), a wait to fill included
 -- {REPLY.lockNotHeld, pttl}: the lock is held with another value, for pttl ms (-1: no TTL; -2:
 --   it was not held at all and A.takeLock is false)
 --- @include "clock"
@@ -24,6 +24,7 @@
 --- @include "flow"
 --- @include "due"
 --- @include "priority"
+--- @include "fill"
 local function claimKey(store, K, A, finish)
   -- This key's own: a call that claims for two keys (a completion that fetches) lists only the
   -- second one's in the second reply.
@@ -92,8 +93,11 @@ local function claimKey(store, K, A, finish)
       end
     end
     local blocked = retrying >= MAX_RETRYING_SLICES
+    -- Pending ids that wait to fill stay where they are (see fill.lua); high ones never wait (see
+    -- priority.lua).
+    local filling = (not ids and not blocked and not limited) and fillWait(store.kind, K, A.fillMin, A.fillMaxWaitMs) or 0
     if not ids and not blocked and not limited then
-      ids, mark = takeByLevel(store, K, count, plain)
+      ids, mark = takeByLevel(store, K, count, plain, filling > 0)
     end
     if ids and #ids > 0 then
       if not plain then
@@ -110,9 +114,10 @@ local function claimKey(store, K, A, finish)
       if mark then result[4] = math.max(0, clockMs() - tonumber(mark)) end
       for i = 1, #ids do result[CLAIM_REPLY_HEAD + i] = ids[i] end
     elseif not limited then
-      -- Nothing taken: a list's or set's pending is empty (or the key is blocked), so only a
-      -- zset's pending can still say when.
-      local due = dueAtEither(store.kind, K, blocked or store.kind ~= 'zset', retrying, plain)
+      -- Nothing taken: a list's or set's pending is empty (or the key is blocked, or its ids wait
+      -- to fill), so only a zset's pending (of either level), or the wait to fill, can still say when.
+      local skip = blocked or store.kind ~= 'zset'
+      local due = withHighDue(store.kind, K, filledDueAt(store.kind, K, filling, skip, retrying), skip, plain)
       if due then result[2] = math.max(1, due - clockMs()) end
     end
   end

@@ -17,11 +17,11 @@
 -- with `lock`, recovers what a dead run left in flight, and claims the first slice, as a run's
 -- own first claim does (engine/key-run.ts); `once`: it is never resent, so its claim id need not
 -- be remembered.
-local function firstClaimArgs(store, lock, count, lockTtlMs, releaseIfEmpty, rateMax, rateWindowMs)
+local function firstClaimArgs(store, lock, count, lockTtlMs, releaseIfEmpty, rateMax, rateWindowMs, fillMin, fillMaxWaitMs)
   return {
     store = store, lock = lock, claimId = lock .. ':0:1', settle = 'recover', count = count, lane = 0,
     lockTtlMs = lockTtlMs, takeLock = true, releaseIfEmpty = releaseIfEmpty, rateMax = rateMax,
-    rateWindowMs = rateWindowMs, holdMs = 0, once = true,
+    rateWindowMs = rateWindowMs, holdMs = 0, once = true, fillMin = fillMin, fillMaxWaitMs = fillMaxWaitMs,
   }
 end
 

@@ -28,20 +28,24 @@ local function dropWaiting(kind, pending, args, first, last)
 end
 
 -- The next slice's ids and mark, as store.takePending returns them, taken by level: the high
--- store first, unless the key is `plain` (no extras: then it has no high ids).
-local function takeByLevel(store, K, count, plain)
-  if plain then return store.takePending(K, count) end
-  if redis.call('EXISTS', K.pendingHigh) == 0 then return store.takePending(K, count) end
-  local ids, mark = store.takePending(highNames(K), count)
-  if ids and #ids > 0 then
-    redis.call('SET', K.inFlightHigh, '1')
-    dropWaiting(store.kind, K.pending, ids, 1, #ids)
+-- store first, unless the key is `plain` (no extras: then it has no high ids); the normal one
+-- unless its ids wait to fill (`filling`; high ones never do, see fill.lua).
+local function takeByLevel(store, K, count, plain, filling)
+  if not plain and redis.call('EXISTS', K.pendingHigh) == 1 then
+    local ids, mark = store.takePending(highNames(K), count)
+    if ids and #ids > 0 then
+      redis.call('SET', K.inFlightHigh, '1')
+      dropWaiting(store.kind, K.pending, ids, 1, #ids)
+      return ids, mark
+    end
+    -- Only a zset's high ids can wait while pending ones are claimed: none of them is ready yet.
+    if filling then return nil end
+    ids, mark = store.takePending(K, count)
+    if ids and #ids > 0 then dropWaiting(store.kind, K.pendingHigh, ids, 1, #ids) end
     return ids, mark
   end
-  -- Only a zset's high ids can wait while pending ones are claimed: none of them is ready yet.
-  ids, mark = store.takePending(K, count)
-  if ids and #ids > 0 then dropWaiting(store.kind, K.pendingHigh, ids, 1, #ids) end
-  return ids, mark
+  if filling then return nil end
+  return store.takePending(K, count)
 end
 
 -- The names a restore puts the slice in flight back under: the level it was claimed from.
@@ -50,18 +54,18 @@ local function restoreNames(K)
   return K
 end
 
--- A zset push's wait (ms until its key may claim, -1 for never) with the key's high ids too.
-local function waitWithHigh(K, waitMs, now)
-  local high = dueAt('zset', K.pendingHigh, K.retry, false, 0)
+-- A push's wait (ms until its key may claim, -1 for never) with the key's high ids too.
+local function waitWithHigh(kind, K, waitMs, now)
+  local high = dueAt(kind, K.pendingHigh, K.retry, false, 0)
   if not high then return waitMs end
   high = math.max(0, high - now)
   if waitMs < 0 or high < waitMs then return high end
   return waitMs
 end
 
--- dueAt (see due.lua) over both levels' ids: the high store's too unless the key is `plain`.
-local function dueAtEither(kind, K, skipPending, retrying, plain)
-  local due = dueAt(kind, K.pending, K.retry, skipPending, retrying)
+-- `due` (a dueAt answer for the normal level, see due.lua) with the high ids too, unless the
+-- caller skips pending ids or the key is `plain` (no extras: no high ids).
+local function withHighDue(kind, K, due, skipPending, plain)
   if plain or skipPending then return due end
   local high = dueAt(kind, K.pendingHigh, K.retry, false, 0)
   if high and (not due or high < due) then return high end
