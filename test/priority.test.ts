@@ -141,6 +141,31 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     expect(await b.waitFor(normal.ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 5, done: 5, failed: 0 });
   });
 
+  it('ctx.fail in a high slice: the others are done, the failed id retries with its data and dies with its error; nothing is left', async () => {
+    const runs: { ids: string[]; attempt: number; data: unknown }[] = [];
+    const b = testBatcher<{ n: number }>({
+      attempts: 2,
+      backoff: { type: 'fixed', delayMs: 1 },
+      eachIteration(ids, ctx) {
+        runs.push({ ids: [...ids], attempt: ctx.attempt, data: ctx.data('h1') });
+        if (ids.includes('h1')) ctx.fail('h1', new Error('bad h1'));
+      },
+    });
+    await b.performBatchLater(['n0', 'n1'], { key: 'k', track: true });
+    const { ticket } = await b.performBatchLater(
+      ['h0', 'h1', 'h2'].map((id, n) => ({ id, data: { n } })),
+      { key: 'k', track: true, priority: 'high' },
+    );
+    b.createWorker();
+    expect(await b.waitFor(ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 3, done: 2, failed: 1 });
+    expect(runs[0]).toEqual({ ids: ['h0', 'h1', 'h2'], attempt: 1, data: { n: 1 } });
+    expect(runs.find((r) => r.attempt === 2)).toEqual({ ids: ['h1'], attempt: 2, data: { n: 1 } });
+    expect((await b.deadLetters.list()).letters.map((d) => [d.id, d.error.message])).toEqual([['h1', 'bad h1']]);
+    // Only the tickets stay (readable ticketTtlMs after they settle).
+    const left = async () => (await keysMatching(`*${b.name}*{k}*`)).filter((name) => !name.includes(':ticket:'));
+    await waitFor(async () => (await left()).length === 0, { what: 'the key to be clean' });
+  });
+
   it('a high slice stopped by a shutdown goes back to the high level, in front', async () => {
     const rec = new Recorder();
     const inHigh = new Gate();
