@@ -25,6 +25,7 @@ export default defineConfig({
         'context',
         'data',
         'dead-letters',
+        'priority',
         'tickets',
         'ticket-events',
         'errors',

@@ -9,6 +9,7 @@ import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, optionNames } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { silentLogger } from './core/logger';
+import { validatePriorityOption } from './core/priority';
 import { MAX_SHARDS } from './storage/shards';
 import type {
   Backoff,
@@ -170,6 +171,7 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'maxRuntimeMs',
   'scheduling',
   'weight',
+  'priority',
   'sliceTimeoutMs',
   'lockTtlMs',
   'shutdownTimeoutMs',
@@ -234,6 +236,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     maxRuntimeMs,
     scheduling: oneOf('options.scheduling', o.scheduling, ['fair', 'fifo'], DEFAULTS.scheduling),
     weight: optionalFunction('options.weight', o.weight, '(key) => number'),
+    priority: validatePriorityOption(o.priority, o.scheduling),
     sliceTimeoutMs: duration('options.sliceTimeoutMs', o.sliceTimeoutMs, Math.max(maxRuntimeMs, MIN_DEFAULT_SLICE_TIMEOUT_MS)),
     lockTtlMs: duration('options.lockTtlMs', o.lockTtlMs, DEFAULTS.lockTtlMs, MIN_LOCK_TTL_MS),
     shutdownTimeoutMs: duration('options.shutdownTimeoutMs', o.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),

@@ -247,6 +247,14 @@ export interface BatchByKeyOptions<Data = unknown> {
    */
   weight?: (key: Key) => number;
   /**
+   * A key's rank among keys waiting for a turn (`scheduling: 'fair'` only): a `'high'` key's job
+   * always waits in the first level, never behind keys that had their turn or heavy newcomers,
+   * and runs above that level yield to it between slices. Called at each push that may add the
+   * key's job and at each run's end. A throw or another value counts as `'normal'` (logged at `warn`).
+   * @default () => 'normal'
+   */
+  priority?: (key: Key) => Priority;
+  /**
    * Longest wait for one `eachIteration` call; then its ctx.signal aborts with a SliceTimeoutError,
    * the slice counts as failed and the key moves on (the handler itself is not killed).
    * @default the larger of maxRuntimeMs and 60000
@@ -409,7 +417,17 @@ export interface PerformOptions {
    * @default true when this batcher has `onTicketSettled`
    */
   callback?: boolean;
+  /**
+   * `'high'`: the key's next claims take these ids before any of its ids pushed at `'normal'`
+   * (FIFO within each level with the list store; with the zset store, among ready ids). Other
+   * keys are not affected: it orders one key's ids, not keys.
+   * @default 'normal'
+   */
+  priority?: Priority;
 }
+
+/** A push's level within its key (see `PerformOptions.priority`). */
+export type Priority = 'normal' | 'high';
 
 /** What `onTicketSettled` gets: the ticket's final progress. */
 export interface TicketOutcome extends Progress {

@@ -1,6 +1,7 @@
 import { DelayedError } from '../bullmq';
 import { SliceCrashedError } from '../core/errors';
 import { log } from '../core/logger';
+import { isHighKey } from '../core/priority';
 import type { CancelSource } from '../core/stop';
 import { LEVEL } from '../storage/job';
 import type { KeySession } from '../storage/key-session';
@@ -343,7 +344,8 @@ export class KeyRun {
         // A hold's wait is what the settle reports (its floor and backoff included; nothing is due before).
         return this.delayUntilReady(move.held ? (heldMs ?? move.waitMs) : move.waitMs);
       case 'requeued':
-        if (move.demote) await demote(job);
+        // A high-priority key keeps its first level: it never waits behind others for a turn.
+        if (move.demote && !isHighKey(key, options.priority, options.logger)) await demote(job);
         return this.requeue(0);
     }
   }

@@ -1,4 +1,4 @@
-import type { Backoff, BatchByKeyOptions, Key, Logger, SliceMiddleware, StoreKind } from '../core/types';
+import type { Backoff, BatchByKeyOptions, Key, Logger, Priority, SliceMiddleware, StoreKind } from '../core/types';
 import type { RateLimitOption } from './flow';
 import type { FillOption } from '../core/fill';
 
@@ -15,6 +15,7 @@ export interface RunOptions {
   maxRuntimeMs: number;
   scheduling: 'fair' | 'fifo';
   weight: ((key: Key) => number) | undefined;
+  priority: ((key: Key) => Priority) | undefined;
   sliceTimeoutMs: number;
   lockTtlMs: number;
   shutdownTimeoutMs: number;

@@ -13,6 +13,7 @@ import {
 } from '../core/errors';
 import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
 import { activeTraceparent } from '../core/trace-context';
+import { isHighKey, isHighPush } from '../core/priority';
 import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
 import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
@@ -24,7 +25,18 @@ import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
 import { fillOf, type Fill, type FillOption } from '../core/fill';
-import type { BatchByKeyOptions, Key, MaxPendingPerKey, MergePolicy, PerformOptions, PerformResult, PushItem, Ticket } from '../core/types';
+import type {
+  BatchByKeyOptions,
+  Key,
+  Logger,
+  MaxPendingPerKey,
+  MergePolicy,
+  PerformOptions,
+  PerformResult,
+  Priority,
+  PushItem,
+  Ticket,
+} from '../core/types';
 
 /** @internal */
 export interface EnqueueDeps {
@@ -38,6 +50,9 @@ export interface EnqueueDeps {
   ticketTtlMs: number;
   /** Fair scheduling: a new key's job whose first push is more than a slice waits behind light ones (see scheduling.ts). */
   fair: boolean;
+  /** `priority(key)`: a high-priority key's job is always light (see scheduling.ts). */
+  keyPriority: ((key: Key) => Priority) | undefined;
+  logger: Logger;
   sliceSize: number;
   /** Wait to fill (`minSliceSize`, `maxWaitMs`; see core/fill.ts). */
   fill: FillOption | undefined;
@@ -55,7 +70,7 @@ export interface EnqueueDeps {
 }
 
 /** Every name `PerformOptions` has (the compiler holds the list to the type). */
-const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback']);
+const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback', 'priority']);
 
 /**
  * Validates everything, then stores the ids in one call (see push.lua), which also tells whether
@@ -78,6 +93,7 @@ export async function performBatchLater(
   if (typeof options === 'object' && options !== null) onlyKnownOptions('performBatchLater options', options, PERFORM_OPTIONS);
   const { ids, payloads } = normalizeItems(items);
   const delayMs = validateDelay(deps.store, options.delayMs);
+  const high = isHighPush(options.priority);
   const track = boolean('options.track', options.track, false);
   const callback = options.callback === undefined ? deps.callbacks : boolean('options.callback', options.callback, false);
   const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
@@ -103,7 +119,7 @@ export async function performBatchLater(
   const tracked = ticket
     ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
     : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
-  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined, maxPending, fill));
+  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined, maxPending, fill, high));
   return result;
 }
 
@@ -133,6 +149,7 @@ async function store(
   ticket: PushCall['ticket'],
   maxPending: number | undefined,
   fill: Fill | undefined,
+  high: boolean,
 ): Promise<void> {
   const { client } = deps;
   const traceparent = activeTraceparent();
@@ -147,7 +164,7 @@ async function store(
   if (cluster) {
     // A push refused for its key's backlog writes no index entry either: judged first, with
     // nothing written; push.lua judges again with its write.
-    const full = maxPending === undefined ? undefined : await checkBacklog(client, names, kind, maxPending, ids);
+    const full = maxPending === undefined ? undefined : await checkBacklog(client, names, kind, maxPending, ids, high);
     if (full) throw backlogFullError(key, full);
     await client.zadd(index, Date.now(), key);
   }
@@ -162,14 +179,17 @@ async function store(
     ...(traceparent && { traceparent }),
     ...(maxPending !== undefined && { maxPending }),
     ...(fill && { fill }),
+    ...(high && { high }),
   };
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
-  const level = deps.fair && ids.length > deps.sliceSize ? LEVEL.heavy : LEVEL.light;
+  // A high-priority key never waits behind others for its turn.
+  const level = deps.fair && ids.length > deps.sliceSize && !isHighKey(key, deps.keyPriority, deps.logger) ? LEVEL.heavy : LEVEL.light;
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
   // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built). A
   // key that waits to fill needs a delayed job (added after the call), unless this push fills it
-  // by itself: building BullMQ's add costs the pusher CPU on every push.
-  const startsNow = !fill || ids.length >= fill.minSliceSize;
+  // by itself (or a high push, whose ids never wait to fill): building BullMQ's add costs the
+  // pusher CPU on every push.
+  const startsNow = !fill || high || ids.length >= fill.minSliceSize;
   const add = !cluster && kind !== 'zset' && level === LEVEL.light && startsNow ? standardAdd(queue, key) : undefined;
   // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
   // to the one time the call was sent says what happened (see pushOnce).

@@ -51,6 +51,8 @@ export class Producer {
       resolver: opts.key,
       ticketTtlMs: opts.ticketTtlMs,
       fair: opts.scheduling === 'fair',
+      keyPriority: opts.priority,
+      logger: opts.logger,
       sliceSize: opts.sliceSize,
       fill: opts.fill,
       timeoutMs: opts.pushTimeoutMs,

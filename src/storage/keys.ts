@@ -17,6 +17,15 @@ export interface KeyNames {
   /** The key's base name, which every name below extends: the claim scripts get only this (see KEY_SUFFIXES). */
   base: string;
   pending: string;
+  /**
+   * The key's high-priority ids waiting (a push with `priority: 'high'`), of the same type as
+   * `pending`, with their own push marks (`pushMarksHigh`, as `pushMarks`): claims take from it
+   * first, and read it only while the key carries `extras` (see includes/priority.lua).
+   */
+  pendingHigh: string;
+  pushMarksHigh: string;
+  /** Set ('1') while the slice in flight was claimed from `pendingHigh`: a restore puts it back there. */
+  inFlightHigh: string;
   inFlight: string;
   lock: string;
   /** The id of the last claim applied, which makes a resent claim a no-op. */
@@ -73,9 +82,10 @@ export interface KeyNames {
   lanes: string;
   /**
    * Set (to '1') by every call that writes one of the key's uncommon keys, those a key that uses
-   * no pause, hold, failed slice, ticket, data, trace context or lanes never has: paused, hold,
-   * retryAfterStreak, retry, retrySlices, retryData, tracked, payloads, traces and lanes (and,
-   * claimed from them, trackedInFlight, payloadsInFlight and inFlightSlice). A claim or push that
+   * no pause, hold, failed slice, ticket, data, trace context, lanes or priority never has: paused,
+   * hold, retryAfterStreak, retry, retrySlices, retryData, tracked, payloads, traces, lanes and
+   * pendingHigh (and, claimed from them, trackedInFlight, payloadsInFlight, inFlightSlice and
+   * inFlightHigh). A claim or push that
    * finds it absent reads none of them: one name looked up instead of up to eleven, on the path
    * every key takes. A run's last claim deletes it once none of them exists (see includes/extras.lua).
    */
@@ -157,6 +167,9 @@ export const KEY_SUFFIXES = {
   payloadsInFlight: ':data:inflight',
   traces: ':traces',
   lanes: ':lanes',
+  pendingHigh: ':pending:high',
+  pushMarksHigh: ':marks:high',
+  inFlightHigh: ':inflight:high',
   extras: ':extras',
 } as const satisfies Record<Exclude<keyof KeyNames, 'base'>, string>;
 
@@ -164,7 +177,15 @@ export const KEY_SUFFIXES = {
  * The names each lane of a run has of its own (with `concurrencyPerKey` > 1): lane n's are lane
  * 0's followed by `:n`, which the claim scripts rely on to recover every lane of a dead run.
  */
-export const LANE_NAMES = ['inFlight', 'lastClaim', 'trackedInFlight', 'inFlightMark', 'inFlightSlice', 'payloadsInFlight'] as const;
+export const LANE_NAMES = [
+  'inFlight',
+  'lastClaim',
+  'trackedInFlight',
+  'inFlightMark',
+  'inFlightSlice',
+  'payloadsInFlight',
+  'inFlightHigh',
+] as const;
 
 /** The names a lane of a run uses for its own slice; lane 0 is the key's own names. */
 export function laneNames(names: KeyNames, lane: number): KeyNames {
@@ -282,6 +303,9 @@ export class Keyspace {
       traces: base + s.traces,
       lanes: base + s.lanes,
       extras: base + s.extras,
+      pendingHigh: base + s.pendingHigh,
+      pushMarksHigh: base + s.pushMarksHigh,
+      inFlightHigh: base + s.inFlightHigh,
     };
   }
 }

@@ -85,6 +85,8 @@ export interface PushCall {
   fill?: Fill | undefined;
   /** The key's maxPendingPerKey: a push that would take its pending ids past it is refused (see includes/backlog.lua). */
   maxPending?: number;
+  /** A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua). */
+  high?: boolean;
 }
 
 /** Why a push wrote nothing: its open ticket is unknown (or expired), or sealed; or the key's backlog is full. */
@@ -142,6 +144,7 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
       traceparent: p.traceparent ?? '',
       maxPending: p.maxPending ?? 0,
       ...fillArgs(p.fill),
+      high: p.high ?? false,
     },
     [...p.ids, ...(p.payloads?.json ?? [])],
   );
@@ -170,8 +173,9 @@ export async function checkBacklog(
   store: StoreKind,
   maxPending: number,
   ids: readonly Id[],
+  high: boolean,
 ): Promise<BacklogFull | undefined> {
-  const args = argv('backlog-check', { store, maxPending }, ids);
+  const args = argv('backlog-check', { store, maxPending, high }, ids);
   const [status, pending, adding] = (await runScript(client, 'backlog-check', [names.base], args)) as number[];
   return status === REPLY.backlogFull ? backlogFull(maxPending, pending, adding) : undefined;
 }

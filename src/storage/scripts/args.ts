@@ -105,11 +105,13 @@ export const SCRIPT_ARGS = {
       // Wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see includes/fill.lua).
       fillMin: 'int',
       fillMaxWaitMs: 'int',
+      // A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua).
+      high: 'flag',
     } as const,
     true,
   ),
   'due-in': schema('dueInArgs', { store: 'str', fillMin: 'int', fillMaxWaitMs: 'int' } as const),
-  'backlog-check': schema('locals', { store: 'str', maxPending: 'int' } as const, true),
+  'backlog-check': schema('locals', { store: 'str', maxPending: 'int', high: 'flag' } as const, true),
   claim: schema('claimArgs', CLAIM),
   'claim-and-finish': schema(
     'claimAndFinishArgs',

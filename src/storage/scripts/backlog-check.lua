@@ -10,6 +10,7 @@
   ARGV    by name, generated from storage/scripts/args.ts (`backlog-check`):
     store       'list' | 'set' | 'zset'
     maxPending  the key's maxPendingPerKey (> 0)
+    high        the push has priority 'high' (see includes/priority.lua)
   ARGV[rest..] the push's ids
 
   Returns {REPLY.backlogFull, pending, adding} when the push would not fit: the key's pending
@@ -19,6 +20,6 @@
 --- @include "backlog"
 local K = keyNames(KEYS[1], 0)
 --- @include "args-backlog-check"
-local pending, adding = backlogOver(arg_store, K.pending, arg_maxPending, ARGV, arg_rest, #ARGV)
+local pending, adding = backlogOver(arg_store, K, arg_high, arg_maxPending, ARGV, arg_rest, #ARGV)
 if pending then return {REPLY.backlogFull, pending, adding} end
 return {REPLY.ok}

@@ -60,5 +60,5 @@ if plan.ack then
   redis.call('DEL', K.retryAfterStreak)
 end
 -- The slice is settled whole (its acked ids' data goes here): nothing of it stays in flight (an in-flight mark never outlives its ids).
-redis.call('DEL', K.inFlight, K.trackedInFlight, K.payloadsInFlight, K.inFlightMark, K.inFlightSlice)
+redis.call('DEL', K.inFlight, K.trackedInFlight, K.payloadsInFlight, K.inFlightMark, K.inFlightSlice, K.inFlightHigh)
 return {REPLY.ok, table.concat(log.settled, ' ')}

@@ -37,6 +37,8 @@
     maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
     fillMin, fillMaxWaitMs  wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see
                  includes/fill.lua)
+    high         a push with priority 'high': its ids wait in the key's high store, and a set's or
+                 zset's ids waiting at the normal level move up (see includes/priority.lua)
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
@@ -45,10 +47,11 @@
   many ids the push would add).
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
   ids (no job add needed: a job not ours that holds a deduplication id of the key is no cover,
-  see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its earliest id or
-  failed slice is due, -1 when none; for any store, until its ids have waited to fill (or its
-  earliest failed slice is due), and at least until its pause or hold ends; added
-  BullMQ's reply (the job's id) when this call added the job, else nil.
+  see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its
+  earliest id (of either level) or failed slice is due, -1 when none; for any store, until its
+  ids have waited to fill (or its earliest failed slice, or a high id, is due), and at least
+  until its pause or hold ends; added BullMQ's reply (the job's id) when this call added the
+  job, else nil.
 ]]
 --- @include "keyspace"
 --- @include "clock"
@@ -59,6 +62,7 @@
 --- @include "traces"
 --- @include "due"
 --- @include "backlog"
+--- @include "priority"
 --- @include "fill"
 --- @include "key-job"
 --- @include "queue-keys"
@@ -76,6 +80,8 @@ local ticket = arg_ticket
 local ticketHash = ticket ~= '' and (K.ticketPrefix .. ticket) or nil
 local traceparent = arg_traceparent
 local now = clockMs()
+-- The names of the level the ids go to: a push with priority writes the key's high store.
+local W = arg_high and highNames(K) or K
 
 if ticket ~= '' and arg_ticketMode == 'open' then
   local t = redis.call('HMGET', ticketHash, 'total', 'sealed')
@@ -84,18 +90,18 @@ if ticket ~= '' and arg_ticketMode == 'open' then
 end
 
 -- Judged in the same call as the write, so concurrent pushes never take the key past its limit.
-local pending, adding = backlogOver(kind, K.pending, arg_maxPending, ARGV, FIRST, LAST)
+local pending, adding = backlogOver(kind, K, arg_high, arg_maxPending, ARGV, FIRST, LAST)
 if pending then return {REPLY.backlogFull, pending, adding} end
 
 local waitMs = 0
 if kind == 'list' then
-  chunked('RPUSH', K.pending, ARGV, FIRST, LAST)
+  chunked('RPUSH', W.pending, ARGV, FIRST, LAST)
   -- One mark per push, consumed by claims in FIFO order.
-  redis.call('RPUSH', K.pushMarks, now .. ' ' .. count)
+  redis.call('RPUSH', W.pushMarks, now .. ' ' .. count)
 elseif kind == 'set' then
-  chunked('SADD', K.pending, ARGV, FIRST, LAST)
+  chunked('SADD', W.pending, ARGV, FIRST, LAST)
   -- When pending went from empty to non-empty (a claim that empties it clears the mark).
-  redis.call('SET', K.pushMarks, now, 'NX')
+  redis.call('SET', W.pushMarks, now, 'NX')
 else
   -- Ready at the Redis server's now + delay; re-adding an id moves it (debounce).
   local at = now + arg_delayMs
@@ -104,10 +110,13 @@ else
     scored[#scored + 1] = at
     scored[#scored + 1] = ARGV[i]
   end
-  chunked('ZADD', K.pending, scored)
+  chunked('ZADD', W.pending, scored)
 end
--- A list's or set's pending is not empty now: due at once, unless it waits to fill.
-local filling = fillWait(kind, K, arg_fillMin, arg_fillMaxWaitMs)
+-- A high push moves ids waiting at the normal level up (a set or zset keeps one copy of an id).
+if arg_high then dropWaiting(kind, K.pending, ARGV, FIRST, LAST) end
+-- A list's or set's pending is not empty now: due at once, unless it waits to fill (a high
+-- push's ids never do; see includes/priority.lua).
+local filling = (arg_high and kind ~= 'zset') and 0 or fillWait(kind, K, arg_fillMin, arg_fillMaxWaitMs)
 if kind == 'zset' or filling > 0 then
   local due = filledDueAt(kind, K, filling, false)
   waitMs = due and math.max(0, due - now) or -1
@@ -115,7 +124,7 @@ end
 
 -- After the ids, whose write is the one a key of the wrong type would fail: so a push that fails
 -- writes nothing (Redis does not roll a script back).
-if mode ~= '' or ticket ~= '' or traceparent ~= '' then markExtras(K) end
+if mode ~= '' or ticket ~= '' or traceparent ~= '' or arg_high then markExtras(K) end
 if mode ~= '' then
   for i = FIRST, LAST do storePayload(K.payloads, ARGV[i], ARGV[i + count], mode) end
 end
@@ -140,6 +149,8 @@ if queue ~= '' then redis.call('ZADD', KEYS[2], arg_indexScore, arg_key) end
 -- A key paused until resumed needs no job (its resume adds one); a paused or held one waits at
 -- least until that ends. Only a key with extras can be either (see includes/extras.lua).
 local function holding(extras)
+  -- Only a key with extras can have high ids (see includes/priority.lua), due before the others.
+  if extras and waitMs ~= 0 then waitMs = waitWithHigh(kind, K, waitMs, now) end
   local held = extras and heldFor(K.paused, K.hold)
   if held == -1 then return true end
   if held and held > waitMs then waitMs = held end

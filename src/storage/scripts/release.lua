@@ -10,7 +10,7 @@
 
   Returns {status, settled}: `settled` the tickets the ack settled that want a callback,
   space-separated ('' for none); status REPLY.ok: released, nothing pending;
-  REPLY.releasedWithPending: released, but ids are pending or backing off (pushes skip the job
+  REPLY.releasedWithPending: released, but ids are pending (at either level) or backing off (pushes skip the job
   add while the lock is held, see push.lua: the caller must requeue the key's job rather than
   complete it), unless the key is paused until resumed (resume adds the job);
   REPLY.lockNotHeld: the lock is not held with this value (nothing changed)
@@ -23,12 +23,12 @@ if redis.call('GET', K.lock) ~= ARGV[1] then return {REPLY.lockNotHeld, ''} end
 redis.call('DEL', K.lock, K.lastClaim)
 local log = ticketLog()
 if ARGV[2] == 'ack' then
-  redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes)
+  redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.lanes, K.inFlightHigh)
   creditAll(log, K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
 end
 dropExtrasIfNone(K)
 local settled = table.concat(log.settled, ' ')
-if redis.call('EXISTS', K.pending, K.retry) > 0 and redis.call('PTTL', K.paused) ~= -1 then
+if redis.call('EXISTS', K.pending, K.pendingHigh, K.retry) > 0 and redis.call('PTTL', K.paused) ~= -1 then
   return {REPLY.releasedWithPending, settled}
 end
 return {REPLY.ok, settled}

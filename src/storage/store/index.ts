@@ -36,8 +36,8 @@ export async function readKey(client: RedisClient, store: Store, names: KeyNames
 }
 
 /**
- * Keys' backlogs and when their oldest pending ids were pushed (see `Store.pendingSince`): five
- * reads per key, and a second, rare pass for keys whose lanes other than lane 0 hold slices
+ * Keys' backlogs and when their oldest pending ids were pushed (see `Store.pendingSince`), both
+ * levels of pending ids counted (a push's priority, see includes/priority.lua): seven reads per key, and a second, rare pass for keys whose lanes other than lane 0 hold slices
  * (they must be counted too, or recovery would forget a key whose last ids are in a crashed
  * run's lane). On a standalone server one script call runs them all (see reads.lua): stats()
  * reads thousands of keys, from worker processes too (history.ts). A Cluster's keys live in many
@@ -51,13 +51,15 @@ export async function readKeys(client: RedisClient, store: Store, keys: readonly
     { command: 'HVALS', keys: [names.retrySlices] },
     store.oldest(names),
     { command: 'EXISTS', keys: lanesOf(names) },
+    store.size(names.pendingHigh),
+    store.oldest({ ...names, pending: names.pendingHigh, pushMarks: names.pushMarksHigh }),
   ];
   const reply = await run(client, keys.map(perKey));
-  const readings = reply.map(([pending, inFlight, slices, oldest, lanesInFlight]) => ({
-    pending: Number(pending),
+  const readings = reply.map(([pending, inFlight, slices, oldest, lanesInFlight, pendingHigh, oldestHigh]) => ({
+    pending: Number(pending) + Number(pendingHigh),
     inFlight: Number(inFlight),
     retrying: (slices as string[]).reduce((sum, json) => sum + (JSON.parse(json) as RetrySlice).ids.length, 0),
-    pendingSince: store.pendingSince(oldest),
+    pendingSince: earliest(store.pendingSince(oldest), store.pendingSince(oldestHigh)),
     lanes: Number(lanesInFlight) > 0,
   }));
   const inLanes = readings.flatMap((reading, k) => (reading.lanes ? [{ reading, names: keys[k]! }] : []));
@@ -69,6 +71,10 @@ export async function readKeys(client: RedisClient, store: Store, keys: readonly
     for (const [i, { reading }] of inLanes.entries()) reading.inFlight += sizes[i]!.reduce((sum: number, n) => sum + Number(n), 0);
   }
   return readings.map(({ lanes: _lanes, ...reading }) => reading);
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }
 
 /** Runs groups of reads (a group's keys share a slot) and returns each group's replies. */

@@ -23,6 +23,7 @@
 --- @include "settle-previous"
 --- @include "flow"
 --- @include "due"
+--- @include "priority"
 --- @include "fill"
 local function claimKey(store, K, A, finish)
   -- This key's own: a call that claims for two keys (a completion that fetches) lists only the
@@ -92,10 +93,11 @@ local function claimKey(store, K, A, finish)
       end
     end
     local blocked = retrying >= MAX_RETRYING_SLICES
-    -- Pending ids that wait to fill stay where they are (see fill.lua).
+    -- Pending ids that wait to fill stay where they are (see fill.lua); high ones never wait (see
+    -- priority.lua).
     local filling = (not ids and not blocked and not limited) and fillWait(store.kind, K, A.fillMin, A.fillMaxWaitMs) or 0
-    if not ids and not blocked and not limited and filling == 0 then
-      ids, mark = store.takePending(K, count)
+    if not ids and not blocked and not limited then
+      ids, mark = takeByLevel(store, K, count, plain, filling > 0)
     end
     if ids and #ids > 0 then
       if not plain then
@@ -113,8 +115,9 @@ local function claimKey(store, K, A, finish)
       for i = 1, #ids do result[CLAIM_REPLY_HEAD + i] = ids[i] end
     elseif not limited then
       -- Nothing taken: a list's or set's pending is empty (or the key is blocked, or its ids wait
-      -- to fill), so only a zset's pending, or the wait to fill, can still say when.
-      local due = filledDueAt(store.kind, K, filling, blocked or store.kind ~= 'zset', retrying)
+      -- to fill), so only a zset's pending (of either level), or the wait to fill, can still say when.
+      local skip = blocked or store.kind ~= 'zset'
+      local due = withHighDue(store.kind, K, filledDueAt(store.kind, K, filling, skip, retrying), skip, plain)
       if due then result[2] = math.max(1, due - clockMs()) end
     end
   end

@@ -1,6 +1,6 @@
 -- The key's extras mark (K.extras; see keys.ts): every call that writes one of the key's uncommon
 -- keys (a pause, a hold and its retryAfter streak, failed slices and their data, tickets, data,
--- trace context, the mark of a run with lanes) sets it first, so a claim or push that finds it
+-- trace context, the mark of a run with lanes, high-priority ids) sets it, so a claim or push that finds it
 -- absent reads none of them. A key that uses none of those then costs one name looked up where it
 -- cost up to ten: the lookups of names that do not exist were the largest part of Redis's own
 -- work in a perf profile of one-id keys.
@@ -17,8 +17,8 @@ local function markLanes(K) redis.call('MSET', K.extras, '1', K.lanes, '1') end
 local function dropExtrasIfNone(K)
   -- Trace context outlives its ids only when a claim did not take it (a worker of an earlier
   -- version, during a rolling deploy): once nothing waits, what is left is of no id.
-  if redis.call('EXISTS', K.traces) == 1 and redis.call('EXISTS', K.pending) == 0 then redis.call('DEL', K.traces) end
-  if redis.call('EXISTS', K.paused, K.hold, K.retryAfterStreak, K.retry, K.retrySlices, K.retryData, K.tracked, K.trackedInFlight, K.payloads, K.payloadsInFlight, K.traces, K.inFlightSlice, K.lanes) == 0 then
+  if redis.call('EXISTS', K.traces) == 1 and redis.call('EXISTS', K.pending, K.pendingHigh) == 0 then redis.call('DEL', K.traces) end
+  if redis.call('EXISTS', K.paused, K.hold, K.retryAfterStreak, K.retry, K.retrySlices, K.retryData, K.tracked, K.trackedInFlight, K.payloads, K.payloadsInFlight, K.traces, K.inFlightSlice, K.lanes, K.pendingHigh, K.inFlightHigh) == 0 then
     redis.call('DEL', K.extras)
   end
 end

@@ -10,6 +10,7 @@
 -- observability, a resent claim's slice does without them).
 
 --- @include "extras"
+--- @include "priority"
 
 -- A slice a dead run left in flight counts as a failed run of it (a poison id that kills its
 -- worker must still reach the dead letters): it becomes a failed slice, due now, one attempt on.
@@ -33,7 +34,7 @@ local function recoverLane(store, K, A, L, lane)
   end
   untrackAll(K.tracked, L.trackedInFlight)
   unclaimAllPayloads(K.payloads, L.payloadsInFlight)
-  redis.call('DEL', L.inFlightMark, L.inFlightSlice)
+  redis.call('DEL', L.inFlightMark, L.inFlightSlice, L.inFlightHigh)
 end
 
 -- Holds the lock with A.lock, taking it if it is free and A.takeLock asks (one call when it is);
@@ -76,7 +77,7 @@ local function settlePrevious(store, K, A, log, quiet)
       redis.call('DEL', K.inFlight, K.inFlightMark)
     else
       -- A slice that succeeded also ends a streak of retryAfter asks (see flow.lua holdAfter).
-      redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.retryAfterStreak)
+      redis.call('DEL', K.inFlight, K.inFlightMark, K.inFlightSlice, K.payloadsInFlight, K.retryAfterStreak, K.inFlightHigh)
       creditAll(log, K.trackedInFlight, K.ticketPrefix, K.settledTickets, 'done')
     end
   elseif A.settle == 'restore' then
@@ -90,11 +91,11 @@ local function settlePrevious(store, K, A, log, quiet)
       keepForRetry(K.retryData, K.payloadsInFlight, id, cjson.decode(slice).ids)
       redis.call('DEL', K.inFlight)
     else
-      store.restore(K, K.inFlight, K.inFlightMark)
+      store.restore(restoreNames(K), K.inFlight, K.inFlightMark)
     end
     untrackAll(K.tracked, K.trackedInFlight)
     unclaimAllPayloads(K.payloads, K.payloadsInFlight)
-    redis.call('DEL', K.inFlightMark, K.inFlightSlice)
+    redis.call('DEL', K.inFlightMark, K.inFlightSlice, K.inFlightHigh)
   else
     -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
     -- (lane n's keys are lane 0's followed by ':n'). One EXISTS tells whether there is anything
