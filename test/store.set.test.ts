@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { Recorder, testBatcher, waitFor } from './helpers/redis';
+import { Gate } from './helpers/gate';
+import { range, Recorder, testBatcher, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
 describe("store: 'set'", () => {
   it('collapses duplicate pending ids', async () => {
@@ -37,4 +39,32 @@ describe("store: 'set'", () => {
     await waitFor(() => seen.length === 2);
     expect(seen).toEqual(['x', 'x']);
   });
+});
+
+describe("store: 'set', lag of ids pushed after a slice took exactly the rest", () => {
+  for (const priority of ['normal', 'high'] as const) {
+    it(`dates them from their own push, not from the ids before them (${priority})`, async () => {
+      const started = new Gate();
+      const release = new Gate();
+      const b = testBatcher({
+        store: 'set',
+        sliceSize: 5,
+        async eachIteration() {
+          started.open();
+          await release.opened;
+        },
+      });
+      const first = Date.now();
+      await b.performBatchLater(range(5), { key: 'k', priority });
+      b.createWorker();
+      await started.opened;
+      // The slice holds all five: the level's pending is empty while it runs. Time passes (not a
+      // wait for anything), so a mark the five left behind would show as an old id.
+      await sleep(400);
+      await b.performBatchLater(['late'], { key: 'k', priority });
+      const { oldestPendingAgeMs } = await b.stats();
+      release.open();
+      expect(oldestPendingAgeMs).toBeLessThan(Math.min(300, Date.now() - first - 100));
+    });
+  }
 });

@@ -27,8 +27,9 @@ local function setStore()
       store.toInFlight(K, ids)
       redis.call('SET', K.inFlightMark, since)
     end
-    -- Fewer than asked: pending is empty, and the next push starts a new mark.
-    if #ids < count then redis.call('DEL', K.pushMarks) end
+    -- Pending is empty now (fewer than asked, or exactly the rest): the next push starts a new
+    -- mark. A mark left behind would date every later push's ids from it (lag, wait to fill).
+    if #ids < count or redis.call('EXISTS', K.pending) == 0 then redis.call('DEL', K.pushMarks) end
     return ids, since
   end
   return store
