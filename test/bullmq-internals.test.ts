@@ -131,7 +131,12 @@ describe("BullMQ's worker loop, as the shard workers' one slot budget relies on 
     expect(most, 'jobs running at once, over both shards').toBe(1);
   });
 
-  it('runs a job whose queue marker a blocking wait took while another shard held the only slot, once that slot frees, long before drainDelay', async () => {
+  /**
+   * Two shards, one slot: shard 0's gated job holds it while a job comes to shard 1, whose
+   * worker's blocking wait takes its queue's marker and then waits for the slot. No new marker
+   * will come for that job.
+   */
+  async function markerTakenWhileSlotHeld() {
     const rec = new Recorder();
     const started = new Gate();
     const release = new Gate();
@@ -161,53 +166,27 @@ describe("BullMQ's worker loop, as the shard workers' one slot budget relies on 
     const redis = redisClient();
     await waitFor(async () => (await redis.exists(secondMarker)) === 0, { what: "shard 1's worker to take its queue's marker" });
     expect(rec.idsOf(onSecond!), 'nothing ran on shard 1 while shard 0 held the only slot').toEqual([]);
+    const ranOnSecond = (what: string) =>
+      waitFor(() => rec.idsOf(onSecond!).length > 0, { timeoutMs: PROMPTLY_MS, what: `${what} (drainDelay ${DRAIN_DELAY_S} s)` });
+    return { worker, release, ranOnSecond };
+  }
 
-    // No new marker will come: shard 1's worker must fetch once the slot frees (it waits for the
-    // slot), or, had it fetched nothing, not block on the marker again (markNotDrained).
+  it('runs a job whose queue marker a blocking wait took while another shard held the only slot, once that slot frees, long before drainDelay', async () => {
+    const { release, ranOnSecond } = await markerTakenWhileSlotHeld();
+    // Shard 1's worker must fetch once the slot frees (it waits for the slot), or, had it fetched
+    // nothing, not block on the marker again (markNotDrained).
     release.open();
-    await waitFor(() => rec.idsOf(onSecond!).length > 0, {
-      timeoutMs: PROMPTLY_MS,
-      what: `shard 1's job, though no new marker came (drainDelay ${DRAIN_DELAY_S} s)`,
-    });
+    await ranOnSecond("shard 1's job, though no new marker came");
   });
 
   it("runs that job promptly after a pause that cancelled its worker's wait for the slot, and a resume", async () => {
-    const rec = new Recorder();
-    const started = new Gate();
-    const release = new Gate();
-    const b = testBatcher({
-      shards: 2,
-      async eachIteration(ids, ctx) {
-        if (ctx.key === onFirst) {
-          started.open();
-          await release.opened;
-        }
-        rec.handler(ids, ctx);
-      },
-    });
-    const layout = layoutOf(b.name, 2);
-    const [onFirst] = keysOfShard(layout, 0, 1);
-    const [onSecond] = keysOfShard(layout, 1, 1);
-    const secondMarker = track(
-      new bullmq.Queue(b.name, { connection: testConnection() as bullmq.ConnectionOptions, prefix: layout.prefixes[1] }),
-    ).keys.marker!;
-    const worker = b.createWorker({ concurrency: 1, drainDelay: DRAIN_DELAY_S });
-    await Promise.all(worker.shardWorkers.map((w) => new Promise<void>((drained) => w.once('drained', () => drained()))));
-
-    await b.performBatchLater(['1'], { key: onFirst });
-    await started.opened;
-    await b.performBatchLater(['2'], { key: onSecond });
-    const redis = redisClient();
-    await waitFor(async () => (await redis.exists(secondMarker)) === 0, { what: "shard 1's worker to take its queue's marker" });
+    const { worker, release, ranOnSecond } = await markerTakenWhileSlotHeld();
     // The pause ends shard 1's wait for the slot with no job fetched; the marker is gone.
     const paused = worker.pause();
     release.open();
     await paused;
     await worker.resume();
-    await waitFor(() => rec.idsOf(onSecond!).length > 0, {
-      timeoutMs: PROMPTLY_MS,
-      what: `shard 1's job after the resume, though no new marker came (drainDelay ${DRAIN_DELAY_S} s)`,
-    });
+    await ranOnSecond("shard 1's job after the resume, though no new marker came");
   });
 
   it('looks for a job before it blocks again once marked not drained, though a wait took the marker (markNotDrained)', async () => {
