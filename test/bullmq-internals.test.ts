@@ -166,8 +166,10 @@ describe("BullMQ's worker loop, as the shard workers' one slot budget relies on 
     const redis = redisClient();
     await waitFor(async () => (await redis.exists(secondMarker)) === 0, { what: "shard 1's worker to take its queue's marker" });
     expect(rec.idsOf(onSecond!), 'nothing ran on shard 1 while shard 0 held the only slot').toEqual([]);
-    const ranOnSecond = (what: string) =>
-      waitFor(() => rec.idsOf(onSecond!).length > 0, { timeoutMs: PROMPTLY_MS, what: `${what} (drainDelay ${DRAIN_DELAY_S} s)` });
+    const ranOnSecond = async (what: string) => {
+      await waitFor(() => rec.idsOf(onSecond!).length > 0, { timeoutMs: PROMPTLY_MS, what: `${what} (drainDelay ${DRAIN_DELAY_S} s)` });
+      expect(rec.idsOf(onSecond!)).toEqual(['2']);
+    };
     return { worker, release, ranOnSecond };
   }
 
