@@ -119,7 +119,8 @@ export async function performBatchLater(
   const tracked = ticket
     ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
     : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
-  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, delayMs, tracked || undefined, maxPending, fill, high));
+  const how: StoreHow = { delayMs, ticket: tracked || undefined, maxPending, fill, high };
+  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, how));
   return result;
 }
 
@@ -139,17 +140,25 @@ function keyOfTicket(ticketKey: Key, given: Key | undefined): Key {
   return ticketKey;
 }
 
+/** How a push is stored, beside its ids: everything its options and the batcher's decided for its key. */
+interface StoreHow {
+  delayMs: number;
+  ticket: PushCall['ticket'];
+  /** The key's maxPendingPerKey, if it has one. */
+  maxPending: number | undefined;
+  /** The key's wait to fill, if it waits. */
+  fill: Fill | undefined;
+  /** A push with priority 'high'. */
+  high: boolean;
+}
+
 /** Everything a push sends to Redis, once its input is valid. */
 async function store(
   deps: EnqueueDeps,
   key: Key,
   names: KeyNames,
   { ids, payloads }: NormalizedPush,
-  delayMs: number,
-  ticket: PushCall['ticket'],
-  maxPending: number | undefined,
-  fill: Fill | undefined,
-  high: boolean,
+  { delayMs, ticket, maxPending, fill, high }: StoreHow,
 ): Promise<void> {
   const { client } = deps;
   const traceparent = activeTraceparent();
