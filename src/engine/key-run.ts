@@ -120,10 +120,11 @@ export class KeyRun {
       await this.conclude(outcome);
     } catch (err) {
       if (err instanceof DelayedError) throw err;
-      // Redis trouble outside a slice (or a rateLimit, minSliceSize or maxWaitMs function that threw). Failing the job would
-      // leave the key to the recovery sweep; retrying it is better. The in-flight ids (if any) are
-      // recovered by the next run. The lock is given back (fenced by its value) even if only the
-      // first claim's lost reply took it, or the key would wait out its TTL.
+      // Redis trouble outside a slice (or a rateLimit, minSliceSize or maxWaitMs function that
+      // threw). Failing the job would leave the key to the recovery sweep; retrying it is better.
+      // The in-flight ids (if any) are recovered by the next run. The lock is given back (fenced
+      // by its value) even if only the first claim's lost reply took it, or the key would wait
+      // out its TTL.
       log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key });
       await session.release('keep').catch(() => undefined);
       return await this.requeue(backoffDelay(options.backoff, 1, err));
