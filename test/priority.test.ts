@@ -141,6 +141,35 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     expect(await b.waitFor(normal.ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 5, done: 5, failed: 0 });
   });
 
+  it('list store: a high push of an id also pending at normal keeps its own data and ticket, at the high level', async () => {
+    const seen: { ids: string[]; data: unknown[] }[] = [];
+    const started = new Gate();
+    const release = new Gate();
+    const b = testBatcher<{ v: string }>({
+      sliceSize: 10,
+      async eachIteration(ids, ctx) {
+        seen.push({ ids: [...ids], data: ids.map((id) => ctx.data(id)) });
+        started.open();
+        await release.opened;
+      },
+    });
+    const backfill = await b.performBatchLater(
+      range(100, 'doc-').map((id) => ({ id, data: { v: 'old' } })),
+      { key: 'k', track: true },
+    );
+    b.createWorker();
+    await started.opened;
+    // The click is on a document the backfill also holds, still pending at normal.
+    const click = await b.performBatchLater([{ id: 'doc-57', data: { v: 'new' } }], { key: 'k', track: true, priority: 'high' });
+    release.open();
+    // Its ticket settles with its own slice, the next one, long before the backfill reaches doc-57.
+    expect(await b.waitFor(click.ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 1, done: 1 });
+    expect(seen[1]).toEqual({ ids: ['doc-57'], data: [{ v: 'new' }] });
+    expect(await b.waitFor(backfill.ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 100, done: 100, failed: 0 });
+    const backfilled = seen.slice(2).find((slice) => slice.ids.includes('doc-57'))!;
+    expect(backfilled.data[backfilled.ids.indexOf('doc-57')]).toEqual({ v: 'old' });
+  });
+
   it('ctx.fail in a high slice: the others are done, the failed id retries with its data and dies with its error; nothing is left', async () => {
     const runs: { ids: string[]; attempt: number; data: unknown }[] = [];
     const b = testBatcher<{ n: number }>({
@@ -166,11 +195,12 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     await waitFor(async () => (await left()).length === 0, { what: 'the key to be clean' });
   });
 
-  it('a high slice stopped by a shutdown goes back to the high level, in front', async () => {
+  it('a high slice stopped by a shutdown goes back to the high level, in front, with its data', async () => {
     const rec = new Recorder();
+    const data: [string, unknown][] = [];
     const inHigh = new Gate();
     let stopping = true;
-    const b = testBatcher({
+    const b = testBatcher<string>({
       sliceSize: 2,
       async eachIteration(ids, ctx) {
         if (stopping && ids[0] === 'h0') {
@@ -178,20 +208,34 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
           // Gives up when the worker closes: the slice is restored, not failed.
           await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
         }
+        for (const id of ids) data.push([id, ctx.data(id)]);
         rec.handler(ids, ctx);
       },
     });
     await b.performBatchLater(['n0', 'n1'], { key: 'k' });
-    await b.performBatchLater(['h0', 'h1', 'h2'], { key: 'k', priority: 'high' });
+    // h0 is pending at normal too, with other data: each level keeps its own.
+    await b.performBatchLater([{ id: 'h0', data: 'normal h0' }], { key: 'k' });
+    await b.performBatchLater(
+      ['h0', 'h1', 'h2'].map((id) => ({ id, data: `high ${id}` })),
+      { key: 'k', priority: 'high' },
+    );
     const first = b.createWorker();
     await inHigh.opened;
     await first.close();
-    expect(await b.backlog('k')).toEqual({ pending: 5, inFlight: 0, retrying: 0 });
+    expect(await b.backlog('k')).toEqual({ pending: 6, inFlight: 0, retrying: 0 });
     expect(await redisClient().lrange(keyspaceOf(b).forKey('k').pendingHigh, 0, -1)).toEqual(['h0', 'h1', 'h2']);
     stopping = false;
     b.createWorker();
-    await waitFor(() => rec.all.length === 5);
-    expect(rec.calls.map((c) => c.ids)).toEqual([['h0', 'h1'], ['h2'], ['n0', 'n1']]);
+    await waitFor(() => rec.all.length === 6);
+    expect(rec.calls.map((c) => c.ids)).toEqual([['h0', 'h1'], ['h2'], ['n0', 'n1'], ['h0']]);
+    expect(data).toEqual([
+      ['h0', 'high h0'],
+      ['h1', 'high h1'],
+      ['h2', 'high h2'],
+      ['n0', undefined],
+      ['n1', undefined],
+      ['h0', 'normal h0'],
+    ]);
   });
 
   it('with lanes (concurrencyPerKey 2): the high ids run before the rest, and every id runs once', async () => {

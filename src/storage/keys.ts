@@ -26,6 +26,14 @@ export interface KeyNames {
   pushMarksHigh: string;
   /** Set ('1') while the slice in flight was claimed from `pendingHigh`: a restore puts it back there. */
   inFlightHigh: string;
+  /**
+   * The list store's high-priority pushes' tickets and data (as `tracked` and `payloads`): a list
+   * keeps each push of an id apart, so a high push of an id also pending at normal keeps its own
+   * (see includes/priority.lua). The set and zset stores keep one copy of an id, and its data in
+   * `payloads` whatever its level.
+   */
+  trackedHigh: string;
+  payloadsHigh: string;
   inFlight: string;
   lock: string;
   /** The id of the last claim applied, which makes a resent claim a no-op. */
@@ -170,6 +178,8 @@ export const KEY_SUFFIXES = {
   pendingHigh: ':pending:high',
   pushMarksHigh: ':marks:high',
   inFlightHigh: ':inflight:high',
+  trackedHigh: ':tracked:high',
+  payloadsHigh: ':data:high',
   extras: ':extras',
 } as const satisfies Record<Exclude<keyof KeyNames, 'base'>, string>;
 
@@ -306,6 +316,8 @@ export class Keyspace {
       pendingHigh: base + s.pendingHigh,
       pushMarksHigh: base + s.pushMarksHigh,
       inFlightHigh: base + s.inFlightHigh,
+      trackedHigh: base + s.trackedHigh,
+      payloadsHigh: base + s.payloadsHigh,
     };
   }
 }

@@ -81,7 +81,7 @@ local ticketHash = ticket ~= '' and (K.ticketPrefix .. ticket) or nil
 local traceparent = arg_traceparent
 local now = clockMs()
 -- The names of the level the ids go to: a push with priority writes the key's high store.
-local W = arg_high and highNames(K) or K
+local W = arg_high and highNames(K, kind) or K
 
 if ticket ~= '' and arg_ticketMode == 'open' then
   local t = redis.call('HMGET', ticketHash, 'total', 'sealed')
@@ -126,18 +126,18 @@ end
 -- writes nothing (Redis does not roll a script back).
 if mode ~= '' or ticket ~= '' or traceparent ~= '' or arg_high then markExtras(K) end
 if mode ~= '' then
-  for i = FIRST, LAST do storePayload(K.payloads, ARGV[i], ARGV[i + count], mode) end
+  for i = FIRST, LAST do storePayload(W.payloads, ARGV[i], ARGV[i + count], mode) end
 end
 if traceparent ~= '' then storeTraces(K.traces, traceparent, ARGV, FIRST, LAST) end
 
 if ticket ~= '' then
   for i = FIRST, LAST do
-    local tickets = redis.call('HGET', K.tracked, ARGV[i])
-    redis.call('HSET', K.tracked, ARGV[i], tickets and (tickets .. ' ' .. ticket) or ticket)
+    local tickets = redis.call('HGET', W.tracked, ARGV[i])
+    redis.call('HSET', W.tracked, ARGV[i], tickets and (tickets .. ' ' .. ticket) or ticket)
   end
   local ttl = arg_ticketTtlMs
   -- The tracked ids live as long as their youngest ticket could.
-  if redis.call('PTTL', K.tracked) < ttl then redis.call('PEXPIRE', K.tracked, ttl) end
+  if redis.call('PTTL', W.tracked) < ttl then redis.call('PEXPIRE', W.tracked, ttl) end
   redis.call('HINCRBY', ticketHash, 'total', count)
   -- Without `sealed`, a ticket is sealed: a tracked push's ids are all of it.
   if arg_ticketMode == 'new' then redis.call('HSET', ticketHash, 'ttl', ttl, 'cb', arg_callback and '1' or '0') end

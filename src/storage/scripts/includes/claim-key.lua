@@ -96,17 +96,19 @@ local function claimKey(store, K, A, finish)
     -- Pending ids that wait to fill stay where they are (see fill.lua); high ones never wait (see
     -- priority.lua).
     local filling = (not ids and not blocked and not limited) and fillWait(store.kind, K, A.fillMin, A.fillMaxWaitMs) or 0
+    -- The names of the level the ids come from, for their tickets and data (see priority.lua).
+    local L = K
     if not ids and not blocked and not limited then
-      ids, mark = takeByLevel(store, K, count, plain, filling > 0)
+      ids, mark, L = takeByLevel(store, K, count, plain, filling > 0)
     end
     if ids and #ids > 0 then
       if not plain then
-        trackClaim(K.tracked, K.trackedInFlight, ids, store.perPush)
+        trackClaim(L.tracked, K.trackedInFlight, ids, store.perPush)
         -- A failed slice's data waits with it (see payloads.lua), never with the ids pushed since.
         if retried then
           result[5] = claimRetryPayloads(K.retryData, K.payloadsInFlight, retried, ids)
         else
-          result[5] = claimPayloads(K.payloads, K.payloadsInFlight, ids, store.perPush)
+          result[5] = claimPayloads(L.payloads, K.payloadsInFlight, ids, store.perPush)
           result[8] = claimTraces(K.traces, ids)
         end
       end

@@ -18,7 +18,7 @@ local function dropExtrasIfNone(K)
   -- Trace context outlives its ids only when a claim did not take it (a worker of an earlier
   -- version, during a rolling deploy): once nothing waits, what is left is of no id.
   if redis.call('EXISTS', K.traces) == 1 and redis.call('EXISTS', K.pending, K.pendingHigh) == 0 then redis.call('DEL', K.traces) end
-  if redis.call('EXISTS', K.paused, K.hold, K.retryAfterStreak, K.retry, K.retrySlices, K.retryData, K.tracked, K.trackedInFlight, K.payloads, K.payloadsInFlight, K.traces, K.inFlightSlice, K.lanes, K.pendingHigh, K.inFlightHigh) == 0 then
+  if redis.call('EXISTS', K.paused, K.hold, K.retryAfterStreak, K.retry, K.retrySlices, K.retryData, K.tracked, K.trackedInFlight, K.payloads, K.payloadsInFlight, K.traces, K.inFlightSlice, K.lanes, K.pendingHigh, K.inFlightHigh, K.trackedHigh, K.payloadsHigh) == 0 then
     -- No high id waits: a high push mark left (one a claim of exactly the rest did not drop) is stale.
     redis.call('DEL', K.extras, K.pushMarksHigh)
   end

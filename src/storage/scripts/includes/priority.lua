@@ -13,9 +13,16 @@
 --- @include "due"
 
 -- The high store's names: the key's own (K), with pending and its push marks swapped for the
--- high ones, so that each store's functions (see stores.lua) serve it unchanged.
-local function highNames(K)
-  return setmetatable({ pending = K.pendingHigh, pushMarks = K.pushMarksHigh }, { __index = K })
+-- high ones, so that each store's functions (see stores.lua) serve it unchanged. With the list
+-- store, which keeps each push of an id apart, its tickets and data are swapped too: a high push
+-- of an id also pending at normal keeps its own, and the claim of the high copy takes them.
+local function highNames(K, kind)
+  local names = { pending = K.pendingHigh, pushMarks = K.pushMarksHigh }
+  if kind == 'list' then
+    names.tracked = K.trackedHigh
+    names.payloads = K.payloadsHigh
+  end
+  return setmetatable(names, { __index = K })
 end
 
 -- Drops `ids` (args[first..last]) from a set or zset store (a list keeps each push apart).
@@ -27,30 +34,33 @@ local function dropWaiting(kind, pending, args, first, last)
   end
 end
 
--- The next slice's ids and mark, as store.takePending returns them, taken by level: the high
--- store first, unless the key is `plain` (no extras: then it has no high ids); the normal one
--- unless its ids wait to fill (`filling`; high ones never do, see fill.lua).
+-- The next slice's ids and mark, as store.takePending returns them, and the names of the level
+-- they came from (for their tickets and data): taken by level, the high store first, unless the
+-- key is `plain` (no extras: then it has no high ids); the normal one unless its ids wait to fill
+-- (`filling`; high ones never do, see fill.lua).
 local function takeByLevel(store, K, count, plain, filling)
   if not plain and redis.call('EXISTS', K.pendingHigh) == 1 then
-    local ids, mark = store.takePending(highNames(K), count)
+    local H = highNames(K, store.kind)
+    local ids, mark = store.takePending(H, count)
     if ids and #ids > 0 then
       redis.call('SET', K.inFlightHigh, '1')
       dropWaiting(store.kind, K.pending, ids, 1, #ids)
-      return ids, mark
+      return ids, mark, H
     end
     -- Only a zset's high ids can wait while pending ones are claimed: none of them is ready yet.
     if filling then return nil end
     ids, mark = store.takePending(K, count)
     if ids and #ids > 0 then dropWaiting(store.kind, K.pendingHigh, ids, 1, #ids) end
-    return ids, mark
+    return ids, mark, K
   end
   if filling then return nil end
-  return store.takePending(K, count)
+  local ids, mark = store.takePending(K, count)
+  return ids, mark, K
 end
 
 -- The names a restore puts the slice in flight back under: the level it was claimed from.
-local function restoreNames(K)
-  if redis.call('EXISTS', K.inFlightHigh) == 1 then return highNames(K) end
+local function restoreNames(K, kind)
+  if redis.call('EXISTS', K.inFlightHigh) == 1 then return highNames(K, kind) end
   return K
 end
 

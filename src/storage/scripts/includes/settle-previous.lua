@@ -82,6 +82,7 @@ local function settlePrevious(store, K, A, log, quiet)
     end
   elseif A.settle == 'restore' then
     local slice = redis.call('GET', K.inFlightSlice)
+    local R = restoreNames(K, store.kind)
     if slice then
       -- A failed slice run again goes back to the retry set as it was, due now, history kept.
       markExtras(K)
@@ -91,10 +92,11 @@ local function settlePrevious(store, K, A, log, quiet)
       keepForRetry(K.retryData, K.payloadsInFlight, id, cjson.decode(slice).ids)
       redis.call('DEL', K.inFlight)
     else
-      store.restore(restoreNames(K), K.inFlight, K.inFlightMark)
+      store.restore(R, K.inFlight, K.inFlightMark)
     end
-    untrackAll(K.tracked, K.trackedInFlight)
-    unclaimAllPayloads(K.payloads, K.payloadsInFlight)
+    -- Tickets and data go back in front of the waiting ones of the level the slice came from.
+    untrackAll(R.tracked, K.trackedInFlight)
+    unclaimAllPayloads(R.payloads, K.payloadsInFlight)
     redis.call('DEL', K.inFlightMark, K.inFlightSlice, K.inFlightHigh)
   else
     -- 'recover', a run's first claim: what a dead run left in flight, in any of its lanes
