@@ -1,5 +1,6 @@
 import { describe, InvalidOptionError } from './errors';
 import { MAX_TIMER_MS } from './limits';
+import { perKey, requiredInteger } from './validate';
 import type { Key } from './types';
 
 /**
@@ -21,21 +22,10 @@ export interface FillOption {
   maxWaitMs: number | ((key: Key) => number);
 }
 
-function checkMinSliceSize(where: string, value: unknown, sliceSize: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > sliceSize) {
-    throw new InvalidOptionError(
-      `${where} must be an integer between 1 and sliceSize (${sliceSize}): a run claims at most sliceSize ids, got ${describe(value)}`,
-    );
-  }
-  return value;
-}
+/** At most sliceSize: a run claims no more. */
+const checkMinSliceSize = (sliceSize: number) => (where: string, value: unknown) => requiredInteger(where, value, 1, sliceSize);
 
-function checkMaxWaitMs(where: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_TIMER_MS) {
-    throw new InvalidOptionError(`${where} must be whole ms between 0 and ${MAX_TIMER_MS}, got ${describe(value)}`);
-  }
-  return value;
-}
+const checkMaxWaitMs = (where: string, value: unknown) => requiredInteger(where, value, 0, MAX_TIMER_MS);
 
 function numberOrFunction(where: string, value: unknown, check: (v: unknown) => number): number | ((key: Key) => number) {
   return typeof value === 'function' ? (value as (key: Key) => number) : check(value);
@@ -59,7 +49,7 @@ export function validateFillOptions(minSliceSize: unknown, maxWaitMs: unknown, s
     minSliceSize:
       minSliceSize === undefined
         ? sliceSize
-        : numberOrFunction('options.minSliceSize', minSliceSize, (v) => checkMinSliceSize('options.minSliceSize', v, sliceSize)),
+        : numberOrFunction('options.minSliceSize', minSliceSize, (v) => checkMinSliceSize(sliceSize)('options.minSliceSize', v)),
     maxWaitMs: numberOrFunction('options.maxWaitMs', maxWaitMs, (v) => checkMaxWaitMs('options.maxWaitMs', v)),
   };
 }
@@ -71,10 +61,8 @@ export function validateFillOptions(minSliceSize: unknown, maxWaitMs: unknown, s
  */
 export function fillOf(option: FillOption | undefined, key: Key, sliceSize: number): Fill | undefined {
   if (!option) return undefined;
-  const { minSliceSize: min, maxWaitMs: max } = option;
-  const minSliceSize =
-    typeof min === 'function' ? checkMinSliceSize(`options.minSliceSize(${JSON.stringify(key)})`, min(key), sliceSize) : min;
-  const maxWaitMs = typeof max === 'function' ? checkMaxWaitMs(`options.maxWaitMs(${JSON.stringify(key)})`, max(key)) : max;
+  const minSliceSize = perKey('options.minSliceSize', option.minSliceSize, key, checkMinSliceSize(sliceSize));
+  const maxWaitMs = perKey('options.maxWaitMs', option.maxWaitMs, key, checkMaxWaitMs);
   return minSliceSize > 1 && maxWaitMs > 0 ? { minSliceSize, maxWaitMs } : undefined;
 }
 

@@ -69,6 +69,20 @@ export function optionalFunction<F>(where: string, value: unknown, shape: string
 }
 
 /**
+ * A per-key option's value for `key`: the value given (checked when the batcher was defined), or
+ * what its function returns for `key`, checked by `check` under the call's name
+ * (`options.maxWaitMs("acct-7")`), so a bad result names the key it came for.
+ */
+export function perKey<T>(
+  where: string,
+  option: NoInfer<T> | ((key: string) => unknown),
+  key: string,
+  check: (where: string, value: unknown) => T,
+): T {
+  return typeof option === 'function' ? check(`${where}(${JSON.stringify(key)})`, (option as (key: string) => unknown)(key)) : option;
+}
+
+/**
  * The names of an options type, checked by the compiler against the type itself: a name missing
  * from the list (or one the type does not have) is a type error, so the list cannot drift.
  */

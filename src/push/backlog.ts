@@ -1,5 +1,5 @@
 import { describe, InvalidOptionError, KeyBacklogFullError } from '../core/errors';
-import { requiredInteger } from '../core/validate';
+import { perKey, requiredInteger } from '../core/validate';
 import type { BacklogFull } from '../storage/protocol';
 import type { Key, MaxPendingPerKey } from '../core/types';
 
@@ -22,9 +22,9 @@ export function validateMaxPendingOption(option: unknown): MaxPendingPerKey | un
 
 /** The limit of `key`, undefined for none; a function's bad result throws (the push writes nothing). */
 export function maxPendingOf(option: MaxPendingPerKey | undefined, key: Key): number | undefined {
-  if (typeof option !== 'function') return option;
-  const limit = option(key);
-  return limit === undefined ? undefined : requiredInteger(`options.maxPendingPerKey(${JSON.stringify(key)})`, limit, 1);
+  return perKey('options.maxPendingPerKey', option, key, (where, limit) =>
+    limit === undefined ? undefined : requiredInteger(where, limit, 1),
+  );
 }
 
 /** The error of a push refused for its key's backlog. */
