@@ -32,3 +32,9 @@ export const RETRY_AFTER_MAX_BACKOFF_MS = 60_000;
  * limit of links per span, beyond which its SDK drops them anyway.
  */
 export const MAX_SLICE_LINKS = 128;
+
+/**
+ * `pushesPerCall` at most: Redis runs a call's pushes one after the other, serving no other
+ * client meanwhile, so a call's length is bounded (about 15 µs a single-id push).
+ */
+export const MAX_PUSHES_PER_CALL = 1000;

@@ -332,6 +332,19 @@ export interface BatchByKeyOptions<Data = unknown> {
    */
   pushTimeoutMs?: number;
   /**
+   * Group commit: while a push's script call is in flight on a connection (on a Cluster, per
+   * slot), pushes that arrive wait and go out together in one call when it returns, at most this
+   * many; each keeps its own outcome. An idle connection sends a push at once (see `pushLingerMs`).
+   * @default 100
+   */
+  pushesPerCall?: number;
+  /**
+   * How long a push to an idle connection waits for others to share its call (Kafka's
+   * `linger.ms`): up to this much later, for fewer calls under a steady trickle. 0: none.
+   * @default 0
+   */
+  pushLingerMs?: number;
+  /**
    * Per-key rate limit: at most `max` ids claimed in any `durationMs` per key, across every
    * worker (see `RateLimit`); or a function giving each key its own (undefined: unlimited),
    * called once per run. Every worker of a batcher should be given the same limits.

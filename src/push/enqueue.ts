@@ -1,16 +1,7 @@
 import { Cluster } from 'ioredis';
 import { currentKey } from './context';
 import { withDeadline } from '../core/deadline';
-import { connectionCloses, isReplyError } from '../core/connection';
-import {
-  describe,
-  InvalidOptionError,
-  MissingKeyError,
-  PushOutcomeUnknownError,
-  PushTimeoutError,
-  TicketSealedError,
-  UnknownTicketError,
-} from '../core/errors';
+import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError } from '../core/errors';
 import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
 import { activeTraceparent } from '../core/trace-context';
 import { isHighKey, isHighPush } from '../core/priority';
@@ -18,7 +9,9 @@ import { normalizeItems, validateKey, type NormalizedPush } from '../core/input'
 import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
 import { newTicket, parseTicket } from './progress';
-import { checkBacklog, dueIn, push, type PushCall, type PushResult } from '../storage/protocol';
+import { checkBacklog, dueIn, type PushCall } from '../storage/protocol';
+import type { Committer } from './committer';
+import { jobAddFailed, outcomeOf } from './outcomes';
 import { backlogFullError, maxPendingOf } from './backlog';
 import { openTicket, sealTicket } from './tickets';
 import type { TicketOutbox } from '../storage/ticket-outbox';
@@ -67,6 +60,8 @@ export interface EnqueueDeps {
   /** Whether a tracked push asks for a callback when it settles, unless it says (the batcher has onTicketSettled). */
   callbacks: boolean;
   tickets: TicketOutbox;
+  /** Sends the push's script call, shared with the pushes that arrive while one is in flight (group commit). */
+  committer: Committer;
 }
 
 /** Every name `PerformOptions` has (the compiler holds the list to the type). */
@@ -82,7 +77,7 @@ const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track'
  * never trusted: it may be between its last (empty) claim and its completion, and the add, which
  * BullMQ keeps as the next job, is what covers that window. Waits at most `timeoutMs` for Redis.
  * Once the script call may have gone out, a failure that is not Redis's own answer rejects with a
- * PushOutcomeUnknownError (see pushOnce): only then may a rejected push have stored its ids.
+ * PushOutcomeUnknownError (see outcomes.ts): only then may a rejected push have stored its ids.
  */
 
 export async function performBatchLater(
@@ -90,6 +85,7 @@ export async function performBatchLater(
   items: ReadonlyArray<PushItem>,
   options: PerformOptions = {},
 ): Promise<PerformResult> {
+  const startedAt = Date.now();
   if (typeof options === 'object' && options !== null) onlyKnownOptions('performBatchLater options', options, PERFORM_OPTIONS);
   const { ids, payloads } = normalizeItems(items);
   const delayMs = validateDelay(deps.store, options.delayMs);
@@ -101,7 +97,9 @@ export async function performBatchLater(
   const key = open ? keyOfTicket(open.key, options.key) : await resolveKey(deps.resolver, options.key);
   const fill = fillOf(deps.fill, key, deps.sliceSize);
   const names = deps.keyspace.forKey(key);
-  const within = <T>(work: Promise<T>) => withDeadline(work, deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
+  // From the call on: a push that waits for a shared call (see committer.ts) waits within it.
+  const within = <T>(work: Promise<T>) =>
+    withDeadline(work, Math.max(0, deps.timeoutMs - (Date.now() - startedAt)), () => pushTimedOut(key, deps.timeoutMs));
   if (track && ids.length === 0) {
     // Nothing to wait for: a ticket that is settled at once (and so calls back, if asked).
     const ticket = await within(emptyTicket(deps, key, callback));
@@ -201,8 +199,8 @@ async function store(
   const startsNow = !fill || high || ids.length >= fill.minSliceSize;
   const add = !cluster && kind !== 'zset' && level === LEVEL.light && startsNow ? standardAdd(queue, key) : undefined;
   // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
-  // to the one time the call was sent says what happened (see pushOnce).
-  const pushed = await pushOnce(client, key, () => push(client, names, { ...call, ...(add && { add: add.call }) }));
+  // to the one time the call was sent says what happened (see outcomes.ts).
+  const pushed = outcomeOf(key, await deps.committer.commit({ names, call: { ...call, ...(add && { add: add.call }) } }));
   // The ids are stored; the key is in its recovery index, so a workers' sweep serves it if the job add fails.
   try {
     await add?.done(pushed.added ?? null);
@@ -216,56 +214,8 @@ async function store(
     // push's time: the key then starts at most maxWaitMs late.
     if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs, fill);
   } catch (err) {
-    throw new PushOutcomeUnknownError(
-      `performBatchLater for key ${JSON.stringify(key)} stored its ids, but adding the key's job failed (${messageOf(err)}); ` +
-        `the workers' recovery sweep serves the key. ${RETRY}`,
-      { cause: err },
-    );
+    throw jobAddFailed(key, err);
   }
-}
-
-/** What a retry of a push whose outcome is unknown does, for the messages that say so. */
-const RETRY = 'A retry is at least once: the set and zset stores keep one copy of a pending id, the list store stores it twice';
-
-/**
- * The push script's call, whose answer is definite only when it is Redis's to the one time the
- * call was sent: a result (a refusal of an open ticket writes nothing), or an error reply (a
- * script error, OOM, a missing permission; push.lua writes the ids before anything else, so a
- * call that failed wrote nothing). Anything else, once the call may have gone out, leaves its
- * outcome unknown: the connection closed (Redis may have run the call before), ioredis gave up
- * retrying on a Cluster, or a connection of the client closed meanwhile, after which ioredis may
- * have sent the call again and this answer is the second one's. Then the push rejects with a
- * PushOutcomeUnknownError carrying what ended it.
- */
-async function pushOnce(client: RedisClient, key: Key, send: () => Promise<PushResult>): Promise<PushResult> {
-  const closes = connectionCloses(client);
-  const unknown = (cause: unknown) =>
-    new PushOutcomeUnknownError(
-      `performBatchLater for key ${JSON.stringify(key)} cannot tell whether Redis stored its ids (its script call was sent, then: ` +
-        `${messageOf(cause)}). They may have been stored, and then they run. ${RETRY}`,
-      { cause },
-    );
-  let pushed: PushResult;
-  try {
-    pushed = await send();
-  } catch (err) {
-    throw isReplyError(err) && connectionCloses(client) === closes ? err : unknown(err);
-  }
-  const { refused } = pushed;
-  if (refused === undefined) return pushed;
-  const refusal =
-    refused.reason === 'backlog_full'
-      ? backlogFullError(key, refused)
-      : refused.reason === 'unknown_ticket'
-        ? new UnknownTicketError(
-            `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
-          )
-        : new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
-  throw connectionCloses(client) === closes ? refusal : unknown(refusal);
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /**

@@ -1,6 +1,7 @@
 import { describe, InvalidOptionError } from '../core/errors';
 import { validateKey } from '../core/input';
 import { performBatchLater, type EnqueueDeps } from '../push/enqueue';
+import { Committer } from '../push/committer';
 import { progress, waitFor } from '../push/progress';
 import { openTicket, sealTicket } from '../push/tickets';
 import type { BatcherRuntime } from './runtime';
@@ -61,6 +62,7 @@ export class Producer {
       maxPending: opts.maxPendingPerKey,
       callbacks: opts.onTicketSettled !== undefined,
       tickets: runtime.ticketOutbox(),
+      committer: new Committer(client, { maxPushes: opts.pushesPerCall, lingerMs: opts.pushLingerMs }),
     });
   }
 }

@@ -119,6 +119,32 @@ export type PayloadMode = 'list' | 'replace' | 'keep' | 'all';
 
 /** Stores one push, whole, in one call (see push.lua). */
 export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
+  const { keys, args } = pushArgs(names, p);
+  return pushReply(p, await runScript(client, 'push', keys, args));
+}
+
+/** One push of a shared call (see pushMany): its key's names and what it stores. */
+export interface PushOfMany {
+  names: KeyNames;
+  call: PushCall;
+}
+
+/**
+ * Stores several pushes in one call (see push-many.lua), each whole, each with its own outcome:
+ * its result, or the error reply Redis gave it (it then wrote nothing). The pushes all have a
+ * `job` (standalone) or none (a Cluster, all of one slot). The call itself rejects as push does.
+ */
+export async function pushMany(client: RedisClient, pushes: readonly PushOfMany[]): Promise<Array<PushResult | Error>> {
+  const built = pushes.map(({ names, call }) => pushArgs(names, call));
+  const keys = built.flatMap((b) => b.keys);
+  const args: ScriptArg[] = [pushes.length, built[0]!.keys.length, ...built.map((b) => b.args.length)];
+  for (const b of built) for (const arg of b.args) args.push(arg);
+  const replies = (await runScript(client, 'push-many', keys, args)) as unknown[];
+  return replies.map((reply, i) => (reply instanceof Error ? reply : pushReply(pushes[i]!.call, reply)));
+}
+
+/** push.lua's KEYS and ARGV for one push. */
+function pushArgs(names: KeyNames, p: PushCall): { keys: string[]; args: ScriptArg[] } {
   const job = p.job;
   // BullMQ's add keys are derived in the script from its prefix (job.ts standardAdd builds an add
   // only where they are what the installed BullMQ builds).
@@ -148,11 +174,12 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     },
     [...p.ids, ...(p.payloads?.json ?? [])],
   );
-  const [covered, waitMs, added] = (await runScript(client, 'push', job ? [names.base, job.index] : [names.base], args)) as [
-    number,
-    number,
-    unknown,
-  ];
+  return { keys: job ? [names.base, job.index] : [names.base], args };
+}
+
+/** What push.lua's reply to a push says. */
+function pushReply(p: PushCall, reply: unknown): PushResult {
+  const [covered, waitMs, added] = reply as [number, number, unknown];
   if (covered === REPLY.unknownTicket) return { refused: { reason: 'unknown_ticket' }, covered: false, waitMs: 0 };
   if (covered === REPLY.sealedTicket) return { refused: { reason: 'sealed_ticket' }, covered: false, waitMs: 0 };
   if (covered === REPLY.backlogFull) return { refused: backlogFull(p.maxPending ?? 0, waitMs, added), covered: false, waitMs: 0 };

@@ -27,6 +27,7 @@ export type { RedisClient };
 /** One name per `.lua` file beside this module. */
 const NAMES = [
   'push',
+  'push-many',
   'backlog-check',
   'add-job',
   'claim',
@@ -75,12 +76,28 @@ function inline(source: string, chain: ReadonlySet<string>, included: Set<string
     if (name.startsWith(BULLMQ)) return bullmqInclude(name.slice(BULLMQ.length), library);
     if (name === 'keyspace') return keyspaceInclude();
     if (name.startsWith(ARGS)) return argsInclude(name.slice(ARGS.length));
+    if (name.startsWith(SCRIPT)) return scriptInclude(name.slice(SCRIPT.length), chain, included, library);
     return load(join('includes', `${name}.lua`), new Set([...chain, name]), included, library);
   });
 }
 
 /** `args-<script>`: the script's arguments by name, generated from args.ts. */
 const ARGS = 'args-';
+
+/**
+ * `script-<name>`: another script of ours as a function, so a script can run it per item of its
+ * call (push-many.lua runs push.lua once per push): that script's includes, then its body as
+ * `local function <name>Script(KEYS, ARGV)`, whose KEYS and ARGV are the item's. The script's
+ * `return`s return from the function.
+ */
+const SCRIPT = 'script-';
+
+function scriptInclude(name: string, chain: ReadonlySet<string>, included: Set<string>, library: boolean): string {
+  const { prelude, body } = splitScript(readFileSync(join(__dirname, `${name}.lua`), 'utf8'));
+  const inner = new Set([...chain, `${SCRIPT}${name}`]);
+  const fn = `${name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase())}Script`;
+  return `${inline(prelude, inner, included, library)}\nlocal function ${fn}(KEYS, ARGV)\n${inline(body, inner, included)}\nend\n`;
+}
 
 /**
  * Includes that are not files here: `bullmq-<script>` is the installed BullMQ's script of that

@@ -1,0 +1,93 @@
+import calculateSlot from 'cluster-key-slot';
+import { Cluster } from 'ioredis';
+import { connectionCloses, isReplyError } from '../core/connection';
+import { push, pushMany, type PushOfMany, type PushResult } from '../storage/protocol';
+import type { RedisClient } from '../storage/scripts';
+
+/**
+ * What came of one push of a shared call: `reply`, Redis's answer for it (its result, which may be
+ * a refusal, or the error reply Redis gave it or the whole call: it then wrote nothing), definite
+ * unless a connection of the client closed during the call (ioredis may then have sent it again,
+ * and this answer is the second one's); or `unknown`, what ended a call that may have run without
+ * an answer (its connection closed, ioredis gave up retrying it on a Cluster).
+ */
+export type Committed = { reply: PushResult | Error; definite: boolean } | { unknown: unknown };
+
+/** Group commit: how many pushes may share a call, and how long an idle lane lingers for more. */
+export interface CommitOptions {
+  /** `pushesPerCall`: the most pushes one script call carries. */
+  maxPushes: number;
+  /** `pushLingerMs`: how long the first push to an idle lane waits for others (0: none). */
+  lingerMs: number;
+}
+
+interface Waiting {
+  push: PushOfMany;
+  settle: (committed: Committed) => void;
+}
+
+/** One connection's (on a Cluster, one slot's) call in flight and the pushes waiting behind it. */
+interface Lane {
+  busy: boolean;
+  waiting: Waiting[];
+  linger: NodeJS.Timeout | undefined;
+}
+
+/**
+ * Group commit of pushes, as a database commits its log: while a push call is in flight on a
+ * lane (the connection; on a Cluster, the slot of the key, as a call's keys must share one),
+ * pushes that arrive wait and go out together, at most `maxPushes` in one call (push-many.lua),
+ * when it returns. An idle lane sends at once, or after `lingerMs` if set: so it adds no delay
+ * when idle, and takes more per call as load rises. Each push gets its own outcome (see
+ * Committed); a lone push goes out as push.lua.
+ */
+export class Committer {
+  private readonly lanes = new Map<number, Lane>();
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly options: CommitOptions,
+  ) {}
+
+  /** Sends `p` in the lane's next call. Never rejects: the outcome says what happened. */
+  commit(p: PushOfMany): Promise<Committed> {
+    const id = this.client instanceof Cluster ? calculateSlot(p.names.base) : 0;
+    let lane = this.lanes.get(id);
+    if (!lane) this.lanes.set(id, (lane = { busy: false, waiting: [], linger: undefined }));
+    const done = new Promise<Committed>((settle) => lane.waiting.push({ push: p, settle }));
+    if (lane.busy) return done;
+    if (this.options.lingerMs === 0 || lane.waiting.length >= this.options.maxPushes) this.send(id, lane);
+    else lane.linger ??= setTimeout(() => this.send(id, lane), this.options.lingerMs);
+    return done;
+  }
+
+  private send(id: number, lane: Lane): void {
+    clearTimeout(lane.linger);
+    lane.linger = undefined;
+    const batch = lane.waiting.splice(0, this.options.maxPushes);
+    if (batch.length === 0) {
+      this.lanes.delete(id);
+      return;
+    }
+    lane.busy = true;
+    void this.call(batch.map((w) => w.push)).then((outcomes) => {
+      batch.forEach((w, i) => w.settle(outcomes[i]!));
+      lane.busy = false;
+      // Those that waited behind this call have waited enough: no linger for them.
+      this.send(id, lane);
+    });
+  }
+
+  private async call(pushes: PushOfMany[]): Promise<Committed[]> {
+    const { client } = this;
+    const closes = connectionCloses(client);
+    const all = (outcome: Committed) => pushes.map(() => outcome);
+    try {
+      const replies = pushes.length === 1 ? [await push(client, pushes[0]!.names, pushes[0]!.call)] : await pushMany(client, pushes);
+      const definite = connectionCloses(client) === closes;
+      return replies.map((reply) => ({ reply, definite }));
+    } catch (err) {
+      return all(isReplyError(err) ? { reply: err as Error, definite: connectionCloses(client) === closes } : { unknown: err });
+    }
+  }
+}
