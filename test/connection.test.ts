@@ -168,6 +168,32 @@ describe('connection', () => {
     }
   });
 
+  it('a shared push call whose connection closes before Redis answered rejects each of its pushes with PushOutcomeUnknownError', async () => {
+    const server = await startRedis();
+    const proxy = await replyDroppingProxy(server.port);
+    const admin = new Redis(server.port);
+    try {
+      const client = track(new Redis({ port: proxy.port, maxRetriesPerRequest: 0 }));
+      client.on('error', () => {});
+      // The linger gathers the pushes below into one call (group commit).
+      const b = track(batchByKey({ name: uniqueName(), connection: client, pushLingerMs: 100 }));
+      await b.performBatchLater(['a'], { key: 'k-0' });
+      await client.ping();
+      proxy.dropNextReply();
+      const errors = await Promise.all(['k-1', 'k-2', 'k-3'].map((key) => b.performBatchLater([key], { key }).catch((e: unknown) => e)));
+      for (const error of errors) {
+        expect(error).toBeInstanceOf(PushOutcomeUnknownError);
+        expect(error).toMatchObject({ message: expect.stringMatching(/may have been stored/) });
+      }
+      // The call ran: each push's id waits for a worker.
+      for (const key of ['k-1', 'k-2', 'k-3']) expect(await admin.lrange(keyspaceOf(b).forKey(key).pending, 0, -1)).toEqual([key]);
+    } finally {
+      admin.disconnect();
+      await proxy.close();
+      await server.stop();
+    }
+  });
+
   it("Redis's refusal of a call ioredis sent again after a reconnect is no proof: the first one ran, the push rejects with PushOutcomeUnknownError", async () => {
     const server = await startRedis();
     const proxy = await replyDroppingProxy(server.port);
