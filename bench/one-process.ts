@@ -8,7 +8,7 @@
  * monitorEventLoopDelay); this process's and Redis's CPU per id; script calls per push and the
  * deepest BullMQ wait list seen (a queue that ids wait in behind other keys' jobs).
  *
- *   npx tsx bench/one-process.ts [rates=1000,2000,4000] [seconds=5] [systems=ours,bullmq-per-id]
+ *   npx tsx bench/one-process.ts [rates=1000,2000,4000] [seconds=5] [systems=ours,ours-single,bullmq-per-id]
  *
  * Profile what runs for long at once: `node --cpu-prof --import tsx bench/one-process.ts 4000 5 ours`.
  * The machine may be shared: read the ratios within one run, not the absolute figures.
@@ -31,10 +31,13 @@ const GRACE_MS = 10_000;
 /** Pushes processed before the stream, untimed. */
 const WARM_UP = 200;
 
-const [rateArg = '1000,2000,4000', secondsArg = '5', systemsArg = 'ours,bullmq-per-id'] = process.argv.slice(2);
+const [rateArg = '1000,2000,4000', secondsArg = '5', systemsArg = 'ours,ours-single,bullmq-per-id'] = process.argv.slice(2);
 const rates = rateArg.split(',').map(Number);
 const durationMs = Number(secondsArg) * 1000;
-const specs = systemsArg.split(',').map((id) => ({ id }) as SystemSpec);
+/** `ours-single`: ours with each push its own script call (pushesPerCall 1), as before group commit. */
+const specs = systemsArg
+  .split(',')
+  .map((id): SystemSpec => (id === 'ours-single' ? { id: 'ours', variant: { pushesPerCall: 1 } } : ({ id } as SystemSpec)));
 
 interface Row {
   system: string;

@@ -334,7 +334,7 @@ export interface BatchByKeyOptions<Data = unknown> {
   /**
    * Group commit: while a push's script call is in flight on a connection (on a Cluster, per
    * slot), pushes that arrive wait and go out together in one call when it returns, at most this
-   * many; each keeps its own outcome. An idle connection sends a push at once (see `pushLingerMs`).
+   * many (a full call goes out at once); each keeps its own outcome. An idle connection sends a push at once (see `pushLingerMs`).
    * @default 100
    */
   pushesPerCall?: number;

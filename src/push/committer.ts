@@ -26,9 +26,9 @@ interface Waiting {
   settle: (committed: Committed) => void;
 }
 
-/** One connection's (on a Cluster, one slot's) call in flight and the pushes waiting behind it. */
+/** One connection's (on a Cluster, one slot's) calls in flight and the pushes waiting behind them. */
 interface Lane {
-  busy: boolean;
+  inFlight: number;
   waiting: Waiting[];
   linger: NodeJS.Timeout | undefined;
 }
@@ -37,9 +37,9 @@ interface Lane {
  * Group commit of pushes, as a database commits its log: while a push call is in flight on a
  * lane (the connection; on a Cluster, the slot of the key, as a call's keys must share one),
  * pushes that arrive wait and go out together, at most `maxPushes` in one call (push-many.lua),
- * when it returns. An idle lane sends at once, or after `lingerMs` if set: so it adds no delay
- * when idle, and takes more per call as load rises. Each push gets its own outcome (see
- * Committed); a lone push goes out as push.lua.
+ * when it returns, or as soon as `maxPushes` wait. An idle lane sends at once, or after
+ * `lingerMs` if set: so it adds no delay when idle, and takes more per call as load rises. Each
+ * push gets its own outcome (see Committed); a lone push goes out as push.lua.
  */
 export class Committer {
   private readonly lanes = new Map<number, Lane>();
@@ -53,10 +53,13 @@ export class Committer {
   commit(p: PushOfMany): Promise<Committed> {
     const id = this.client instanceof Cluster ? calculateSlot(p.names.base) : 0;
     let lane = this.lanes.get(id);
-    if (!lane) this.lanes.set(id, (lane = { busy: false, waiting: [], linger: undefined }));
+    if (!lane) this.lanes.set(id, (lane = { inFlight: 0, waiting: [], linger: undefined }));
     const done = new Promise<Committed>((settle) => lane.waiting.push({ push: p, settle }));
-    if (lane.busy) return done;
-    if (this.options.lingerMs === 0 || lane.waiting.length >= this.options.maxPushes) this.send(id, lane);
+    // A full call goes at once, even behind one in flight: waiting longer would gather no more
+    // into it, and a lane whose calls return late (a busy event loop) would cap the push rate.
+    if (lane.waiting.length >= this.options.maxPushes) this.send(id, lane);
+    else if (lane.inFlight > 0) return done;
+    else if (this.options.lingerMs === 0) this.send(id, lane);
     else lane.linger ??= setTimeout(() => this.send(id, lane), this.options.lingerMs);
     return done;
   }
@@ -66,13 +69,13 @@ export class Committer {
     lane.linger = undefined;
     const batch = lane.waiting.splice(0, this.options.maxPushes);
     if (batch.length === 0) {
-      this.lanes.delete(id);
+      if (lane.inFlight === 0) this.lanes.delete(id);
       return;
     }
-    lane.busy = true;
+    lane.inFlight++;
     void this.call(batch.map((w) => w.push)).then((outcomes) => {
       batch.forEach((w, i) => w.settle(outcomes[i]!));
-      lane.busy = false;
+      lane.inFlight--;
       // Those that waited behind this call have waited enough: no linger for them.
       this.send(id, lane);
     });
