@@ -67,6 +67,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     },
     async close() {
       if (!runtime.markClosed()) return;
+      producer.flush();
       await workers.close();
       await runtime.close();
     },

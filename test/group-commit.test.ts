@@ -81,6 +81,16 @@ describe('group commit', () => {
     expect(await track(new Redis(server().url)).lrange(pending, 0, -1)).toEqual(['7']);
   });
 
+  standaloneOnly('a push lingering for others when the batcher closes goes out before its connection closes', async () => {
+    const b = isolated({ pushLingerMs: 60_000, pushesPerCall: 2 });
+    // A full call goes at once: the connection and the store check are ready after it.
+    await Promise.all(['a', 'b'].map((key) => b.performBatchLater([key], { key })));
+    const pushing = b.performBatchLater(['late'], { key: 'k' });
+    await b.close();
+    await expect(pushing).resolves.toMatchObject({ pushed: 1 });
+    expect(await track(new Redis(server().url)).lrange(keyspaceOf(b).forKey('k').pending, 0, -1)).toEqual(['late']);
+  });
+
   standaloneOnly("each push of a shared call has its own outcome: one refused for its key's backlog, one refused by Redis", async () => {
     const rec = new Recorder();
     const b = isolated({ maxPendingPerKey: 1, pushLingerMs: 200 }, rec);

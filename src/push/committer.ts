@@ -59,9 +59,21 @@ export class Committer {
     // into it, and a lane whose calls return late (a busy event loop) would cap the push rate.
     if (lane.waiting.length >= this.options.maxPushes) this.send(id, lane);
     else if (lane.inFlight > 0) return done;
-    else if (this.options.lingerMs === 0) this.send(id, lane);
+    else if (this.options.lingerMs === 0 || this.closing) this.send(id, lane);
     else lane.linger ??= setTimeout(() => this.send(id, lane), this.options.lingerMs);
     return done;
+  }
+
+  /** Set by flush: a push still on its way to a call lingers no more. */
+  private closing = false;
+
+  /**
+   * Sends the pushes that linger now, and those still on their way without linger (the batcher
+   * is closing: its connection goes next).
+   */
+  flush(): void {
+    this.closing = true;
+    for (const [id, lane] of this.lanes) if (lane.linger) this.send(id, lane);
   }
 
   private send(id: number, lane: Lane): void {

@@ -19,6 +19,11 @@ export class Producer {
     return result;
   }
 
+  /** At close: pushes lingering for others (pushLingerMs) go out before the connection closes. */
+  flush(): void {
+    this.enqueueDepsBuilt?.committer.flush();
+  }
+
   async progress(ticket: Ticket): Promise<Progress> {
     return progress(this.runtime.client(), this.runtime.keyspace, ticket);
   }
