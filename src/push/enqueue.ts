@@ -1,23 +1,21 @@
 import { Cluster } from 'ioredis';
-import { currentKey } from './context';
 import { withDeadline } from '../core/deadline';
-import { describe, InvalidOptionError, MissingKeyError, PushTimeoutError } from '../core/errors';
-import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
+import { PushTimeoutError } from '../core/errors';
 import { activeTraceparent } from '../core/trace-context';
-import { isHighKey, isHighPush } from '../core/priority';
-import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
+import { isHighKey } from '../core/priority';
+import type { NormalizedPush } from '../core/input';
 import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
-import { newTicket, parseTicket } from './progress';
+import { planPush, type StoreHow } from './plan';
 import { checkBacklog, dueIn, type PushCall } from '../storage/protocol';
 import type { Committer } from './committer';
 import { jobAddFailed, outcomeOf } from './outcomes';
-import { backlogFullError, maxPendingOf } from './backlog';
+import { backlogFullError } from './backlog';
 import { openTicket, sealTicket } from './tickets';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
-import { fillOf, type Fill, type FillOption } from '../core/fill';
+import type { Fill, FillOption } from '../core/fill';
 import type {
   BatchByKeyOptions,
   Key,
@@ -64,11 +62,8 @@ export interface EnqueueDeps {
   committer: Committer;
 }
 
-/** Every name `PerformOptions` has (the compiler holds the list to the type). */
-const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback', 'priority']);
-
 /**
- * Validates everything, then stores the ids in one call (see push.lua), which also tells whether
+ * Validates everything (plan.ts), then stores the ids in one call (see push.lua), which also tells whether
  * a run that holds the key's lock, or the key's waiting job, will claim them. Unless one will,
  * the key's job is added (by that same call on a standalone Redis, after it on a Cluster or for a
  * job that must wait), deduplicated by key with `keepLastIfActive`: if the
@@ -79,75 +74,30 @@ const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track'
  * Once the script call may have gone out, a failure that is not Redis's own answer rejects with a
  * PushOutcomeUnknownError (see outcomes.ts): only then may a rejected push have stored its ids.
  */
-
 export async function performBatchLater(
   deps: EnqueueDeps,
   items: ReadonlyArray<PushItem>,
   options: PerformOptions = {},
 ): Promise<PerformResult> {
   const startedAt = Date.now();
-  if (typeof options === 'object' && options !== null) onlyKnownOptions('performBatchLater options', options, PERFORM_OPTIONS);
-  const { ids, payloads } = normalizeItems(items);
-  const delayMs = validateDelay(deps.store, options.delayMs);
-  const high = isHighPush(options.priority);
-  const track = boolean('options.track', options.track, false);
-  const callback = options.callback === undefined ? deps.callbacks : boolean('options.callback', options.callback, false);
-  const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
-  if (open && track) throw new InvalidOptionError('pass either track: true (a ticket of its own) or ticket (an open ticket), not both');
-  const key = open ? keyOfTicket(open.key, options.key) : await resolveKey(deps.resolver, options.key);
-  const fill = fillOf(deps.fill, key, deps.sliceSize);
-  const names = deps.keyspace.forKey(key);
+  const plan = await planPush(deps, items, options);
+  const { key } = plan;
   // From the call on: a push that waits for a shared call (see committer.ts) waits within it.
   const within = <T>(work: Promise<T>) =>
     withDeadline(work, Math.max(0, deps.timeoutMs - (Date.now() - startedAt)), () => pushTimedOut(key, deps.timeoutMs));
-  if (track && ids.length === 0) {
+  if (plan.emptyTicket) {
     // Nothing to wait for: a ticket that is settled at once (and so calls back, if asked).
-    const ticket = await within(emptyTicket(deps, key, callback));
+    const ticket = await within(emptyTicket(deps, key, plan.emptyTicket.callback));
     return { key, pushed: 0, ticket };
   }
-  const ticket = track ? newTicket(key) : undefined;
-  const result: PerformResult = {
-    key,
-    pushed: ids.length,
-    ...(ticket && { ticket: ticket.ticket }),
-    ...(open && { ticket: options.ticket! }),
-  };
-  if (ids.length === 0) return result;
-  const maxPending = maxPendingOf(deps.maxPending, key);
-  const tracked = ticket
-    ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
-    : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
-  const how: StoreHow = { delayMs, ticket: tracked || undefined, maxPending, fill, high };
-  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, how));
-  return result;
+  if (plan.store) await within(store(deps, key, plan.store.names, plan.store.push, plan.store.how));
+  return plan.result;
 }
 
 async function emptyTicket(deps: EnqueueDeps, key: Key, callback: boolean): Promise<Ticket> {
   const ticket = await openTicket(deps.tickets, key, callback);
   await sealTicket(deps.tickets, ticket);
   return ticket;
-}
-
-/** A push to an open ticket goes to the ticket's key; a `key` given too must be the same. */
-function keyOfTicket(ticketKey: Key, given: Key | undefined): Key {
-  if (given !== undefined && validateKey(given, 'options.key') !== ticketKey) {
-    throw new InvalidOptionError(
-      `options.key ${JSON.stringify(given)} is not the key of options.ticket (${JSON.stringify(ticketKey)}); a ticket belongs to one key`,
-    );
-  }
-  return ticketKey;
-}
-
-/** How a push is stored, beside its ids: everything its options and the batcher's decided for its key. */
-interface StoreHow {
-  delayMs: number;
-  ticket: PushCall['ticket'];
-  /** The key's maxPendingPerKey, if it has one. */
-  maxPending: number | undefined;
-  /** The key's wait to fill, if it waits. */
-  fill: Fill | undefined;
-  /** A push with priority 'high'. */
-  high: boolean;
 }
 
 /** Everything a push sends to Redis, once its input is valid. */
@@ -253,26 +203,4 @@ async function bringForward(
     dueAt = Date.now() + readyIn;
     await ensureJob(client, queue, key, readyIn);
   }
-}
-
-function validateDelay(store: Store, delayMs: unknown): number {
-  if (delayMs === undefined) return 0;
-  if (store.kind !== 'zset') {
-    throw new InvalidOptionError(`delayMs needs store 'zset'; this batcher uses '${store.kind}'`);
-  }
-  if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0) {
-    throw new InvalidOptionError(`delayMs must be an integer >= 0, got ${describe(delayMs)}`);
-  }
-  return delayMs;
-}
-
-async function resolveKey(resolver: BatchByKeyOptions['key'], given: Key | undefined): Promise<Key> {
-  if (given !== undefined) return validateKey(given, 'options.key');
-  const resolved = resolver ? await resolver() : undefined;
-  if (resolved !== undefined) return validateKey(resolved, 'the key resolver (options.key) result');
-  const fromContext = currentKey();
-  if (fromContext !== undefined) return fromContext;
-  throw new MissingKeyError(
-    'no key: pass { key } to performBatchLater, set a key resolver in the options, or call it inside withKey(key, fn)',
-  );
 }
