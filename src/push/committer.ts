@@ -44,6 +44,9 @@ interface Lane {
 export class Committer {
   private readonly lanes = new Map<number, Lane>();
 
+  /** Set by flush: a push still on its way to a call lingers no more. */
+  private closing = false;
+
   constructor(
     private readonly client: RedisClient,
     private readonly options: CommitOptions,
@@ -51,7 +54,9 @@ export class Committer {
 
   /** Sends `p` in the lane's next call. Never rejects: the outcome says what happened. */
   commit(p: PushOfMany): Promise<Committed> {
-    const id = this.client instanceof Cluster ? calculateSlot(p.names.base) : 0;
+    // A call's pushes send as many keys each (see push-many.lua): a push that adds no job in its
+    // call (a BullMQ that names its keys otherwise) sends one, and goes in a lane of its own.
+    const id = this.client instanceof Cluster ? calculateSlot(p.names.base) : p.call.job ? -1 : -2;
     let lane = this.lanes.get(id);
     if (!lane) this.lanes.set(id, (lane = { inFlight: 0, waiting: [], linger: undefined }));
     const done = new Promise<Committed>((settle) => lane.waiting.push({ push: p, settle }));
@@ -63,9 +68,6 @@ export class Committer {
     else lane.linger ??= setTimeout(() => this.send(id, lane), this.options.lingerMs);
     return done;
   }
-
-  /** Set by flush: a push still on its way to a call lingers no more. */
-  private closing = false;
 
   /**
    * Sends the pushes that linger now, and those still on their way without linger (the batcher
