@@ -121,6 +121,30 @@ describe('group commit', () => {
     expect(rec.all.sort()).toEqual(['already', ...range(10, 'ok-')].sort());
   });
 
+  standaloneOnly.each([false, true])(
+    'a shared call Redis refuses whole (OOM) rejects each of its pushes with that error, none stored (EVALSHA: %s)',
+    async (evalsha) => {
+      if (evalsha) vi.stubEnv(FORCE_EVALSHA_ENV, '1');
+      const admin = track(new Redis(server().url));
+      try {
+        const client = track(new Redis(server().port, { maxRetriesPerRequest: null }));
+        const b = track(batchByKey({ name: uniqueName(), connection: client, eachIteration: () => {}, pushLingerMs: 100 }));
+        await b.performBatchLater(['warm'], { key: 'warm' });
+        await admin.config('SET', 'maxmemory', '1');
+        const keys = range(5, 'oom-');
+        const outcomes = await Promise.allSettled(keys.map((key) => b.performBatchLater([key], { key })));
+        await admin.config('SET', 'maxmemory', '0');
+        for (const outcome of outcomes) {
+          expect(outcome).toMatchObject({ status: 'rejected', reason: { name: 'ReplyError', message: expect.stringMatching(/^OOM/) } });
+        }
+        for (const key of keys) expect(await admin.exists(keyspaceOf(b).forKey(key).pending)).toBe(0);
+      } finally {
+        await admin.config('SET', 'maxmemory', '0');
+        vi.unstubAllEnvs();
+      }
+    },
+  );
+
   it('concurrent pushes to a few keys (on a Cluster, of one slot each) store every id once, in each key its pushes', async () => {
     const rec = new Recorder();
     const b = testBatcher({ eachIteration: rec.handler });
