@@ -19,7 +19,7 @@ import {
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 import { argsInclude } from './args';
 
-import { bullmqScript } from '../../bullmq';
+import { bullmqEventsInclude, bullmqScript, withHeldEvents } from '../../bullmq';
 import type { RedisClient } from '../../core/connection';
 
 export type { RedisClient };
@@ -72,7 +72,9 @@ function inline(source: string, chain: ReadonlySet<string>, included: Set<string
     if (chain.has(name)) throw new Error(`script include cycle at ${name}`);
     if (included.has(name)) return '';
     included.add(name);
-    if (name.startsWith(BULLMQ)) return bullmqInclude(name.slice(BULLMQ.length), library);
+    if (name === BULLMQ_EVENTS) return bullmqEventsInclude();
+    if (name.startsWith(BULLMQ))
+      return inline(`--- @include "${BULLMQ_EVENTS}"\n`, chain, included) + bullmqInclude(name.slice(BULLMQ.length), library);
     if (name === 'keyspace') return keyspaceInclude();
     if (name.startsWith(ARGS)) return argsInclude(name.slice(ARGS.length));
     return load(join('includes', `${name}.lua`), new Set([...chain, name]), included, library);
@@ -90,10 +92,16 @@ const ARGS = 'args-';
  */
 const BULLMQ = 'bullmq-';
 
+/**
+ * `bullmq-events`: how BullMQ's scripts inlined here write their queue's event stream (see
+ * bullmq/scripts.ts `bullmqEventsInclude`), included before the first of them.
+ */
+const BULLMQ_EVENTS = 'bullmq-events';
+
 function bullmqInclude(kebab: string, library: boolean): string {
   const name = kebab.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
   const fn = `bullmq${name[0]!.toUpperCase()}${name.slice(1)}`;
-  const content = bullmqScript(name).content;
+  const content = withHeldEvents(name, bullmqScript(name).content);
   const split = library ? bullmqDefinitions(content) : undefined;
   if (!split) return `local function ${fn}(KEYS, ARGV)\n${content}\nend\n`;
   // In the library, the script's helper functions are built once, in a scope of their own (no

@@ -67,6 +67,7 @@
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
+--- @include "key-job-events"
 local K = keyNames(KEYS[1], 0)
 -- In the body, not the prelude: its locals are read from each call's ARGV (see args.ts).
 --- @include "args-push"
@@ -179,7 +180,10 @@ local function uncovered()
   local keys = queueKeys(queue, BULLMQ_ADD_KEYS)
   local args = {arg_addArgs, arg_addData, arg_addOpts}
   if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
-  return {0, 0, bullmqAddStandardJob(keys, args)}
+  holdBullmqEvents()
+  local added = bullmqAddStandardJob(keys, args)
+  releaseBullmqEvents(keepNone)
+  return {0, 0, added}
 end
 
 -- A waiting (or prioritized) job of ours will claim soon. An active one may be between its last
