@@ -496,8 +496,14 @@ export interface KeyStats extends Backlog {
   oldestPendingAgeMs: number;
 }
 
+/** Options of `recover`. */
+export interface RecoverOptions {
+  /** Look at every key in Redis (a `SCAN` of the batcher's key names), not only those its recovery index lists. @default false */
+  full?: boolean;
+}
+
 export interface StatsOptions {
-  /** Keys read at most (from the index of keys with recent pushes, in pages); past it `truncated` is true. @default 10000 */
+  /** Keys read at most (from the recovery indexes, then the key jobs that have not ended, in pages); past it `truncated` is true. @default 10000 */
   maxKeys?: number;
   /** Length of `topKeys` and `laggingKeys`. @default 10 */
   top?: number;
@@ -521,7 +527,7 @@ export interface Stats {
   topKeys: KeyStats[];
   /** The keys whose oldest pending id is oldest, laggiest first (only keys with pending ids). */
   laggingKeys: KeyStats[];
-  /** Index entries read (keys pushed to recently, drained ones included until a recovery sweep drops them). */
+  /** Keys read: index entries (drained keys included until a recovery sweep drops them), then keys of the key jobs that have not ended. */
   scannedKeys: number;
   /** More than `maxKeys` keys are indexed: the totals cover the first `maxKeys` (oldest last push first). */
   truncated: boolean;
@@ -712,9 +718,11 @@ export interface Batcher<Data = unknown> {
   retireShardCount(count: number): Promise<void>;
   /**
    * Adds a job for every key that has ids but no job and no running lock (workers also do this
-   * every `recoveryIntervalMs`). Returns how many keys got one.
+   * every `recoveryIntervalMs`), among the keys the recovery index lists. With `full: true` it
+   * first lists every key that has anything in Redis (a `SCAN`): for keys whose job was removed
+   * by hand, which nothing lists. Returns how many keys got one.
    */
-  recover(): Promise<number>;
+  recover(options?: RecoverOptions): Promise<number>;
   /** Closes the workers created here, the queue and our Redis connections. */
   close(): Promise<void>;
 }

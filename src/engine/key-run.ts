@@ -127,6 +127,7 @@ export class KeyRun {
       // out its TTL.
       log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key });
       await session.release('keep').catch(() => undefined);
+      await this.listForRecovery();
       return await this.requeue(backoffDelay(options.backoff, 1, err));
     } finally {
       lock?.stop();
@@ -332,6 +333,8 @@ export class KeyRun {
         log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: c.interrupted });
       }
       env.events.emit('interrupted', { key, job, reason: c.interrupted });
+      // Handed back on a shutdown or a lost lock: the job may not outlive its worker.
+      if (c.interrupted === 'shutdown' || c.interrupted === 'lock_lost') await this.listForRecovery();
     }
     // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
     const heldMs = c.settle ? await this.settle(0, `${session.lock.value}:restore`, c.settle) : undefined;
@@ -376,6 +379,19 @@ export class KeyRun {
       });
     }
     return released;
+  }
+
+  /**
+   * Lists the key in its recovery index before a hand-back its job may not survive (its worker
+   * closing, Redis trouble): the key's ids are then found by the sweep whatever becomes of it.
+   */
+  private async listForRecovery(): Promise<void> {
+    const key = this.job.data.key;
+    await this.env
+      .listForRecovery(key)
+      .catch((err: unknown) =>
+        log(this.env.options.logger, 'warn', 'batch-by-key: could not list a handed-back key for recovery', { err, key }),
+      );
   }
 
   /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */

@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import { ensureJob, JOB_NAME, type KeyQueue } from '../storage/job';
 import { dedupIdsOf, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
@@ -81,6 +82,41 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
   }
   if (recovered > 0) log(deps.logger, 'info', 'batch-by-key: re-enqueued keys that had ids but no job', { recovered });
   return recovered;
+}
+
+/** Names read per SCAN call of the full sweep. */
+const SCAN_COUNT = 1000;
+
+/**
+ * The full sweep's first half: lists in its recovery index every key that has any name in Redis
+ * (a SCAN of the batcher's key names, on every master of a Cluster), so that the sweep that
+ * follows looks at each. The way back for keys no path listed: a key whose job an operator
+ * removed by hand (a push that adds its key's job lists it nowhere). Listed as oldest (score 0,
+ * NX: an entry listed already keeps its time). Returns how many keys it found.
+ */
+export async function listEveryKey(deps: Pick<RecoveryDeps, 'client' | 'keyspace' | 'shards'>): Promise<number> {
+  const { client, keyspace, shards } = deps;
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  const found = new Set<string>();
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, names] = await node.scan(cursor, 'MATCH', keyspace.keyNamesPattern, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      const byIndex = new Map<string, (string | number)[]>();
+      for (const name of names) {
+        const key = keyspace.keyOfName(name);
+        if (key === undefined || found.has(key)) continue;
+        found.add(key);
+        const { index } = shards.forKey(key);
+        let members = byIndex.get(index);
+        if (!members) byIndex.set(index, (members = []));
+        members.push(0, key);
+      }
+      await Promise.all([...byIndex].map(([index, members]) => client.zadd(index, 'NX', ...members)));
+    } while (cursor !== '0');
+  }
+  return found.size;
 }
 
 /** Looks at one index entry: drops a drained key, adds a job to a stranded one (true), moves the rest behind. */

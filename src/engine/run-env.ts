@@ -32,6 +32,8 @@ export class RunEnv implements SessionEnv, FailureDeps {
   readonly queueLists: () => readonly QueueLists[];
   /** Resolves when this worker's store is the batcher's (checked at the first run; see agreement.ts). */
   readonly agree: () => Promise<void>;
+  /** Lists a key in its recovery index (storage/batcher-protocol.ts `listForRecovery`). */
+  readonly listForRecovery: (key: Key) => Promise<void>;
 
   constructor(parts: Omit<RunEnv, 'store' | 'session'>) {
     this.client = parts.client;
@@ -45,6 +47,7 @@ export class RunEnv implements SessionEnv, FailureDeps {
     this.events = parts.events;
     this.queueLists = parts.queueLists;
     this.agree = parts.agree;
+    this.listForRecovery = parts.listForRecovery;
   }
 
   /** A run's session of `key` under its lock. */

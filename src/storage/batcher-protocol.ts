@@ -72,6 +72,15 @@ export async function removeDeadLetters(
   return Number(await runScript(client, 'dead-remove', deadKeys(names), [onlyUnchanged ? '1' : '0', ...fieldsAndTimes]));
 }
 
+/**
+ * Lists `key` in its recovery index, for a path that may leave its ids with no job (a run that
+ * failed or was handed back; a push lists its key itself, see push.lua): the next recovery sweep
+ * looks at it.
+ */
+export async function listForRecovery(client: RedisClient, index: string, key: Key): Promise<void> {
+  await client.zadd(index, Date.now(), key);
+}
+
 /** Drops `key` from the recovery index if its score is still the one seen (see forget-key.lua). */
 export async function forgetKey(client: RedisClient, index: string, key: Key, seenScore: string): Promise<void> {
   await runScript(client, 'forget-key', [index], [key, seenScore]);

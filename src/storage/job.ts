@@ -48,6 +48,15 @@ export function bullKeysOf(queue: KeyQueue): { wait: string; active: string; del
   return { wait: keys.wait!, active: keys.active!, delayed: keys.delayed!, jobPrefix: queue.toKey('') };
 }
 
+/** The states a key's job is in until it ends (a paused queue's jobs count as waiting). */
+export const LIVE_STATES = ['waiting', 'prioritized', 'delayed', 'active'] as const;
+
+/** The keys of up to `limit` key jobs on `queue` that have not ended (each job's data is read). */
+export async function liveJobKeys(queue: KeyQueue, limit: number): Promise<Key[]> {
+  const jobs = await queue.getJobs([...LIVE_STATES], 0, limit - 1, true);
+  return jobs.flatMap((job) => (job?.name === JOB_NAME && typeof job.data?.key === 'string' ? [job.data.key] : []));
+}
+
 /**
  * BullMQ's queue prefix (`prefix:name:`), when BullMQ names the keys a push reads under it as
  * push.lua derives them (its deduplication key `de:` + id, its active list and delayed set, a
