@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../src';
+import { Gate } from './helpers/gate';
 import { keyspaceOf, onCluster, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 const standaloneOnly = it.skipIf(onCluster());
@@ -162,5 +163,30 @@ describe('recovery of keys that have ids but no job', () => {
     await waitFor(() => calls >= 1, { what: 'the run to start' });
     await waitFor(async () => (await redisClient().zrange(keyspaceOf(b).index, 0, -1)).includes('k'), { what: 'the key listed' });
     await waitFor(() => rec.all.length === 1, { what: 'the retried run' });
+  });
+
+  // On a Cluster every push lists its key (it writes the index before its call).
+  standaloneOnly('a run handed back on shutdown lists its key for recovery', async () => {
+    const gate = new Gate();
+    const started = new Gate();
+    // fifo: a push bigger than a slice still adds its key's job in its own call (no index entry).
+    const b = testBatcher({
+      sliceSize: 1,
+      scheduling: 'fifo',
+      recoveryIntervalMs: 600_000,
+      eachIteration: async () => {
+        started.open();
+        await gate.opened;
+      },
+    });
+    await b.performBatchLater(range(3), { key: 'k' });
+    expect(await redisClient().zcard(keyspaceOf(b).index)).toBe(0);
+    const worker = b.createWorker();
+    await started.opened;
+    const closed = worker.close();
+    gate.open();
+    await closed;
+    expect(await redisClient().zrange(keyspaceOf(b).index, 0, -1)).toEqual(['k']);
+    expect((await b.backlog('k')).pending).toBe(2);
   });
 });
