@@ -1,4 +1,5 @@
 import {
+  fetchBeforeBlocking,
   markNotDrained,
   Worker,
   type BackendFactory,
@@ -103,7 +104,12 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
     await Promise.all([paused, ...this.others().map((w) => w.pause(doNotWaitActive))]);
   }
 
+  /**
+   * Resumes every shard's worker, each looking for a job at once: a delayed job that came due
+   * during the pause (a zset time, a wait to fill) runs now, not after BullMQ's blocking wait.
+   */
   override async resume(): Promise<void> {
+    fetchBeforeBlocking(this);
     await Promise.all([super.resume(), ...this.others().map((w) => w.resume())]);
   }
 
