@@ -26,9 +26,11 @@ export type KeyJob = Job<KeyJobData, void, string>;
  * Why a job run stopped between two slices: its budget was spent, a key that has not had a turn
  * was waiting (`scheduling: 'fair'`), the worker is closing, the lock was lost, or a handler was
  * abandoned (`slice_timeout`; a fresh run goes on), or the handler said the upstream wants a
- * pause (`rate_limited`: `ctx.retryAfter` or a `RateLimitedError`; the key resumes by itself).
+ * pause (`rate_limited`: `ctx.retryAfter` or a `RateLimitedError`; the key resumes by itself), or
+ * the worker's `concurrency` was lowered below its running runs (`concurrency_lowered`: the key
+ * is requeued, its claimed slice unrun).
  */
-export type StopReason = 'max_runtime' | 'preempted' | 'shutdown' | 'lock_lost' | 'slice_timeout' | 'rate_limited';
+export type StopReason = 'max_runtime' | 'preempted' | 'shutdown' | 'lock_lost' | 'slice_timeout' | 'rate_limited' | 'concurrency_lowered';
 
 export interface IterationContext<Data = unknown> {
   /** The key whose ids these are. */

@@ -194,7 +194,7 @@ export class JobFinisher {
     const { backend, worker } = this;
     if (!backend || !worker || !job.id || !token) return undefined;
     // As BullMQ's own completion would (see ShardWorker.processJob).
-    const fetchNext = worker.mayFetchNext();
+    const fetchNext = worker.mayFetchNext(token);
     const next = fetchNext && this.fusion ? { next: { lock: KeyLock.newValue(), root: this.fusion.config.root } } : {};
     const template = this.templates.get(token);
     if (template && template.removeOnComplete === job.opts.removeOnComplete && template.attempts === job.opts.attempts) {

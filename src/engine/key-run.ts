@@ -28,6 +28,9 @@ import { budgetOf, demote, preemption } from './scheduling';
 import { fillOf, type Fill } from '../core/fill';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
 
+/** Whether the run of the job under `token` must hand its job back before its next slice, for a lowered concurrency (see ShardWorker.shed). */
+export type Shed = (token: string) => boolean;
+
 /**
  * One run of a key's BullMQ job, and the one place its state lives: the job and its token, the
  * key's session under the run's lock (`session`), the lock's renewal, the run's stop, and what its
@@ -68,6 +71,7 @@ export class KeyRun {
     private readonly job: KeyJob,
     private readonly token: string,
     private readonly cancel: CancelSource | undefined,
+    private readonly shed?: Shed,
   ) {
     const { options } = env;
     // The fetch of this job may have made its first claim already (see finisher.ts).
@@ -213,9 +217,10 @@ export class KeyRun {
       if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
       // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore. A run
       // stopped before its slice starts (its job was fetched as the worker began closing or
-      // pausing) hands the slice back unrun.
+      // pausing), or sent away by a lowered concurrency, hands the slice back unrun: asked here,
+      // with nothing awaited until the handler starts, no slice starts past a new concurrency.
       const outcome =
-        stoppedFor(stopReasonOf(this.stop), true) ??
+        stoppedFor(stopReasonOf(this.stop) ?? this.shedNow(), true) ??
         (await this.slice(lane, signal, claimed, sliceId)) ??
         (this.stoppedBy && { ...this.stoppedBy, restore: false }) ??
         stoppedFor(firstReason(this.interrupts, { full: claimed.ids.length >= sliceSize }));
@@ -226,6 +231,10 @@ export class KeyRun {
         return outcome;
       }
     }
+  }
+
+  private shedNow(): 'concurrency_lowered' | undefined {
+    return this.shed?.(this.token) ? 'concurrency_lowered' : undefined;
   }
 
   /** Settles a stopped lane's last slice (see decisions.ts `stoppedSlice`): how long the key is held, or undefined when the lock was lost. */

@@ -117,9 +117,10 @@ export class Workers {
         config && { client: () => runtime.client(), config, agree: () => runtime.agreement.check('worker') },
       );
       const cancels = new JobCancels();
-      const worker = new ShardWorker(
+      const worker: ShardWorker = new ShardWorker(
         opts.name,
-        workerKeyProcessor(this.runEnv(), cancels, finisher),
+        // A run asks its own worker (made just below) before each slice.
+        workerKeyProcessor(this.runEnv(), cancels, finisher, (token) => worker.shed(token)),
         {
           ...WORKER_DEFAULTS,
           ...workerOptions,
