@@ -69,7 +69,7 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     await b.performBatchLater(['h0', 'h1', 'both'], { key: 'k', priority: 'high' });
     await b.performBatchLater(['h2', 'h3'], { key: 'k', priority: 'high' });
     await b.performBatchLater(['h3', 'n4'], { key: 'k' });
-    expect((await b.backlog('k')).pending).toBe(11); // 'both' moved up; 'h3' was pushed at both levels
+    expect((await b.backlog('k')).pending).toBe(10); // 'both' moved up; 'h3', pushed at both levels, waits once at high
     b.createWorker();
     await waitFor(() => rec.all.length >= 10);
     await waitFor(async () => (await b.backlog('k')).pending === 0);
@@ -106,6 +106,39 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     expect(rec.calls[0]!.at - pushedAt).toBeGreaterThanOrEqual(300 - 5);
     expect(rec.all).toEqual(['soon']);
   });
+
+  it('zset store: an id pushed at both levels runs once, at the earlier of its two times, whichever level it was pushed at first', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ store: 'zset', eachIteration: rec.handler });
+    b.createWorker();
+    const pushedAt = Date.now();
+    await b.performBatchLater(['up'], { key: 'k', delayMs: 300 });
+    await b.performBatchLater(['up'], { key: 'k', priority: 'high', delayMs: 1500 });
+    await b.performBatchLater(['down'], { key: 'k', priority: 'high', delayMs: 300 });
+    await b.performBatchLater(['down'], { key: 'k', delayMs: 1500 });
+    await waitFor(() => rec.all.length === 2, { timeoutMs: 10_000, what: 'both ids to run' });
+    expect([...rec.all].sort()).toEqual(['down', 'up']);
+    // At 300 ms, not 1,500: a generous margin for a loaded machine, well below the later time.
+    for (const call of rec.calls) expect(call.at - pushedAt).toBeLessThan(1_200);
+    // No copy of either id is left to run again at the later time.
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+  });
+
+  for (const store of ['set', 'zset'] as const) {
+    it(`${store} store: an id waiting at high and pushed again at normal counts once, in backlog, stats and maxPendingPerKey`, async () => {
+      const b = testBatcher({ store, maxPendingPerKey: 6, eachIteration: () => {} });
+      await b.performBatchLater(['a'], { key: 'k', priority: 'high' });
+      await b.performBatchLater(['a', 'b'], { key: 'k' });
+      expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0, retrying: 0 });
+      expect((await b.stats()).pending).toBe(2);
+      await b.performBatchLater(['c', 'd', 'e'], { key: 'k' });
+      // Five distinct ids wait: a sixth fits under the limit of 6, a seventh does not.
+      await b.performBatchLater(['f'], { key: 'k' });
+      const err = await b.performBatchLater(['g'], { key: 'k' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(KeyBacklogFullError);
+      expect(err).toMatchObject({ pending: 6 });
+    });
+  }
 
   it('a high id never waits to fill: a key waiting for minSliceSize runs its high ids at once, its others still wait', async () => {
     const rec = new Recorder();
