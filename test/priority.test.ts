@@ -351,6 +351,29 @@ describe("priority(key): a 'high' key never waits behind others for its turn", (
     expect([...new Set(rec.calls.map((c) => c.key))]).toEqual(['vip', 'a', 'b']);
   });
 
+  it('it starts before every normal key waiting, light newcomers included: pushed after 1,000 light keys, it starts first', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({
+      sliceSize: 10,
+      // No aging during the test: every normal key waits at the level it was pushed at.
+      maxRuntimeMs: 120_000,
+      priority: (key) => (key.startsWith('vip') ? 'high' : 'normal'),
+      eachIteration: rec.handler,
+    });
+    const light = range(1_000, 'light-');
+    await b.performBatchLater(range(30), { key: 'heavy' });
+    for (const key of light) await b.performBatchLater(['1'], { key });
+    await b.performBatchLater(['1'], { key: 'vip-light' });
+    await b.performBatchLater(range(30), { key: 'vip-heavy' });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(() => rec.all.length === 30 + light.length + 1 + 30, { timeoutMs: 120_000, what: 'every key to run' });
+    const started = [...new Set(rec.calls.map((c) => c.key))];
+    // First come first served among high keys, whatever their first push; then light, then heavy newcomers.
+    expect(started.indexOf('vip-light')).toBe(0);
+    expect(started.indexOf('vip-heavy')).toBe(1);
+    expect(started.indexOf('heavy')).toBe(started.length - 1);
+  });
+
   it('a running normal key yields to it, and it is not demoted when it uses its turn: it runs out before the normal key resumes', async () => {
     const rec = new Recorder();
     const b = testBatcher({
@@ -395,7 +418,10 @@ describe("priority(key): a 'high' key never waits behind others for its turn", (
     await b.performBatchLater(range(10_000), { key: 'vip-2' });
     await waitFor(() => (slices.get('vip-1') ?? 0) >= 10 && (slices.get('vip-2') ?? 0) >= 10, { what: 'the high keys to run' });
     const before = slices.get('normal')!;
+    // A light newcomer, which waits behind every high key, as well.
+    await b.performBatchLater(['1'], { key: 'light' });
     await waitFor(() => slices.get('normal')! >= before + 10, { timeoutMs: 15_000, what: 'the normal key to progress' });
+    await waitFor(() => slices.has('light'), { timeoutMs: 15_000, what: 'the light newcomer to run' });
     // The high keys were not done: the normal key's turns came from aging, not from their end.
     expect((await b.backlog('vip-1')).pending).toBeGreaterThan(0);
     expect((await b.backlog('vip-2')).pending).toBeGreaterThan(0);
