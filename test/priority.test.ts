@@ -271,6 +271,35 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     ]);
   });
 
+  for (const store of ['set', 'zset'] as const) {
+    it(`${store} store: a high slice given back by a shutdown, whose id was pushed at normal meanwhile, waits and runs once, at high`, async () => {
+      const rec = new Recorder();
+      const inHigh = new Gate();
+      let stopping = true;
+      const b = testBatcher({
+        store,
+        async eachIteration(ids, ctx) {
+          if (stopping && ids[0] === 'h0') {
+            inHigh.open();
+            // Gives up when the worker closes: the slice is restored, not failed.
+            await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+          }
+          rec.handler(ids, ctx);
+        },
+      });
+      await b.performBatchLater(['h0'], { key: 'k', priority: 'high' });
+      const first = b.createWorker();
+      await inHigh.opened;
+      await b.performBatchLater(['h0', 'n0'], { key: 'k' });
+      await first.close();
+      expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0, retrying: 0 });
+      stopping = false;
+      b.createWorker();
+      await waitFor(async () => rec.all.length >= 2 && (await b.backlog('k')).pending === 0, { what: 'both ids to run' });
+      expect(rec.calls.map((c) => c.ids)).toEqual([['h0'], ['n0']]);
+    });
+  }
+
   it('with lanes (concurrencyPerKey 2): the high ids run before the rest, and every id runs once', async () => {
     const rec = new Recorder();
     let pushedAt = -1;
