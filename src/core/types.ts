@@ -250,9 +250,10 @@ export interface BatchByKeyOptions<Data = unknown> {
   weight?: (key: Key) => number;
   /**
    * A key's rank among keys waiting for a turn (`scheduling: 'fair'` only): a `'high'` key's job
-   * always waits in the first level, never behind keys that had their turn or heavy newcomers,
-   * and runs above that level yield to it between slices. Called at each push that may add the
-   * key's job and at each run's end. A throw or another value counts as `'normal'` (logged at `warn`).
+   * waits in a lane of its own (BullMQ's wait list), before every normal key's, light newcomers
+   * included, and runs of normal keys yield to it between slices; aging still bounds every normal
+   * key's wait. Called at each push that may add the key's job, at each run's end and at each wait.
+   * A throw or another value counts as `'normal'` (logged at `warn`).
    * @default () => 'normal'
    */
   priority?: (key: Key) => Priority;

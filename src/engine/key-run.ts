@@ -1,9 +1,8 @@
 import { DelayedError } from '../bullmq';
 import { SliceCrashedError } from '../core/errors';
 import { log } from '../core/logger';
-import { isHighKey } from '../core/priority';
 import type { CancelSource } from '../core/stop';
-import { LEVEL } from '../storage/job';
+import { levelsOf } from '../storage/job';
 import type { KeySession } from '../storage/key-session';
 import type { ClaimCall, ClaimResult, LockRef, Payloads, Released, Traces } from '../storage/protocol';
 import {
@@ -115,7 +114,13 @@ export class KeyRun {
         stopped(stop),
         maxRuntime(Date.now(), budgetOf(key, options.maxRuntimeMs, options.weight, options.logger)),
         ...(options.scheduling === 'fair'
-          ? [preemption(env.client, env.queueLists, options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
+          ? [
+              preemption(env.client, env.queueLists, options.logger, {
+                level: Number(job.priority ?? 0),
+                light: levelsOf(options.priority).light,
+                startedAt: Date.now(),
+              }),
+            ]
           : []),
       ];
       const outcome = await this.lanes(first);
@@ -354,8 +359,8 @@ export class KeyRun {
         // A hold's wait is what the settle reports (its floor and backoff included; nothing is due before).
         return this.delayUntilReady(move.held ? (heldMs ?? move.waitMs) : move.waitMs);
       case 'requeued':
-        // A high-priority key keeps its first level: it never waits behind others for a turn.
-        if (move.demote && !isHighKey(key, options.priority, options.logger)) await demote(job);
+        // A high-priority key keeps the wait list: it never waits behind others for a turn.
+        if (move.demote) await demote(job, env.level(key, 'hadTurn'));
         return this.requeue(0);
     }
   }
@@ -402,9 +407,12 @@ export class KeyRun {
     const { job, token } = this;
     const { options } = this.env;
     // A wait is no turn: when it ends (a rate limit's window, a retryAfter, a backoff, a zset
-    // time) the key lines up with light keys, which running keys yield to, rather than behind
-    // every heavy key (where it could wait a whole budget for a slot).
-    if (options.scheduling === 'fair' && Number(job.priority ?? 0) !== LEVEL.light) await job.changePriority({ priority: LEVEL.light });
+    // time) the key lines up with light keys (a high key in the wait list), which running keys
+    // yield to, rather than behind every heavy key (where it could wait a whole budget for a slot).
+    if (options.scheduling === 'fair') {
+      const light = this.env.level(job.data.key, 'light');
+      if (Number(job.priority ?? 0) !== light) await job.changePriority({ priority: light });
+    }
     await job.moveToDelayed(Date.now() + waitMs, token);
     let delayMs = waitMs;
     try {

@@ -9,6 +9,7 @@ import { pause, paused, resume, type PauseDeps } from '../ops/pause';
 import { shardCounts } from '../ops/shard-counts';
 import { readKeyStats, stats } from '../ops/stats';
 import { forgetShardCount, setPausedAll } from '../storage/agreement';
+import { keyLevels } from '../storage/job';
 import { MAX_SHARDS } from '../storage/shards';
 import { backlog } from '../storage/store';
 import type { Producer } from './producer';
@@ -128,6 +129,7 @@ export class Operations {
       queue: (key) => runtime.queueOf(key),
       store: opts.store,
       fill: (key) => fillOf(opts.fill, key, opts.sliceSize),
+      level: keyLevels(opts.priority, opts.logger),
     };
   }
 
@@ -142,6 +144,7 @@ export class Operations {
       store: runtime.store,
       graceMs,
       lockTtlMs: runtime.opts.lockTtlMs,
+      level: keyLevels(runtime.opts.priority, runtime.opts.logger),
       logger: runtime.opts.logger,
     };
   }

@@ -11,7 +11,7 @@ import { age, budgetOf } from '../engine/scheduling';
 import { ShardWorker, type ShardRef } from '../engine/shard-worker';
 import { SlotBudget } from '../engine/slots';
 import { HistorySampler } from '../ops/history';
-import { bullKeysOf } from '../storage/job';
+import { bullKeysOf, prioritizedLevels } from '../storage/job';
 import { WORKER_DEFAULTS } from '../options';
 import { bullConnection, type BatcherRuntime } from './runtime';
 import type { Operations } from './operations';
@@ -62,7 +62,9 @@ export class Workers {
           ? async () =>
               Promise.all(
                 (await runtime.allQueues()).map((queue) =>
-                  age(queue, opts.maxRuntimeMs, (key) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger)),
+                  age(queue, prioritizedLevels(opts.priority), opts.maxRuntimeMs, (key) =>
+                    budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger),
+                  ),
                 ),
               )
           : undefined,
