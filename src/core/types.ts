@@ -105,7 +105,11 @@ export interface PauseOptions {
   forMs?: number;
 }
 
-/** Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). */
+/**
+ * Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). `ids`
+ * (also `ctx.ids`) is the handler's own copy, as is the data `ctx` returns: splice, sort or change
+ * them freely; what the run acks, fails, retries and counts is its own record of the slice.
+ */
 export type EachIteration<Data = unknown> = (ids: Id[], ctx: IterationContext<Data>) => PromiseLike<unknown> | void;
 
 /** Console-compatible; every method is optional. */

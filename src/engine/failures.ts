@@ -8,7 +8,6 @@ import type { RetrySlice, Traces } from '../storage/protocol';
 import type { KeySession } from '../storage/key-session';
 import { MAX_TICKET_ERRORS } from '../push/progress';
 import type { DeadLetterBox } from './dead-letters';
-import type { Payloads } from '../storage/protocol';
 import type { Backoff, FailureOutcome, Id, Logger, SliceInfo } from '../core/types';
 
 export type { RetrySlice };
@@ -30,8 +29,8 @@ export interface FailedSlice {
   /** The slice's lane (whose own names the failure's script derives from the key's). */
   lane: number;
   durationMs: number;
-  /** The data the slice's ids carried, for their dead letters. */
-  payloads: Payloads | undefined;
+  /** The data the slice's ids carried, as the claim returned it (see ClaimResult), for their dead letters. */
+  payloadsJson: string | undefined;
   /** The trace context the slice's ids carried, for the parts retried to keep. */
   traces: Traces | undefined;
   /**
@@ -188,7 +187,7 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     : planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
   const own = plan.errors && plan.dead.map((id) => serializeError(plan.errors!.get(id)));
-  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads, own) : undefined;
+  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloadsJson, own) : undefined;
   const retry = plan.retry.map((part, i) => ({
     id: `${failed.sliceId}:${i}`,
     delayMs: part.delayMs,

@@ -5,7 +5,7 @@ import { isHighKey } from '../core/priority';
 import type { CancelSource } from '../core/stop';
 import { LEVEL } from '../storage/job';
 import type { KeySession } from '../storage/key-session';
-import type { ClaimCall, ClaimResult, LockRef, Payloads, Released, Traces } from '../storage/protocol';
+import type { ClaimCall, ClaimResult, LockRef, Released, Traces } from '../storage/protocol';
 import {
   afterFailure,
   combine,
@@ -237,7 +237,7 @@ export class KeyRun {
   private async slice(
     lane: number,
     signal: Stop,
-    claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads; traces?: Traces },
+    claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloadsJson?: string; traces?: Traces },
     sliceId: string,
   ): Promise<RunOutcome | undefined> {
     const { env, job } = this;
@@ -253,15 +253,27 @@ export class KeyRun {
         `the run of this slice of key ${JSON.stringify(key)} died before it finished (a crash, an OOM kill, a lost lock)`,
       );
       const previous = { ...crashed, attempts: crashed.attempts - 1 };
-      const stands = await this.failed({ slice, previous, error, sliceId, lane, durationMs: 0, payloads: claimed.payloads, traces });
+      const stands = await this.failed({
+        slice,
+        previous,
+        error,
+        sliceId,
+        lane,
+        durationMs: 0,
+        payloadsJson: claimed.payloadsJson,
+        traces,
+      });
       return stands ? undefined : { kind: 'lock_lost' };
     }
     const started = performance.now();
     try {
-      const failures = await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloads, traces), signal);
+      const failures = await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloadsJson, traces), signal);
       const durationMs = performance.now() - started;
       const acked = failures
-        ? await this.partly({ slice, previous: claimed.retry, sliceId, lane, durationMs, payloads: claimed.payloads, traces }, failures)
+        ? await this.partly(
+            { slice, previous: claimed.retry, sliceId, lane, durationMs, payloadsJson: claimed.payloadsJson, traces },
+            failures,
+          )
         : slice.ids;
       if (!acked) return { kind: 'lock_lost' };
       if (acked.length === 0) return undefined;
@@ -288,7 +300,7 @@ export class KeyRun {
         sliceId,
         lane,
         durationMs: performance.now() - started,
-        payloads: claimed.payloads,
+        payloadsJson: claimed.payloadsJson,
         traces,
       };
       if (!(await this.failed(failed))) return { kind: 'lock_lost' };
