@@ -253,11 +253,18 @@ export class NotPausedError extends BatchByKeyError {
 /**
  * `retireShardCount` was asked to forget a shard count that is still in use: the batcher's own
  * `shards`, a count whose queues still hold key jobs (wait for them to run, then retire it), or a
- * count a process may still push to without checking again (wait as long as the message says).
+ * count a process may still push to without checking again (wait `retryAfterMs`).
  */
 export class ShardsInUseError extends BatchByKeyError {
-  constructor(message: string) {
+  /**
+   * For a count a process checked too recently: the ms until it may be retired, unless a process
+   * checks it again meanwhile (then it is in use again). Absent when the count is the caller's own
+   * or still has jobs or keys: how long they take is not known, so poll `shardCounts()`.
+   */
+  readonly retryAfterMs?: number;
+  constructor(message: string, retryAfterMs?: number) {
     super('ERR_SHARDS_IN_USE', message);
+    if (retryAfterMs !== undefined) this.retryAfterMs = retryAfterMs;
   }
 }
 
