@@ -348,7 +348,10 @@ export interface BatchByKeyOptions<Data = unknown> {
    * with a KeyBacklogFullError and writes nothing, so one tenant's flood fails that tenant's
    * pushes, not Redis for everyone. With the set and zset stores only the ids a push adds count
    * (a pending id pushed again adds none). Or a function giving each key its own (undefined: no
-   * limit), called once per push, in the pushing process. Give every producer the same.
+   * limit), called once per push, in the pushing process. Give every producer the same. Only pushes
+   * are judged: a slice a run hands back unfinished (a graceful close, a worker's pause or
+   * cancelJob, a retryAfter) returns to pending whatever the count, so a key may stand past its
+   * limit by up to `concurrencyPerKey × sliceSize` until its workers drain it.
    * @default no limit
    */
   maxPendingPerKey?: MaxPendingPerKey;
