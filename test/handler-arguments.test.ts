@@ -4,7 +4,8 @@ import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/
 
 /**
  * What a handler gets is its own: it may splice, sort or overwrite the ids it was given. The
- * run's record of the slice (what to ack, fail, retry, count) stays whole whatever it does.
+ * run's record of the slice (what to ack, fail, retry, count) stays whole whatever it does. The
+ * same holds for what listeners get, and what user code throws is data to check, not to trust.
  */
 const STORES: StoreKind[] = ['list', 'set', 'zset'];
 
@@ -127,5 +128,77 @@ describe.each(STORES)('a handler that changes its ids array (%s store)', (store)
     const { ticket } = await b.performBatchLater([{ id: 'a', data: { row: 1, tags: ['x'] } }], { key: 'k', track: true });
     expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ failed: 1, pending: 0 });
     expect((await b.deadLetters.list()).letters.map((l) => [l.id, l.data])).toEqual([['a', { row: 1, tags: ['x'] }]]);
+  });
+});
+
+describe('what other user code gets or throws', () => {
+  it('a slice:failed listener that empties its dead and errors changes nothing the run reports after it', async () => {
+    const dead: BatcherEvents['dead'][0][] = [];
+    const b = testBatcher({
+      eachIteration(ids, ctx) {
+        for (const id of ids) ctx.fail(id, new PermanentError(`bad row ${id}`));
+      },
+    });
+    b.on('slice:failed', (event) => {
+      (event.dead as string[]).splice(0);
+      (event.errors as Map<string, unknown>).clear();
+    });
+    b.on('dead', (event) => dead.push(event));
+    b.createWorker();
+    const { ticket } = await b.performBatchLater(range(2), { key: 'k', track: true });
+    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ failed: 2, pending: 0 });
+    await waitFor(() => dead.length === 2, { what: 'a dead event per error' });
+    expect(dead.map((e) => [e.ids, (e.error as Error).message]).sort()).toEqual([
+      [['0'], 'bad row 0'],
+      [['1'], 'bad row 1'],
+    ]);
+  });
+
+  it('an error whose name, message and stack getters throw is dead-lettered as the slice failure it is', async () => {
+    const warnings: string[] = [];
+    const b = testBatcher({
+      attempts: 1,
+      isolateFailures: false,
+      logger: { warn: (message) => warnings.push(message) },
+      eachIteration() {
+        const error = new Error('hidden');
+        // The stack first: redefining it formats the stack, which reads the name.
+        for (const field of ['stack', 'message', 'name'])
+          Object.defineProperty(error, field, {
+            get() {
+              throw new Error(`no ${field} for you`);
+            },
+          });
+        throw error;
+      },
+    });
+    b.createWorker();
+    const { ticket } = await b.performBatchLater(range(2), { key: 'k', track: true });
+    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ failed: 2, pending: 0 });
+    const { letters } = await b.deadLetters.list();
+    expect(letters.map((l) => [l.id, l.attempts, l.error.message]).sort()).toEqual([
+      ['0', 1, '(an unprintable value)'],
+      ['1', 1, '(an unprintable value)'],
+    ]);
+    // Its one run failed, and that was all: it was not mistaken for Redis trouble and run again.
+    expect(warnings.filter((w) => w.includes('run interrupted'))).toEqual([]);
+  });
+
+  it('a backoff function that throws delays the retry as one that returns garbage does', async () => {
+    let runs = 0;
+    const b = testBatcher({
+      attempts: 2,
+      backoff: () => {
+        throw new Error('no delay for you');
+      },
+      eachIteration() {
+        runs++;
+        if (runs === 1) throw new Error('first run fails');
+      },
+    });
+    b.createWorker();
+    const { ticket } = await b.performBatchLater(range(2), { key: 'k', track: true });
+    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ done: 2, failed: 0, pending: 0 });
+    expect(runs).toBe(2);
   });
 });

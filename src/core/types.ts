@@ -294,7 +294,8 @@ export interface BatchByKeyOptions<Data = unknown> {
   /** Runs of a failing slice (the first included) before it is split or dead-lettered. @default 5 */
   attempts?: number;
   /**
-   * Delay before a failed slice runs again; the key's other ids go on meanwhile.
+   * Delay before a failed slice runs again; the key's other ids go on meanwhile. A function that
+   * throws, or returns no finite number, waits 1000 ms.
    * @default { type: 'exponential', delayMs: 1000, maxDelayMs: 60000 }
    */
   backoff?: Backoff;
