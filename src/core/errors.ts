@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'ERR_CLOSED'
   | 'ERR_SLICE_TIMEOUT'
   | 'ERR_CALLBACK_TIMEOUT'
+  | 'ERR_CALLBACK_FAILED'
   | 'ERR_SLICE_CRASHED'
   | 'ERR_PERMANENT'
   | 'ERR_UNKNOWN_TICKET'
@@ -128,6 +129,19 @@ export class SliceTimeoutError extends BatchByKeyError {
 export class CallbackTimeoutError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_CALLBACK_TIMEOUT', message);
+  }
+}
+
+/**
+ * An `onTicketSettled` call threw (or rejected with) something that is not an Error (`undefined`,
+ * a string): the callback's job fails that attempt with this error, what was thrown as its
+ * `cause`, and BullMQ retries it as for any other throw. BullMQ reads a failure's `name`, and a
+ * job that failed with `undefined` was never retried.
+ */
+export class CallbackFailedError extends BatchByKeyError {
+  constructor(message: string, cause: unknown) {
+    super('ERR_CALLBACK_FAILED', message);
+    this.cause = cause;
   }
 }
 
