@@ -132,6 +132,21 @@ describe.each(STORES)('a handler that changes its ids array (%s store)', (store)
 });
 
 describe('what other user code gets or throws', () => {
+  it("a handler that rewrites its job's data: the run still settles its own key, and the ticket's callback runs", async () => {
+    const settled: string[] = [];
+    const b = testBatcher({
+      eachIteration(ids, ctx) {
+        ctx.job.data.key = 'elsewhere';
+      },
+      onTicketSettled: (_outcome, ticket) => void settled.push(ticket),
+    });
+    b.createWorker();
+    const { ticket } = await b.performBatchLater(range(3), { key: 'k', track: true });
+    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ done: 3, pending: 0 });
+    await waitFor(() => settled.length === 1, { what: "the ticket's callback" });
+    expect(settled).toEqual([ticket]);
+  });
+
   it('a slice:failed listener that empties its dead and errors changes nothing the run reports after it', async () => {
     const dead: BatcherEvents['dead'][0][] = [];
     const b = testBatcher({

@@ -46,6 +46,7 @@ import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/ty
  * @internal
  */
 export class KeyRun {
+  /** Its `key` is the run's: read from the job once, before any user code could change `ctx.job.data`. */
   private readonly session: KeySession;
   /** The first claim the fetch of this job made, if it did (see finisher.ts). */
   private readonly fused: ReturnType<JobFinisher['takeFirst']>;
@@ -81,7 +82,7 @@ export class KeyRun {
   async run(): Promise<void> {
     const { env, job, session } = this;
     const { options } = env;
-    const key = job.data.key;
+    const key = session.key;
     let lock: KeyLock | undefined;
     try {
       const rate = (this.rate = rateLimitOf(options.rateLimit, key));
@@ -241,7 +242,7 @@ export class KeyRun {
     sliceId: string,
   ): Promise<RunOutcome | undefined> {
     const { env, job } = this;
-    const key = job.data.key;
+    const key = this.session.key;
     const slice: SliceInfo = { key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job };
     // A failed slice run again carries its ids' trace context in its JSON; pending ids, in the claim's reply.
     const traces = claimed.retry ? claimed.retry.traces : claimed.traces;
@@ -334,7 +335,7 @@ export class KeyRun {
   private async conclude(outcome: RunOutcome): Promise<void> {
     const { env, job, session } = this;
     const { options } = env;
-    const key = job.data.key;
+    const key = session.key;
     const c = conclusion(outcome, options.scheduling);
     if (outcome.kind === 'drained' && outcome.finished) return this.completed(outcome.finished);
     if (c.interrupted) {
@@ -370,12 +371,13 @@ export class KeyRun {
    */
   private async completed({ reply, settled, finish, sentAt }: Finished): Promise<void> {
     const { env, job } = this;
+    const { key } = this.session;
     if (job.id) this.finisher?.completed(job.id, finish, reply, sentAt);
     if (settled.length === 0) return;
-    await env.outbox.hand(job.data.key, settled).catch((err: unknown) =>
+    await env.outbox.hand(key, settled).catch((err: unknown) =>
       log(env.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', {
         err,
-        key: job.data.key,
+        key,
       }),
     );
   }
@@ -418,7 +420,7 @@ export class KeyRun {
       }
     } catch (err) {
       // The job is delayed already; at worst a push that raced with it waits for its earlier time.
-      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: job.data.key });
+      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: this.session.key });
     }
     if (delayMs <= PROMPT_WAKE_MS) wakeWhenDue(job, delayMs);
     throw new DelayedError();
