@@ -107,7 +107,11 @@ export interface PauseOptions {
   forMs?: number;
 }
 
-/** Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). */
+/**
+ * Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). `ids`
+ * (also `ctx.ids`) is the handler's own copy, as is the data `ctx` returns: splice, sort or change
+ * them freely; what the run acks, fails, retries and counts is its own record of the slice.
+ */
 export type EachIteration<Data = unknown> = (ids: Id[], ctx: IterationContext<Data>) => PromiseLike<unknown> | void;
 
 /** Console-compatible; every method is optional. */
@@ -293,7 +297,8 @@ export interface BatchByKeyOptions<Data = unknown> {
   /** Runs of a failing slice (the first included) before it is split or dead-lettered. @default 5 */
   attempts?: number;
   /**
-   * Delay before a failed slice runs again; the key's other ids go on meanwhile.
+   * Delay before a failed slice runs again; the key's other ids go on meanwhile. A function that
+   * throws, or returns no finite number, waits 1000 ms.
    * @default { type: 'exponential', delayMs: 1000, maxDelayMs: 60000 }
    */
   backoff?: Backoff;
@@ -347,7 +352,10 @@ export interface BatchByKeyOptions<Data = unknown> {
    * with a KeyBacklogFullError and writes nothing, so one tenant's flood fails that tenant's
    * pushes, not Redis for everyone. With the set and zset stores only the ids a push adds count
    * (a pending id pushed again adds none). Or a function giving each key its own (undefined: no
-   * limit), called once per push, in the pushing process. Give every producer the same.
+   * limit), called once per push, in the pushing process. Give every producer the same. Only pushes
+   * are judged: a slice a run hands back unfinished (a graceful close, a worker's pause or
+   * cancelJob, a retryAfter) returns to pending whatever the count, so a key may stand past its
+   * limit by up to `concurrencyPerKey × sliceSize` until its workers drain it.
    * @default no limit
    */
   maxPendingPerKey?: MaxPendingPerKey;

@@ -4,7 +4,7 @@ import { log } from '../core/logger';
 import type { CancelSource } from '../core/stop';
 import { levelsOf } from '../storage/job';
 import type { KeySession } from '../storage/key-session';
-import type { ClaimCall, ClaimResult, LockRef, Payloads, Released, Traces } from '../storage/protocol';
+import type { ClaimCall, ClaimResult, LockRef, Released, Traces } from '../storage/protocol';
 import {
   afterFailure,
   combine,
@@ -48,6 +48,7 @@ export type Shed = (token: string) => boolean;
  * @internal
  */
 export class KeyRun {
+  /** Its `key` is the run's: read from the job once, before any user code could change `ctx.job.data`. */
   private readonly session: KeySession;
   /** The first claim the fetch of this job made, if it did (see finisher.ts). */
   private readonly fused: ReturnType<JobFinisher['takeFirst']>;
@@ -84,7 +85,7 @@ export class KeyRun {
   async run(): Promise<void> {
     const { env, job, session } = this;
     const { options } = env;
-    const key = job.data.key;
+    const key = session.key;
     let lock: KeyLock | undefined;
     try {
       const rate = (this.rate = rateLimitOf(options.rateLimit, key));
@@ -251,11 +252,11 @@ export class KeyRun {
   private async slice(
     lane: number,
     signal: Stop,
-    claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads; traces?: Traces },
+    claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloadsJson?: string; traces?: Traces },
     sliceId: string,
   ): Promise<RunOutcome | undefined> {
     const { env, job } = this;
-    const key = job.data.key;
+    const key = this.session.key;
     const slice: SliceInfo = { key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job };
     // A failed slice run again carries its ids' trace context in its JSON; pending ids, in the claim's reply.
     const traces = claimed.retry ? claimed.retry.traces : claimed.traces;
@@ -267,15 +268,27 @@ export class KeyRun {
         `the run of this slice of key ${JSON.stringify(key)} died before it finished (a crash, an OOM kill, a lost lock)`,
       );
       const previous = { ...crashed, attempts: crashed.attempts - 1 };
-      const stands = await this.failed({ slice, previous, error, sliceId, lane, durationMs: 0, payloads: claimed.payloads, traces });
+      const stands = await this.failed({
+        slice,
+        previous,
+        error,
+        sliceId,
+        lane,
+        durationMs: 0,
+        payloadsJson: claimed.payloadsJson,
+        traces,
+      });
       return stands ? undefined : { kind: 'lock_lost' };
     }
     const started = performance.now();
     try {
-      const failures = await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloads, traces), signal);
+      const failures = await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloadsJson, traces), signal);
       const durationMs = performance.now() - started;
       const acked = failures
-        ? await this.partly({ slice, previous: claimed.retry, sliceId, lane, durationMs, payloads: claimed.payloads, traces }, failures)
+        ? await this.partly(
+            { slice, previous: claimed.retry, sliceId, lane, durationMs, payloadsJson: claimed.payloadsJson, traces },
+            failures,
+          )
         : slice.ids;
       if (!acked) return { kind: 'lock_lost' };
       if (acked.length === 0) return undefined;
@@ -302,7 +315,7 @@ export class KeyRun {
         sliceId,
         lane,
         durationMs: performance.now() - started,
-        payloads: claimed.payloads,
+        payloadsJson: claimed.payloadsJson,
         traces,
       };
       if (!(await this.failed(failed))) return { kind: 'lock_lost' };
@@ -336,7 +349,7 @@ export class KeyRun {
   private async conclude(outcome: RunOutcome): Promise<void> {
     const { env, job, session } = this;
     const { options } = env;
-    const key = job.data.key;
+    const key = session.key;
     const c = conclusion(outcome, options.scheduling);
     if (outcome.kind === 'drained' && outcome.finished) return this.completed(outcome.finished);
     if (c.interrupted) {
@@ -372,12 +385,13 @@ export class KeyRun {
    */
   private async completed({ reply, settled, finish, sentAt }: Finished): Promise<void> {
     const { env, job } = this;
+    const { key } = this.session;
     if (job.id) this.finisher?.completed(job.id, finish, reply, sentAt);
     if (settled.length === 0) return;
-    await env.outbox.hand(job.data.key, settled).catch((err: unknown) =>
+    await env.outbox.hand(key, settled).catch((err: unknown) =>
       log(env.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', {
         err,
-        key: job.data.key,
+        key,
       }),
     );
   }
@@ -423,7 +437,7 @@ export class KeyRun {
       }
     } catch (err) {
       // The job is delayed already; at worst a push that raced with it waits for its earlier time.
-      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: job.data.key });
+      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: this.session.key });
     }
     if (delayMs <= PROMPT_WAKE_MS) wakeWhenDue(job, delayMs);
     throw new DelayedError();

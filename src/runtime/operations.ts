@@ -90,6 +90,7 @@ export class Operations {
       throw new ShardsInUseError(
         `shard count ${count} was checked by a process that may still push to it without checking again for ${leftMs} ms ` +
           '(its recoveryIntervalMs plus pushTimeoutMs): retire it once no process has used it for that long',
+        leftMs,
       );
     runtime.forgetCountsRead();
     // Its queues were opened for the check above only (up to 64 connections): not kept until close.
