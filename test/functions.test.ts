@@ -160,6 +160,28 @@ describe('scripts as Redis functions', () => {
     expect(await admin.call('FUNCTION', 'LIST')).toEqual([]);
   });
 
+  standaloneOnly('a user who may load functions but not call them, and a Redis without FCALL, run the scripts by EVALSHA', async () => {
+    const renamed = await server(['--rename-command', 'FCALL', '']);
+    const client = track(new Redis(renamed.port, { maxRetriesPerRequest: null }));
+    const rec = new Recorder();
+    const b = track(batchByKey({ name: uniqueName(), connection: client, eachIteration: rec.handler }));
+    await pushAndRun(b, rec, 3);
+    expect(scriptMode(client)).toBe('evalsha');
+
+    const redis = await server();
+    const admin = track(new Redis(redis.port));
+    // docs/redis.md's rules, less FCALL.
+    const rules =
+      '+@read +@write +@scripting +@connection +@transaction +@keyspace +@pubsub -@dangerous +time +info +client|setname -fcall';
+    await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', '~bull:*', 'resetchannels', '&bull:*', ...rules.split(' '));
+    const restricted = track(new Redis({ port: redis.port, username: 'app', password: 'pw', maxRetriesPerRequest: null }));
+    const rec2 = new Recorder();
+    const b2 = track(batchByKey({ name: uniqueName(), connection: restricted, eachIteration: rec2.handler }));
+    await pushAndRun(b2, rec2, 3);
+    expect(scriptMode(restricted)).toBe('evalsha');
+    expect(rec2.all.sort()).toEqual(['k-0:a', 'k-1:a', 'k-2:a']);
+  });
+
   standaloneOnly(
     'out of memory: a read runs (by EVALSHA until the library can load; as a no-writes function after), a write is refused',
     async () => {
