@@ -1,6 +1,6 @@
 import Redlock from 'redlock';
 import { Queue, type ConnectionOptions } from '../bullmq';
-import { commandClient, fromUrl } from '../core/connection';
+import { commandClient, endClient, fromUrl } from '../core/connection';
 import { ClosedError } from '../core/errors';
 import { BatcherEmitter } from '../core/events';
 import { log } from '../core/logger';
@@ -177,8 +177,9 @@ export class BatcherRuntime {
       const own = this.redis.client;
       // QUIT waits in the offline queue while Redis is away (ioredis retries it for ~10 s): a
       // connection that is not ready has nothing to flush, so it is dropped at once.
-      if (own.status === 'ready') await own.quit().catch(() => own.disconnect());
-      else own.disconnect();
+      // Ended, not only disconnected: what it still queued (a worker's fetch) fails instead of waiting for ever.
+      if (own.status === 'ready') await own.quit().catch(() => endClient(own));
+      else endClient(own);
     }
   }
 
