@@ -1,4 +1,5 @@
 import { aroundClose, blockingClientOf, ownClientsOf, type Worker } from '../bullmq';
+import { Cluster, type Redis } from 'ioredis';
 import { endClient } from '../core/connection';
 
 /**
@@ -15,7 +16,8 @@ export const CLOSE_REDIS_WAIT_MS = 10_000;
  *   stream is closed already; only its retry timer is cleared, so it never reconnects either). A
  *   close begun while Redis was away (a failover, `CLIENT KILL`, an outage) waited for ever, even
  *   once Redis was back. Such a connection is ended here first (see `endClient`): BullMQ's close
- *   then goes on as soon as Redis answers the rest.
+ *   then goes on as soon as Redis answers the rest. (A Cluster's is waited for instead, at most
+ *   CLUSTER_RECONNECT_WAIT_MS.)
  * - A close still waiting `shutdownTimeoutMs + CLOSE_REDIS_WAIT_MS` after it began waits on a
  *   Redis that is away (or does not answer): the worker's own connections are ended, which fails
  *   what they still queued, and `close()` returns. Its keys come back as after a crash (their
@@ -29,12 +31,17 @@ export function closeBounded(worker: Worker, shutdownTimeoutMs: number): void {
 }
 
 async function bounded(worker: Worker, close: () => Promise<void>, limitMs: number): Promise<void> {
-  const blocking = await blockingClientOf(worker);
-  if (blocking?.status === 'reconnecting') endClient(blocking);
-  const closing = close();
-  const stuck = setTimeout(() => void unstickBlocking(worker), BLOCKING_DISCONNECT_WAIT_MS);
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), limitMs)));
+  const blocking: Redis | Cluster | undefined = await blockingClientOf(worker);
+  if (blocking?.status === 'reconnecting') {
+    // A Cluster client reaches 'end' only through its nodes, which it has none of now: it gets
+    // CLUSTER_RECONNECT_WAIT_MS to come back (a failover takes seconds), and the bound after.
+    if (blocking instanceof Cluster) await readyWithin(blocking, CLUSTER_RECONNECT_WAIT_MS);
+    else endClient(blocking);
+  }
+  const closing = close();
+  const stuck = setTimeout(() => void unstickBlocking(worker), BLOCKING_DISCONNECT_WAIT_MS);
   try {
     if ((await Promise.race([closing, late])) !== 'late') return;
     // BullMQ's close goes on: it ends once the connections below fail what they queued.
@@ -44,6 +51,21 @@ async function bounded(worker: Worker, close: () => Promise<void>, limitMs: numb
     clearTimeout(stuck);
     clearTimeout(timer);
   }
+}
+
+/** The longest a closing worker waits for its blocking Cluster connection to finish reconnecting. */
+export const CLUSTER_RECONNECT_WAIT_MS = 10_000;
+
+async function readyWithin(client: Cluster, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let onReady: (() => void) | undefined;
+  await new Promise<void>((resolve) => {
+    onReady = resolve;
+    client.once('ready', onReady);
+    timer = setTimeout(resolve, ms);
+  });
+  clearTimeout(timer);
+  if (onReady) client.removeListener('ready', onReady);
 }
 
 /** How long a closing worker's blocking connection may stay connected before it is disconnected here. */
