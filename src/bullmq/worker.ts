@@ -35,6 +35,18 @@ export async function blockingClientOf(worker: Worker): Promise<Redis | undefine
 }
 
 /**
+ * The connections a worker's backend opened itself (bullmq `RedisQueueBackend.client` and
+ * `blockingClient`): its blocking one always, its command one unless it is the client passed as
+ * the worker's `connection` (the caller's to close).
+ */
+export async function ownClientsOf(worker: Worker): Promise<Redis[]> {
+  const backend = (worker as unknown as { backend?: { client?: Promise<Redis> } }).backend;
+  const main = await backend?.client?.catch(() => undefined);
+  const blocking = await blockingClientOf(worker);
+  return [...(main && main !== (worker.opts.connection as unknown) ? [main] : []), ...(blocking ? [blocking] : [])];
+}
+
+/**
  * Wraps one worker object's `close` (the user's own, from `attach`, included): `around` gets
  * BullMQ's close to call. Replaces the method on this object alone.
  */

@@ -197,11 +197,14 @@ export class UnknownTicketError extends BatchByKeyError {
   }
 }
 
-/** `waitFor(ticket, { timeoutMs })` ran out of time; `progress` is the last reading. */
+/**
+ * `waitFor(ticket, { timeoutMs })` ran out of time; `progress` is the last reading, undefined when
+ * no read was answered in time (Redis away from the start).
+ */
 export class WaitTimeoutError extends BatchByKeyError {
   constructor(
     message: string,
-    readonly progress: Progress,
+    readonly progress: Progress | undefined,
   ) {
     super('ERR_WAIT_TIMEOUT', message);
   }

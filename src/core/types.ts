@@ -684,7 +684,10 @@ export interface Batcher<Data = unknown> {
   readonly deadLetters: DeadLetters<Data>;
   /** Counts of a tracked push; an UnknownTicketError once it expired. */
   progress(ticket: Ticket): Promise<Progress>;
-  /** Resolves with the progress once nothing of the push is pending (and an open ticket is sealed). */
+  /**
+   * Resolves with the progress once nothing of the push is pending (and an open ticket is sealed);
+   * a WaitTimeoutError after `timeoutMs`, Redis away or not; a ClosedError when `close()` ends it.
+   */
   waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress>;
   /**
    * An open ticket of `key`: push to it with `performBatchLater(ids, { ticket })` any number of
@@ -726,6 +729,9 @@ export interface Batcher<Data = unknown> {
    * every `recoveryIntervalMs`). Returns how many keys got one.
    */
   recover(): Promise<number>;
-  /** Closes the workers created here, the queue and our Redis connections. */
+  /**
+   * Closes the workers created here, the queue and our Redis connections, once the calls under way
+   * have finished (at most `pushTimeoutMs`); a `waitFor` under way rejects with a ClosedError.
+   */
   close(): Promise<void>;
 }

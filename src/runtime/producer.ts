@@ -24,7 +24,7 @@ export class Producer {
   }
 
   async waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress> {
-    return waitFor(this.runtime.client(), this.runtime.keyspace, this.runtime.ticketChannel, ticket, options);
+    return waitFor(this.runtime.client(), this.runtime.keyspace, this.runtime.ticketChannel, ticket, options, this.runtime.closedSignal);
   }
 
   async openTicket(key: Key, options?: { callback?: boolean }): Promise<Ticket> {

@@ -51,6 +51,7 @@ export class Workers {
     this.attached = new AttachedWorkers({
       logger: opts.logger,
       intervalMs: opts.recoveryIntervalMs,
+      shutdownTimeoutMs: opts.shutdownTimeoutMs,
       assertOpen: () => runtime.assertOpen(),
       // The sweep adds jobs on this process's count's queues: agreed first, so that they are paused under pauseAll.
       recover: async () => {
