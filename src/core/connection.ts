@@ -78,11 +78,3 @@ export function connectionCloses(client: RedisClient): number {
   }
   return count.closes;
 }
-
-/**
- * Whether `err` is an error reply from Redis (ioredis' `ReplyError`), by its name: a client the
- * caller built with another copy of ioredis throws that copy's class.
- */
-export function isReplyError(err: unknown): boolean {
-  return err instanceof Error && err.name === 'ReplyError';
-}
