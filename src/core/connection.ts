@@ -80,14 +80,6 @@ export function connectionCloses(client: RedisClient): number {
 }
 
 /**
- * Whether `err` is an error reply from Redis (ioredis' `ReplyError`), by its name: a client the
- * caller built with another copy of ioredis throws that copy's class.
- */
-export function isReplyError(err: unknown): boolean {
-  return err instanceof Error && err.name === 'ReplyError';
-}
-
-/**
  * Ends a standalone client for good, as `disconnect()` does, and at once: its queued commands
  * fail and it emits 'end'. ioredis' own `disconnect()` does neither while the client waits to
  * reconnect (its stream is closed already; only its retry timer is cleared), so whatever waited on

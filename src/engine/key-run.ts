@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError } from '../bullmq';
 import { SliceCrashedError } from '../core/errors';
 import { log } from '../core/logger';
@@ -25,6 +26,7 @@ import { KeyLock } from './lock';
 import type { RunEnv } from './run-env';
 import { budgetOf, demote, preemption } from './scheduling';
 import { fillOf, type Fill } from '../core/fill';
+import { incidentBackoffMs } from '../core/limits';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
 
 /** Whether the run of the job under `token` must hand its job back before its next slice, for a lowered concurrency (see ShardWorker.shed). */
@@ -87,10 +89,10 @@ export class KeyRun {
     const { options } = env;
     const key = session.key;
     let lock: KeyLock | undefined;
+    const sentAt = this.fused?.sentAt ?? Date.now();
     try {
       const rate = (this.rate = rateLimitOf(options.rateLimit, key));
       const fill = (this.fill = fillOf(options.fill, key, options.sliceSize));
-      const sentAt = this.fused?.sentAt ?? Date.now();
       // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
       const first = this.fused?.claim
         ? await session.adopt(this.fused.claim)
@@ -136,7 +138,8 @@ export class KeyRun {
       // by its value) even if only the first claim's lost reply took it, or the key would wait
       // out its TTL.
       log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key });
-      await session.release('keep').catch(() => undefined);
+      lock?.stop();
+      await this.releaseAfterError(lock?.expiresAt ?? sentAt + options.lockTtlMs);
       return await this.requeue(backoffDelay(options.backoff, 1, err));
     } finally {
       lock?.stop();
@@ -404,6 +407,33 @@ export class KeyRun {
       });
     }
     return released;
+  }
+
+  /**
+   * Gives the lock back after Redis trouble, which most likely refuses this release too (out of
+   * memory, a busy script, a lost connection): the fenced release is retried, with the incident
+   * backoff, until Redis answers or the lock has expired anyway (`expiresAt`, at most
+   * `lockTtlMs` away). A run that gave up on its release left a lock with no run behind it, which
+   * kept every id of the key waiting for the lock's TTL once Redis was back. A worker's close
+   * waits for this too (README: Guarantees).
+   */
+  private async releaseAfterError(expiresAt: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.session.release('keep');
+        return;
+      } catch (err) {
+        const waitMs = incidentBackoffMs(attempt);
+        if (Date.now() + waitMs >= expiresAt) {
+          log(this.env.options.logger, 'warn', 'batch-by-key: could not release the key lock; the key waits for its TTL', {
+            err,
+            lock: this.session.names.lock,
+          });
+          return;
+        }
+        await sleep(waitMs);
+      }
+    }
   }
 
   /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */

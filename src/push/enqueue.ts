@@ -1,7 +1,8 @@
 import { Cluster } from 'ioredis';
 import { currentKey } from './context';
 import { withDeadline } from '../core/deadline';
-import { connectionCloses, isReplyError } from '../core/connection';
+import { connectionCloses } from '../core/connection';
+import { isReplyError } from '../core/redis-errors';
 import {
   describe,
   InvalidOptionError,
