@@ -20,4 +20,4 @@ export {
   type RedisQueueBackend,
 } from './backend';
 export { buildAdd } from './job-add';
-export { aroundCancels, aroundClose, blockingClientOf, markNotDrained } from './worker';
+export { aroundCancels, aroundClose, blockingClientOf, fetchBeforeBlocking, markNotDrained, ownClientsOf } from './worker';

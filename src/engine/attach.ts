@@ -2,13 +2,15 @@ import type { Job, Worker } from '../bullmq';
 import { log } from '../core/logger';
 import type { Key, Logger } from '../core/types';
 import { JOB_NAME } from '../storage/job';
-import { closeAfterReconnect } from './worker-close';
+import { closeBounded } from './worker-close';
 
 /** @internal */
 export interface AttachDeps {
   logger: Logger;
   /** How often the sweeps run while a worker is attached. */
   intervalMs: number;
+  /** The batcher's `shutdownTimeoutMs`: a worker's close waits for Redis that long and `CLOSE_REDIS_WAIT_MS` more (see worker-close.ts). */
+  shutdownTimeoutMs: number;
   /** Throws a ClosedError once the batcher is closed (see attach). */
   assertOpen: () => void;
   /** Lists a key in its recovery index: its job failed, so its ids may have no job. */
@@ -88,7 +90,7 @@ export class AttachedWorkers {
   }
 
   private stopRunsWith(worker: Worker): void {
-    closeAfterReconnect(worker);
+    closeBounded(worker, this.deps.shutdownTimeoutMs);
     // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
     // after the current slice, release the key and requeue it for another worker at once.
     worker.on('closing', () => worker.cancelAllJobs('worker closing'));

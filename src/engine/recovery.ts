@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis';
-import { ensureJob, JOB_NAME, type KeyQueue } from '../storage/job';
+import { ensureJob, JOB_NAME, type KeyLevel, type KeyQueue } from '../storage/job';
 import { dedupIdsOf, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
 import type { TicketOutbox } from '../storage/ticket-outbox';
@@ -38,6 +38,8 @@ export interface RecoveryDeps {
   graceMs: number;
   /** The TTL a key lock without one gets (see sweepOne). */
   lockTtlMs: number;
+  /** The level of a key's job (a stranded key's is light, as a newcomer's; see scheduling.ts). */
+  level: KeyLevel;
   logger: Logger;
 }
 
@@ -149,7 +151,7 @@ async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: st
   // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
   // paused until resumed (resume adds its job): fine.
   if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.shards.ofKeyIn(counts, key), key))) {
-    await ensureJob(client, deps.shards.of(key), key, 0);
+    await ensureJob(client, deps.shards.of(key), key, 0, deps.level(key, 'light'));
     recovered = true;
   }
   // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.

@@ -9,6 +9,7 @@ import { pause, paused, resume, type PauseDeps } from '../ops/pause';
 import { shardCounts } from '../ops/shard-counts';
 import { readKeyStats, stats } from '../ops/stats';
 import { forgetShardCount, setPausedAll } from '../storage/agreement';
+import { keyLevels } from '../storage/job';
 import { MAX_SHARDS } from '../storage/shards';
 import { liveJobKeys } from '../storage/job';
 import { backlog } from '../storage/store';
@@ -115,6 +116,7 @@ export class Operations {
       throw new ShardsInUseError(
         `shard count ${count} was checked by a process that may still push to it without checking again for ${leftMs} ms ` +
           '(its recoveryIntervalMs plus pushTimeoutMs): retire it once no process has used it for that long',
+        leftMs,
       );
     runtime.forgetCountsRead();
     // Its queues were opened for the check above only (up to 64 connections): not kept until close.
@@ -154,6 +156,7 @@ export class Operations {
       queue: (key) => runtime.queueOf(key),
       store: opts.store,
       fill: (key) => fillOf(opts.fill, key, opts.sliceSize),
+      level: keyLevels(opts.priority, opts.logger),
     };
   }
 
@@ -168,6 +171,7 @@ export class Operations {
       store: runtime.store,
       graceMs,
       lockTtlMs: runtime.opts.lockTtlMs,
+      level: keyLevels(runtime.opts.priority, runtime.opts.logger),
       logger: runtime.opts.logger,
     };
   }

@@ -12,7 +12,7 @@ import { ShardWorker, type ShardRef } from '../engine/shard-worker';
 import { SlotBudget } from '../engine/slots';
 import { HistorySampler } from '../ops/history';
 import { listForRecovery } from '../storage/batcher-protocol';
-import { bullKeysOf } from '../storage/job';
+import { bullKeysOf, prioritizedLevels } from '../storage/job';
 import { WORKER_DEFAULTS } from '../options';
 import { bullConnection, type BatcherRuntime } from './runtime';
 import type { Operations } from './operations';
@@ -53,6 +53,7 @@ export class Workers {
       logger: opts.logger,
       listForRecovery: (key) => this.listForRecovery(key),
       intervalMs: opts.recoveryIntervalMs,
+      shutdownTimeoutMs: opts.shutdownTimeoutMs,
       assertOpen: () => runtime.assertOpen(),
       // The sweep adds jobs on this process's count's queues: agreed first, so that they are paused under pauseAll.
       recover: async () => {
@@ -64,7 +65,9 @@ export class Workers {
           ? async () =>
               Promise.all(
                 (await runtime.allQueues()).map((queue) =>
-                  age(queue, opts.maxRuntimeMs, (key) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger)),
+                  age(queue, prioritizedLevels(opts.priority), opts.maxRuntimeMs, (key) =>
+                    budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger),
+                  ),
                 ),
               )
           : undefined,
@@ -119,9 +122,10 @@ export class Workers {
         config && { client: () => runtime.client(), config, agree: () => runtime.agreement.check('worker') },
       );
       const cancels = new JobCancels();
-      const worker = new ShardWorker(
+      const worker: ShardWorker = new ShardWorker(
         opts.name,
-        workerKeyProcessor(this.runEnv(), cancels, finisher),
+        // A run asks its own worker (made just below) before each slice.
+        workerKeyProcessor(this.runEnv(), cancels, finisher, (token) => worker.shed(token)),
         {
           ...WORKER_DEFAULTS,
           ...workerOptions,

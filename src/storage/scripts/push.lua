@@ -38,8 +38,9 @@
     maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
     fillMin, fillMaxWaitMs  wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see
                  includes/fill.lua)
-    high         a push with priority 'high': its ids wait in the key's high store, and a set's or
-                 zset's ids waiting at the normal level move up (see includes/priority.lua)
+    high         a push with priority 'high': its ids wait in the key's high store. A set's or
+                 zset's id pushed at both levels waits at high, at the earlier of its two times
+                 (see includes/priority.lua)
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
@@ -114,8 +115,8 @@ else
   end
   chunked('ZADD', W.pending, scored)
 end
--- A high push moves ids waiting at the normal level up (a set or zset keeps one copy of an id).
-if arg_high then dropWaiting(kind, K.pending, ARGV, FIRST, LAST) end
+-- A set or zset keeps one copy of a waiting id: one pushed at both levels waits at high.
+oneCopy(kind, K, ARGV, FIRST, LAST)
 -- A list's or set's pending is not empty now: due at once, unless it waits to fill (a high
 -- push's ids never do; see includes/priority.lua).
 local filling = (arg_high and kind ~= 'zset') and 0 or fillWait(kind, K, arg_fillMin, arg_fillMaxWaitMs)
