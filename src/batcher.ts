@@ -35,28 +35,30 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const producer = new Producer(runtime);
   const operations = new Operations(runtime, producer);
   const workers = new Workers(runtime, operations, handler);
+  // A call under way when close() begins finishes before the connection closes (waitFor, a long wait, is ended instead).
+  const track = <T>(call: Promise<T>) => runtime.track(call);
   const batcher: Batcher = {
     name: runtime.opts.name,
-    performBatchLater: async (ids, performOptions) => producer.push(ids, performOptions),
+    performBatchLater: async (ids, performOptions) => track(producer.push(ids, performOptions)),
     processor: (fallback) => workers.processor(fallback),
     attach: (worker) => workers.attach(worker),
     createWorker: (workerOptions) => workers.createWorker(workerOptions),
-    stats: async (statsOptions) => operations.stats(statsOptions),
-    history: async () => operations.history(),
-    backlog: async (key) => operations.backlog(key),
-    recover: async () => operations.recover(),
-    shardCounts: async () => operations.shardCounts(),
-    retireShardCount: async (count) => operations.retireShardCount(count),
-    pause: async (key, pauseOptions) => operations.pause(key, pauseOptions),
-    resume: async (key) => operations.resume(key),
-    paused: async () => operations.paused(),
-    pauseAll: async () => operations.pauseAll(),
-    resumeAll: async () => operations.resumeAll(),
+    stats: async (statsOptions) => track(operations.stats(statsOptions)),
+    history: async () => track(operations.history()),
+    backlog: async (key) => track(operations.backlog(key)),
+    recover: async (recoverOptions) => track(operations.recover(0, recoverOptions)),
+    shardCounts: async () => track(operations.shardCounts()),
+    retireShardCount: async (count) => track(operations.retireShardCount(count)),
+    pause: async (key, pauseOptions) => track(operations.pause(key, pauseOptions)),
+    resume: async (key) => track(operations.resume(key)),
+    paused: async () => track(operations.paused()),
+    pauseAll: async () => track(operations.pauseAll()),
+    resumeAll: async () => track(operations.resumeAll()),
     deadLetters: operations.deadLetters,
-    progress: async (ticket) => producer.progress(ticket),
+    progress: async (ticket) => track(producer.progress(ticket)),
     waitFor: async (ticket, waitOptions) => producer.waitFor(ticket, waitOptions),
-    openTicket: async (key, ticketOptions) => producer.openTicket(key, ticketOptions),
-    sealTicket: async (ticket) => producer.sealTicket(ticket),
+    openTicket: async (key, ticketOptions) => track(producer.openTicket(key, ticketOptions)),
+    sealTicket: async (ticket) => track(producer.sealTicket(ticket)),
     on(event, listener) {
       runtime.events.on(event, listener);
       return this;

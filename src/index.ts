@@ -35,6 +35,7 @@ export {
   ShutdownError,
   ClosedError,
   SliceTimeoutError,
+  CallbackFailedError,
   CallbackTimeoutError,
   SliceCrashedError,
   PermanentError,

@@ -8,7 +8,7 @@ import type { RunOptions } from './engine/run-options';
 import { MAX_CONCURRENCY_PER_KEY, MAX_PUSHES_PER_CALL, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, optionNames } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
-import { silentLogger } from './core/logger';
+import { incidentLogger, silentLogger } from './core/logger';
 import { validatePriorityOption } from './core/priority';
 import { MAX_SHARDS } from './storage/shards';
 import type {
@@ -265,6 +265,6 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     onTicketSettled: optionalFunction('options.onTicketSettled', o.onTicketSettled, '(outcome, ticket) => ...'),
     history: validateHistoryOption(o.history),
     fastPath: o.fastPath === undefined ? fastPathDefault() : oneOf('options.fastPath', o.fastPath, FAST_PATHS, DEFAULTS.fastPath),
-    logger: o.logger ?? silentLogger,
+    logger: incidentLogger(o.logger ?? silentLogger),
   };
 }

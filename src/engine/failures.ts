@@ -8,8 +8,7 @@ import type { RetrySlice, Traces } from '../storage/protocol';
 import type { KeySession } from '../storage/key-session';
 import { MAX_TICKET_ERRORS } from '../push/progress';
 import type { DeadLetterBox } from './dead-letters';
-import type { Payloads } from '../storage/protocol';
-import type { Backoff, FailureOutcome, Id, Logger, SliceInfo } from '../core/types';
+import type { Backoff, BatcherEvents, FailureOutcome, Id, Logger, SliceInfo } from '../core/types';
 
 export type { RetrySlice };
 
@@ -30,8 +29,8 @@ export interface FailedSlice {
   /** The slice's lane (whose own names the failure's script derives from the key's). */
   lane: number;
   durationMs: number;
-  /** The data the slice's ids carried, for their dead letters. */
-  payloads: Payloads | undefined;
+  /** The data the slice's ids carried, as the claim returned it (see ClaimResult), for their dead letters. */
+  payloadsJson: string | undefined;
   /** The trace context the slice's ids carried, for the parts retried to keep. */
   traces: Traces | undefined;
   /**
@@ -188,7 +187,7 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     : planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
   const own = plan.errors && plan.dead.map((id) => serializeError(plan.errors!.get(id)));
-  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads, own) : undefined;
+  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloadsJson, own) : undefined;
   const retry = plan.retry.map((part, i) => ({
     id: `${failed.sliceId}:${i}`,
     delayMs: part.delayMs,
@@ -212,6 +211,8 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
   if (letters) await deps.deadLetters.trim();
   // A slice that reported its failed ids is reported as those ids (its others emit slice:done).
   const ids = failed.failures ? slice.ids.filter((id) => failed.failures!.has(id)) : slice.ids;
+  // Built before slice:failed is emitted: its listeners get `dead` and `errors` to do with as they like.
+  const deaths = deadEvents(slice.key, plan, error);
   log(options.logger, plan.outcome === 'retry' ? 'warn' : 'error', 'batch-by-key: slice failed', {
     err: error,
     key: slice.key,
@@ -231,12 +232,12 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     ...(failed.failures && { errors: failed.failures }),
     ...(plan.acked !== undefined && { acked: plan.acked }),
   });
-  if (plan.dead.length > 0) deadEvents(events, slice.key, plan, error);
+  for (const death of deaths) events.emit('dead', death);
   return true;
 }
 
-/** The `dead` event of a failure: one, or, for ids that died of their own errors, one per error. */
-function deadEvents(events: BatcherEmitter, key: string, plan: FailurePlan, error: unknown): void {
+/** The `dead` events of a failure: none, one, or, for ids that died of their own errors, one per error. */
+function deadEvents(key: string, plan: FailurePlan, error: unknown): BatcherEvents['dead'][0][] {
   const byError = new Map<unknown, Id[]>();
   for (const id of plan.dead) {
     const own = plan.errors ? plan.errors.get(id) : error;
@@ -244,7 +245,7 @@ function deadEvents(events: BatcherEmitter, key: string, plan: FailurePlan, erro
     if (group) group.push(id);
     else byError.set(own, [id]);
   }
-  for (const [own, ids] of byError) events.emit('dead', { key, ids, error: own, attempts: plan.attempts });
+  return [...byError].map(([own, ids]) => ({ key, ids, error: own, attempts: plan.attempts }));
 }
 
 /** Whether a slice that has failed `attempts` runs is retried whole (rather than split or dead). */
@@ -266,23 +267,40 @@ export interface SerializedError {
   stack?: string;
 }
 
-/** What a dead letter (and a ticket's errors) keeps of an error (anything may be thrown): well-formed and capped. */
+/**
+ * What a dead letter (and a ticket's errors) keeps of an error (anything may be thrown): well-formed
+ * and capped. It never throws: an error whose getters throw is still the slice's failure, not
+ * Redis trouble (which would run the slice again as if its run had died).
+ */
 export function serializeError(error: unknown): SerializedError {
   const cap = MAX_ERROR_TEXT;
   if (error instanceof Error) {
+    const stack = textOf(() => error.stack ?? '');
     return {
-      name: wellFormedText(String(error.name), cap.name),
-      message: wellFormedText(String(error.message), cap.message),
-      ...(error.stack && { stack: wellFormedText(error.stack, cap.stack) }),
+      name: wellFormedText(
+        textOf(() => error.name),
+        cap.name,
+      ),
+      message: wellFormedText(
+        textOf(() => error.message),
+        cap.message,
+      ),
+      ...(stack && { stack: wellFormedText(stack, cap.stack) }),
     };
   }
-  return { name: typeof error, message: wellFormedText(safeString(error), cap.message) };
+  return {
+    name: typeof error,
+    message: wellFormedText(
+      textOf(() => error),
+      cap.message,
+    ),
+  };
 }
 
-/** String(value), or a placeholder when even that throws (an object whose toString throws). */
-function safeString(value: unknown): string {
+/** String(read()), or a placeholder when reading or printing throws (a getter, or a toString, that throws). */
+function textOf(read: () => unknown): string {
   try {
-    return String(value);
+    return String(read());
   } catch {
     return '(an unprintable value)';
   }
@@ -297,11 +315,23 @@ const GARBAGE_BACKOFF_MS = 1_000;
  */
 export function backoffDelay(backoff: Backoff, attempt: number, error: unknown): number {
   if (typeof backoff === 'function') {
-    const ms = backoff(attempt, error);
+    const ms = customBackoff(backoff, attempt, error);
     // A custom function that returns garbage must not make a failing key spin.
     return Number.isFinite(ms) ? Math.min(MAX_TIMER_MS, Math.max(0, ms)) : GARBAGE_BACKOFF_MS;
   }
   if (backoff.type === 'fixed') return backoff.delayMs;
   const exp = backoff.delayMs * 2 ** (attempt - 1);
   return Math.min(exp, backoff.maxDelayMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
+}
+
+/**
+ * A custom backoff's answer; NaN (garbage) when it throws: its throw would otherwise fail the
+ * settling of the slice, and the slice would run again as if its run had died, its failure unrecorded.
+ */
+function customBackoff(backoff: (attempt: number, error: unknown) => number, attempt: number, error: unknown): number {
+  try {
+    return backoff(attempt, error);
+  } catch {
+    return Number.NaN;
+  }
 }

@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
-import { connectionCloses, isReplyError } from '../core/connection';
+import { connectionCloses } from '../core/connection';
+import { isReplyError } from '../core/redis-errors';
 import { push, pushMany, type PushOfMany, type PushResult } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 

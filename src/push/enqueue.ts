@@ -2,9 +2,8 @@ import { Cluster } from 'ioredis';
 import { withDeadline } from '../core/deadline';
 import { PushTimeoutError } from '../core/errors';
 import { activeTraceparent } from '../core/trace-context';
-import { isHighKey } from '../core/priority';
 import type { NormalizedPush } from '../core/input';
-import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
+import { ensureJob, queuePrefixOf, standardAdd, WAIT_LIST, type KeyLevel, type KeyQueue, type Level } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
 import { planPush, type StoreHow } from './plan';
 import { checkBacklog, dueIn, type PushCall } from '../storage/protocol';
@@ -24,7 +23,6 @@ import type {
   MergePolicy,
   PerformOptions,
   PerformResult,
-  Priority,
   PushItem,
   Ticket,
 } from '../core/types';
@@ -41,8 +39,8 @@ export interface EnqueueDeps {
   ticketTtlMs: number;
   /** Fair scheduling: a new key's job whose first push is more than a slice waits behind light ones (see scheduling.ts). */
   fair: boolean;
-  /** `priority(key)`: a high-priority key's job is always light (see scheduling.ts). */
-  keyPriority: ((key: Key) => Priority) | undefined;
+  /** The level of a key's new job (see storage/job.ts `keyLevels`): `priority(key)` ranks keys. */
+  level: KeyLevel;
   logger: Logger;
   sliceSize: number;
   /** Wait to fill (`minSliceSize`, `maxWaitMs`; see core/fill.ts). */
@@ -138,16 +136,16 @@ async function store(
     ...(fill && { fill }),
     ...(high && { high }),
   };
-  // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
-  // A high-priority key never waits behind others for its turn.
-  const level = deps.fair && ids.length > deps.sliceSize && !isHighKey(key, deps.keyPriority, deps.logger) ? LEVEL.heavy : LEVEL.light;
+  // A light newcomer queues FIFO before keys whose first push is bigger than a slice, and a
+  // high-priority key's job before both.
+  const level = deps.level(key, deps.fair && ids.length > deps.sliceSize ? 'heavy' : 'light');
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
   // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built). A
   // key that waits to fill needs a delayed job (added after the call), unless this push fills it
   // by itself (or a high push, whose ids never wait to fill): building BullMQ's add costs the
   // pusher CPU on every push.
   const startsNow = !fill || high || ids.length >= fill.minSliceSize;
-  const add = !cluster && kind !== 'zset' && level === LEVEL.light && startsNow ? standardAdd(queue, key) : undefined;
+  const add = !cluster && kind !== 'zset' && level === WAIT_LIST && startsNow ? standardAdd(queue, key) : undefined;
   // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
   // to the one time the call was sent says what happened (see outcomes.ts).
   const pushed = outcomeOf(key, await deps.committer.commit({ names, call: { ...call, ...(add && { add: add.call }) } }));
@@ -162,7 +160,7 @@ async function store(
     // or brings the job forward itself. Only when that lands between this push's call and this add
     // to a job that was active or delayed past this push's time can this add move it back, to this
     // push's time: the key then starts at most maxWaitMs late.
-    if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs, fill);
+    if (kind === 'zset') await bringForward(deps.client, queue, key, level, names, waitMs, fill);
   } catch (err) {
     throw jobAddFailed(key, err);
   }
@@ -192,6 +190,7 @@ async function bringForward(
   client: RedisClient,
   queue: KeyQueue,
   key: Key,
+  level: Level,
   names: KeyNames,
   waitMs: number,
   fill: Fill | undefined,
@@ -201,6 +200,6 @@ async function bringForward(
     const readyIn = await dueIn(client, 'zset', names, fill);
     if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     dueAt = Date.now() + readyIn;
-    await ensureJob(client, queue, key, readyIn);
+    await ensureJob(client, queue, key, readyIn, level);
   }
 }

@@ -4,6 +4,7 @@ import { performBatchLater, type EnqueueDeps } from '../push/enqueue';
 import { Committer } from '../push/committer';
 import { progress, waitFor } from '../push/progress';
 import { openTicket, sealTicket } from '../push/tickets';
+import { keyLevels } from '../storage/job';
 import type { BatcherRuntime } from './runtime';
 import type { Key, PerformOptions, PerformResult, Progress, PushItem, Ticket, WaitForOptions } from '../core/types';
 
@@ -29,7 +30,7 @@ export class Producer {
   }
 
   async waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress> {
-    return waitFor(this.runtime.client(), this.runtime.keyspace, this.runtime.ticketChannel, ticket, options);
+    return waitFor(this.runtime.client(), this.runtime.keyspace, this.runtime.ticketChannel, ticket, options, this.runtime.closedSignal);
   }
 
   async openTicket(key: Key, options?: { callback?: boolean }): Promise<Ticket> {
@@ -57,7 +58,7 @@ export class Producer {
       resolver: opts.key,
       ticketTtlMs: opts.ticketTtlMs,
       fair: opts.scheduling === 'fair',
-      keyPriority: opts.priority,
+      level: keyLevels(opts.priority, opts.logger),
       logger: opts.logger,
       sliceSize: opts.sliceSize,
       fill: opts.fill,

@@ -220,6 +220,11 @@ export function addKeysDerivable(add: BullmqCall, queuePrefix: string): boolean 
 /** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */
 export type Payloads = Record<Id, unknown[]>;
 
+/** A claim's data (`ClaimResult.payloadsJson`), parsed. */
+export function parsePayloads(json: string): Payloads {
+  return JSON.parse(json) as Payloads;
+}
+
 /** Trace context per id, as a claim returns it and a failed slice keeps it: id → the W3C traceparent of its push. */
 export type Traces = Record<Id, string>;
 
@@ -302,8 +307,12 @@ export type ClaimResult =
       retry?: RetrySlice;
       /** Ms the slice's oldest id waited before this claim (see `Store.pendingSince`), when known. */
       waitedMs?: number;
-      /** The data pushed with the claimed ids, by id, oldest first (ids pushed without data are absent). */
-      payloads?: Payloads;
+      /**
+       * The data pushed with the claimed ids, by id, oldest first (ids pushed without data are
+       * absent), as JSON (see `Payloads`). Text, so that each reader parses its own copy: what a
+       * handler does to the data it reads never reaches its ids' dead letters.
+       */
+      payloadsJson?: string;
       /** Tickets the ack settled that want a callback (in the key's outbox): add their jobs. */
       settled?: string[];
       /**
@@ -366,7 +375,7 @@ export function claimResult(raw: unknown): ClaimResult {
     ids,
     ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }),
     ...(reply[3] >= 0 && { waitedMs: reply[3] }),
-    ...(reply[4] && { payloads: JSON.parse(reply[4]) as Payloads }),
+    ...(reply[4] && { payloadsJson: reply[4] }),
     ...(reply[5] && { settled: reply[5].split(' ') }),
     ...(reply[6] !== '' && { finished: reply[6] }),
     ...(reply[7] && { traces: JSON.parse(reply[7]) as Traces }),
