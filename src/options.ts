@@ -2,6 +2,8 @@ import { Cluster } from 'ioredis';
 import { bullmqSpelling, describe, InvalidOptionError } from './core/errors';
 import { fromUrl } from './core/connection';
 import { validateRateLimitOption } from './engine/flow';
+import { validateGlobalLimits } from './engine/global-limits';
+import type { LimitsInForce } from './storage/limits-protocol';
 import { validateMaxPendingOption } from './push/backlog';
 import { validateFillOptions } from './core/fill';
 import type { RunOptions } from './engine/run-options';
@@ -43,6 +45,8 @@ export interface ResolvedOptions extends RunOptions {
   /** `false`: no sampling. */
   history: ResolvedHistory | false;
   fastPath: FastPath;
+  /** The batcher-wide limits of this process's options (see engine/global-limits.ts). */
+  globalLimits: LimitsInForce;
 }
 
 export const DEFAULTS = {
@@ -195,6 +199,8 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'pushesPerCall',
   'pushLingerMs',
   'rateLimit',
+  'globalRateLimit',
+  'globalConcurrency',
   'maxPendingPerKey',
   'onTicketSettled',
   'history',
@@ -260,6 +266,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     pushesPerCall: integer('options.pushesPerCall', o.pushesPerCall, DEFAULTS.pushesPerCall, 1, MAX_PUSHES_PER_CALL),
     pushLingerMs: duration('options.pushLingerMs', o.pushLingerMs, DEFAULTS.pushLingerMs, 0),
     rateLimit: validateRateLimitOption(o.rateLimit),
+    globalLimits: validateGlobalLimits(o.globalRateLimit, o.globalConcurrency),
     maxPendingPerKey: validateMaxPendingOption(o.maxPendingPerKey),
     merge,
     onTicketSettled: optionalFunction('options.onTicketSettled', o.onTicketSettled, '(outcome, ticket) => ...'),

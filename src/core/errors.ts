@@ -249,13 +249,19 @@ export class TicketSealedError extends BatchByKeyError {
  */
 export class RateLimitedError extends BatchByKeyError {
   readonly retryAfterMs: number;
-  constructor(options: { retryAfterMs: number; message?: string; cause?: unknown }) {
+  /** 'batcher': every key of the batcher waits, not only this one (one upstream token shared by all). */
+  readonly scope: 'key' | 'batcher';
+  constructor(options: { retryAfterMs: number; scope?: 'key' | 'batcher'; message?: string; cause?: unknown }) {
     const ms = options?.retryAfterMs;
     if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || ms > MAX_TIMER_MS) {
       throw new InvalidOptionError(`retryAfterMs must be a number of ms between 0 and ${MAX_TIMER_MS}, got ${describe(ms)}`);
     }
     super('ERR_RATE_LIMITED', options.message ?? `rate limited: retry after ${Math.ceil(ms)} ms`);
     this.retryAfterMs = Math.ceil(ms);
+    if (options.scope !== undefined && options.scope !== 'key' && options.scope !== 'batcher') {
+      throw new InvalidOptionError(`scope must be 'key' or 'batcher', got ${describe(options.scope)}`);
+    }
+    this.scope = options.scope ?? 'key';
     if (options.cause !== undefined) this.cause = options.cause;
   }
 }

@@ -47,9 +47,10 @@ export interface IterationContext<Data = unknown> {
   /**
    * The upstream said "not now": throws a `RateLimitedError`, so the slice goes back to the front
    * unchanged (no attempt spent) and the key waits `ms` without holding a worker slot. Same as
-   * `throw new RateLimitedError({ retryAfterMs: ms })`.
+   * `throw new RateLimitedError({ retryAfterMs: ms })`. With `{ scope: 'batcher' }` every key of
+   * the batcher waits `ms` too (one upstream token shared by every key): no key claims until then.
    */
-  retryAfter(ms: number): never;
+  retryAfter(ms: number, options?: { scope?: 'key' | 'batcher' }): never;
   /**
    * The data pushed with `id` (`performBatchLater([{ id, data }])`): its latest payload, or
    * undefined for an id pushed without. With `merge: 'all'` see `payloads`.
@@ -359,6 +360,23 @@ export interface BatchByKeyOptions<Data = unknown> {
    * @default unlimited
    */
   rateLimit?: RateLimit | ((key: Key) => RateLimit | undefined);
+  /**
+   * Batcher-wide rate limit: at most `max` ids claimed in any `durationMs` across every key and
+   * every worker process (one upstream token shared by all accounts, say). It composes with
+   * `rateLimit` (the stricter wins); a key that finds the shared window full hands its turn on
+   * and waits, holding no worker slot. Recorded in Redis by the first process that has it, and
+   * changed at run time with `setGlobalRateLimit` (see docs/failures-and-flow.md, Flow control).
+   * @default unlimited
+   */
+  globalRateLimit?: RateLimit;
+  /**
+   * Batcher-wide concurrency cap: at most this many slices running at once across every worker
+   * process, counted in Redis (a crashed worker's places come back within `lockTtlMs`). Composes
+   * with each worker's `concurrency` and `concurrencyPerKey`. Recorded in Redis by the first
+   * process that has it, and changed at run time with `setGlobalConcurrency`.
+   * @default unlimited
+   */
+  globalConcurrency?: number;
   /**
    * Backpressure: the most ids a key may have pending (waiting in its store; ids in flight or
    * backing off in retry do not count). A push that would take the key past it is refused whole

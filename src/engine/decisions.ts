@@ -16,8 +16,12 @@ export type RunOutcome =
    * `finished` (BullMQ's reply) when it completed the job as well (see finisher.ts).
    */
   | { kind: 'drained'; released: boolean; finished?: Finished }
-  /** Ids are pending but none is due for `waitMs` (a zset time, a failed slice's backoff); the last slice is acked. */
-  | { kind: 'waiting'; waitMs: number; released: boolean }
+  /**
+   * Ids are pending but none is due for `waitMs` (a zset time, a failed slice's backoff); the last
+   * slice is acked. `limited`: a batcher-wide limit refused the lane's next claim (see
+   * global-limits.ts): the last slice is not acked yet, and the job waits `waitMs` as it is.
+   */
+  | { kind: 'waiting'; waitMs: number; released: boolean; limited?: true }
   /**
    * Stopped between slices; the last slice is done but not yet acked (release acks it), or,
    * with `restore`, it gave up because of the stop and goes back to pending.
@@ -58,6 +62,7 @@ export function stoppedSlice(outcome: RunOutcome & { kind: 'stopped' }): SliceSe
  * stopped slice (acked, or restored and held); lane 0's is the run's, settled by its conclusion.
  */
 export function laneEnd(lane: number, outcome: RunOutcome): SliceSettle | undefined {
+  if (lane > 0 && outcome.kind === 'waiting' && outcome.limited) return { how: 'ack', holdMs: undefined };
   if (lane === 0 || outcome.kind !== 'stopped') return undefined;
   return stoppedSlice(outcome) ?? { how: 'ack', holdMs: undefined };
 }
@@ -98,10 +103,14 @@ export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
   // Lane 0 restores its own slice after a shutdown (through the release), so its stop is the one that says so.
   const stopped = outcomes[0]?.kind === 'stopped' ? outcomes[0] : first('stopped');
   // Lanes never release the lock in a claim: the run does once they have all ended.
+  // A lane a limit refused makes the run's wait one of the limit's (nothing due sooner could be claimed).
+  const limited = outcomes.some((o) => o.kind === 'waiting' && o.limited);
   return (
     first('lock_lost') ??
     stopped ??
-    (waits.length > 0 ? { kind: 'waiting', waitMs: Math.min(...waits), released: false } : { kind: 'drained', released: false })
+    (waits.length > 0
+      ? { kind: 'waiting', waitMs: Math.min(...waits), released: false, ...(limited && { limited: true as const }) }
+      : { kind: 'drained', released: false })
   );
 }
 
@@ -111,8 +120,11 @@ export type JobMove =
   | { to: 'completed' }
   /** Nothing left: the processor returns and BullMQ completes the job; with `ifPending`, requeued at once when the release found ids pushed meanwhile. */
   | { to: 'done'; ifPending?: 'requeue' }
-  /** Delayed until something is due: `waitMs`, or, for a hold, what the settle reports (`waitMs` when it could not). */
-  | { to: 'delayed'; waitMs: number; held?: true }
+  /**
+   * Delayed until something is due: `waitMs`, or, for a hold, what the settle reports (`waitMs`
+   * when it could not); `limited`: for `waitMs` exactly, at the job's level (see global-limits.ts).
+   */
+  | { to: 'delayed'; waitMs: number; held?: true; limited?: true }
   /** Requeued behind waiting keys at once; `demote` for a key that had its turn (fair scheduling). */
   | { to: 'requeued'; demote: boolean };
 
@@ -141,7 +153,10 @@ export function conclusion(outcome: RunOutcome, scheduling: 'fair' | 'fifo'): Re
       // A run with lanes releases after its last claim: ids pushed in between had no job add.
       return outcome.released ? DONE : RELEASE_THEN_DONE;
     case 'waiting':
-      return { ...(!outcome.released && { release: 'ack' as const }), job: { to: 'delayed', waitMs: outcome.waitMs } };
+      return {
+        ...(!outcome.released && { release: 'ack' as const }),
+        job: { to: 'delayed', waitMs: outcome.waitMs, ...(outcome.limited && { limited: true as const }) },
+      };
     case 'stopped': {
       const settle = stoppedSlice(outcome);
       // The upstream asked for a pause: the job waits out the hold (its floor and backoff

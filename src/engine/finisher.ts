@@ -105,6 +105,8 @@ export interface Fusion {
   client: () => RedisClient;
   config: FirstClaimConfig;
   agree: () => Promise<void>;
+  /** While batcher-wide limits are in force, no claim is fused: a run passes them before each claim (see global-limits.ts). */
+  limited: () => boolean;
 }
 
 /**
@@ -200,7 +202,8 @@ export class JobFinisher {
     if (!backend || !worker || !job.id || !token) return undefined;
     // As BullMQ's own completion would (see ShardWorker.processJob).
     const fetchNext = worker.mayFetchNext(token);
-    const next = fetchNext && this.fusion ? { next: { lock: KeyLock.newValue(), root: this.fusion.config.root } } : {};
+    const next =
+      fetchNext && this.fusion && !this.fusion.limited() ? { next: { lock: KeyLock.newValue(), root: this.fusion.config.root } } : {};
     const template = this.templates.get(token);
     if (template && template.removeOnComplete === job.opts.removeOnComplete && template.attempts === job.opts.attempts) {
       const args = template.args.slice();
@@ -236,6 +239,8 @@ export class JobFinisher {
       // The run of whatever this fetches fails on the same check, where it is logged.
       return plain();
     }
+    // Read after the check, which hears the limits the batcher's config records.
+    if (fusion.limited()) return plain();
     const lock = KeyLock.newValue();
     const sentAt = Date.now();
     const reply = await fetch(

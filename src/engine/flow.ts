@@ -37,9 +37,9 @@ export function rateLimitOf(option: RateLimitOption, key: Key): RateLimit | unde
   return limit === undefined ? undefined : validateRateLimit(limit, `options.rateLimit(${JSON.stringify(key)})`);
 }
 
-/** `ctx.retryAfter(ms)`. */
-export function retryAfter(ms: number): never {
-  throw new RateLimitedError({ retryAfterMs: ms });
+/** `ctx.retryAfter(ms, { scope })`. */
+export function retryAfter(ms: number, options?: { scope?: 'key' | 'batcher' }): never {
+  throw new RateLimitedError({ retryAfterMs: ms, ...(options?.scope !== undefined && { scope: options.scope }) });
 }
 
 /**

@@ -83,8 +83,8 @@ export class SliceContext implements IterationContext, SliceInfo {
     return this.#stop.signal;
   }
 
-  retryAfter(ms: number): never {
-    return retryAfter(ms);
+  retryAfter(ms: number, options?: { scope?: 'key' | 'batcher' }): never {
+    return retryAfter(ms, options);
   }
 
   fail(id: Id | number, error: unknown): void {

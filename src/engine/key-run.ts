@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError } from '../bullmq';
-import { SliceCrashedError } from '../core/errors';
+import { RateLimitedError, SliceCrashedError } from '../core/errors';
 import { log } from '../core/logger';
 import type { CancelSource } from '../core/stop';
 import { levelsOf } from '../storage/job';
@@ -28,6 +28,7 @@ import { budgetOf, demote, preemption } from './scheduling';
 import { fillOf, type Fill } from '../core/fill';
 import { incidentBackoffMs } from '../core/limits';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
+import type { Entered, Unclaimed } from '../storage/limits-protocol';
 
 /** Whether the run of the job under `token` must hand its job back before its next slice, for a lowered concurrency (see ShardWorker.shed). */
 export type Shed = (token: string) => boolean;
@@ -66,6 +67,11 @@ export class KeyRun {
   private stoppedBy: RunOutcome | undefined;
   /** What a lane threw (Redis trouble): the run rethrows it once every lane has stopped. */
   private error: { thrown: unknown } | undefined;
+  /** Whether the run passes the batcher-wide limits before each claim (decided at its start; see global-limits.ts). */
+  private gated = false;
+  /** The places its lanes hold under `globalConcurrency`, and, per lane, its last reservation of the shared window. */
+  private readonly leases = new Set<string>();
+  private readonly reserved = new Map<number, Unclaimed>();
 
   constructor(
     private readonly env: RunEnv,
@@ -93,19 +99,25 @@ export class KeyRun {
     try {
       const rate = (this.rate = rateLimitOf(options.rateLimit, key));
       const fill = (this.fill = fillOf(options.fill, key, options.sliceSize));
+      // A claim the fetch made (just before a limit came into force) stands.
+      this.gated = !this.fused?.claim && env.limits.active();
+      const count = this.gated ? await this.pass(0) : options.sliceSize;
+      // A limit refused: the key hands its turn on before it takes anything (see global-limits.ts).
+      if (typeof count !== 'number') return await this.requeue(count.waitMs);
       // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
       const first = this.fused?.claim
         ? await session.adopt(this.fused.claim)
         : await session.claim({
             claimId: sliceIdOf(session.lock.value, 0, 1),
             settle: 'recover',
-            count: options.sliceSize,
+            count,
             takeLock: true,
             releaseIfEmpty: this.single,
             ...(rate && { rate }),
             ...(fill && { fill }),
           });
       // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
+      this.claimed(0, first.held ? first.ids.length : 0);
       if (!first.held) return await this.requeue(this.busyFor(first.lockTtlMs));
       // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
       // so there is nothing to renew or iterate.
@@ -144,7 +156,49 @@ export class KeyRun {
       return await this.requeue(backoffDelay(options.backoff, 1, err));
     } finally {
       lock?.stop();
+      if (this.gated) await this.leaveLimits();
     }
+  }
+
+  /**
+   * A lane's pass through the batcher-wide limits before its claim (see global-limits.ts): how
+   * many ids it may claim, or the refusal. It settles the lane's last reservation on the way.
+   */
+  private async pass(lane: number): Promise<number | (Entered & { code: Exclude<Entered['code'], 'ok'> })> {
+    const { env, job } = this;
+    const lease = `${this.session.lock.value}:${lane}`;
+    const entered = await env.limits.enter({
+      lease,
+      waiter: `${job.queueQualifiedName}|${job.id}`,
+      level: Number(job.priority ?? 0),
+      need: env.options.sliceSize,
+      ...(this.reserved.has(lane) && { settle: this.reserved.get(lane) }),
+    });
+    this.reserved.delete(lane);
+    if (entered.code !== 'ok') {
+      this.leases.delete(lease);
+      return entered;
+    }
+    if (env.limits.current().concurrency !== undefined) this.leases.add(lease);
+    if (env.limits.current().rate) this.reserved.set(lane, { at: entered.stamp, count: entered.granted });
+    return entered.granted;
+  }
+
+  /** A gated lane's claim took `n` ids: what its reservation did not use is given back at its next pass. */
+  private claimed(lane: number, n: number): void {
+    const reservation = this.reserved.get(lane);
+    if (reservation) this.reserved.set(lane, { at: reservation.at, count: reservation.count - n });
+  }
+
+  /** The run's end under the limits: its places go back, its reservations are settled (a failure is logged: the leases lapse by themselves). */
+  private async leaveLimits(): Promise<void> {
+    const settle = [...this.reserved.values()].filter((r) => r.count !== 0);
+    const leases = [...this.leases];
+    this.leases.clear();
+    this.reserved.clear();
+    await this.env.limits
+      .leave(leases, settle)
+      .catch((err: unknown) => log(this.env.options.logger, 'warn', 'batch-by-key: could not give back global limits', { err }));
   }
 
   /** How long to wait for a lock held by another run, from its PTTL. */
@@ -205,20 +259,23 @@ export class KeyRun {
     for (let n = 1; ; n++) {
       const sliceId = sliceIdOf(session.lock.value, lane, n);
       const finish: ClaimCall['finish'] = releaseIfEmpty && emptied ? this.finisher?.callFor(this.job, this.token) : undefined;
+      const given = n === 1 ? first : undefined;
+      const count = !given && this.gated ? await this.pass(lane) : sliceSize;
+      if (typeof count !== 'number') return this.refused(lane, sliceId, count);
       const sentAt = Date.now();
       const claimed: ClaimResult =
-        n === 1 && first
-          ? first
-          : await session.claim({
-              claimId: sliceId,
-              settle: 'ack',
-              count: sliceSize,
-              lane,
-              releaseIfEmpty,
-              ...(this.rate && { rate: this.rate }),
-              ...(this.fill && { fill: this.fill }),
-              ...(finish && { finish }),
-            });
+        given ??
+        (await session.claim({
+          claimId: sliceId,
+          settle: 'ack',
+          count,
+          lane,
+          releaseIfEmpty,
+          ...(this.rate && { rate: this.rate }),
+          ...(this.fill && { fill: this.fill }),
+          ...(finish && { finish }),
+        }));
+      if (!given && this.gated) this.claimed(lane, claimed.held ? claimed.ids.length : 0);
       if (!claimed.held) return { kind: 'lock_lost' };
       // The job is complete already: from here on nothing may requeue it (see `conclude`).
       if (claimed.finished !== undefined && finish)
@@ -241,6 +298,21 @@ export class KeyRun {
         return outcome;
       }
     }
+  }
+
+  /**
+   * A lane a batcher-wide limit refused: it gave its place to a lighter key (a preemption: the job
+   * goes behind it), or it waits with its job until the limit has room (see global-limits.ts).
+   */
+  private async refused(lane: number, sliceId: string, entered: { code: string; waitMs: number }): Promise<RunOutcome> {
+    const outcome: RunOutcome =
+      entered.code === 'yield'
+        ? { kind: 'stopped', reason: 'preempted' }
+        : { kind: 'waiting', waitMs: entered.waitMs, released: false, limited: true };
+    this.stoppedBy ??= outcome.kind === 'stopped' ? outcome : undefined;
+    const settle = laneEnd(lane, outcome);
+    if (settle) await this.settle(lane, `${sliceId}:end`, settle);
+    return outcome;
   }
 
   private shedNow(): 'concurrency_lowered' | undefined {
@@ -311,6 +383,7 @@ export class KeyRun {
       if (!(thrown instanceof SliceFailure)) throw thrown;
       // A stop's give-up or a retryAfter is no failure (see decisions.ts `afterFailure`).
       const stopping = afterFailure(stopReasonOf(this.stop), thrown.error);
+      if (thrown.error instanceof RateLimitedError && thrown.error.scope === 'batcher') await env.limits.hold(thrown.error.retryAfterMs);
       if (stopping) return stopping;
       const failed = {
         slice,
@@ -375,6 +448,7 @@ export class KeyRun {
         if (move.ifPending && released === 'pending') return this.requeue(0);
         return;
       case 'delayed':
+        if (move.limited) return this.requeue(move.waitMs);
         // A hold's wait is what the settle reports (its floor and backoff included; nothing is due before).
         return this.delayUntilReady(move.held ? (heldMs ?? move.waitMs) : move.waitMs);
       case 'requeued':

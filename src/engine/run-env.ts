@@ -1,6 +1,7 @@
 import type Redlock from 'redlock';
 import type { DeadLetterBox } from './dead-letters';
 import type { FailureDeps } from './failures';
+import type { GlobalLimits } from './global-limits';
 import type { RunOptions } from './run-options';
 import type { BatcherEmitter } from '../core/events';
 import type { QueueLists } from '../storage/batcher-protocol';
@@ -35,6 +36,8 @@ export class RunEnv implements SessionEnv, FailureDeps {
   readonly agree: () => Promise<void>;
   /** Lists a key in its recovery index (storage/batcher-protocol.ts `listForRecovery`). */
   readonly listForRecovery: (key: Key) => Promise<void>;
+  /** The batcher-wide limits (see global-limits.ts). */
+  readonly limits: GlobalLimits;
   /** The level of a key's job (`priority(key)` ranks keys; see scheduling.ts). */
   readonly level: KeyLevel;
 
@@ -52,6 +55,7 @@ export class RunEnv implements SessionEnv, FailureDeps {
     this.queueLists = parts.queueLists;
     this.agree = parts.agree;
     this.listForRecovery = parts.listForRecovery;
+    this.limits = parts.limits;
   }
 
   /** A run's session of `key` under its lock. */

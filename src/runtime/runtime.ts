@@ -6,7 +6,8 @@ import { BatcherEmitter } from '../core/events';
 import { log } from '../core/logger';
 import { TicketChannel } from '../push/ticket-channel';
 import { TicketOutbox } from '../storage/ticket-outbox';
-import { recordedShardCounts, StoreAgreement } from '../storage/agreement';
+import { recordedLimits, recordedShardCounts, StoreAgreement } from '../storage/agreement';
+import { GlobalLimits } from '../engine/global-limits';
 import type { KeyQueue } from '../storage/job';
 import { Keyspace } from '../storage/keys';
 import { defineScripts, type RedisClient } from '../storage/scripts';
@@ -35,6 +36,8 @@ export class BatcherRuntime {
   readonly shards: ShardQueues;
   readonly agreement: StoreAgreement;
   readonly ticketChannel: TicketChannel;
+  /** The batcher-wide limits as this process follows them (see engine/global-limits.ts). */
+  readonly limits: GlobalLimits;
   private redis: ReturnType<typeof commandClient> | undefined;
   private redlockOfClient: Redlock | undefined;
   private outbox: TicketOutbox | undefined;
@@ -60,6 +63,17 @@ export class BatcherRuntime {
       return created;
     });
     const client = () => this.client();
+    this.limits = new GlobalLimits(
+      {
+        client,
+        names: this.keyspace.limits,
+        lockTtlMs: opts.lockTtlMs,
+        logger: opts.logger,
+        read: () => recordedLimits(this.client(), this.keyspace.config),
+        wake: (waiter) => this.wake(waiter),
+      },
+      opts.globalLimits,
+    );
     this.agreement = new StoreAgreement(
       client,
       this.keyspace.config,
@@ -71,6 +85,7 @@ export class BatcherRuntime {
         pause: async () => void (await Promise.all(this.ownQueues().map((queue) => queue.pause()))),
         resume: async () => void (await Promise.all(this.ownQueues().map((queue) => queue.resume()))),
       },
+      { defaults: opts.globalLimits, heard: (limits) => this.limits.heard(limits) },
     );
     this.ticketChannel = new TicketChannel(client, opts.logger);
   }
@@ -140,6 +155,18 @@ export class BatcherRuntime {
   /** The counts last read (no Redis call). */
   served(): readonly number[] {
     return this.servedCounts;
+  }
+
+  /**
+   * Promotes the delayed job of a key that waited for a place under `globalConcurrency`
+   * (`${queue}|${jobId}`, see limits-enter.lua), if it is in a queue this process knows and still
+   * delayed; otherwise it asks again by itself (LIMIT_RECHECK_MS).
+   */
+  private async wake(waiter: string): Promise<void> {
+    const bar = waiter.indexOf('|');
+    const queue = this.shards.all(this.servedCounts).find((q) => q.qualifiedName === waiter.slice(0, bar));
+    // A job no longer delayed refuses the promote (the caller logs it at debug).
+    await (await queue?.getJob(waiter.slice(bar + 1)))?.promote();
   }
 
   /** Drops a read under way, which began before a change of the counts and would answer without it. */

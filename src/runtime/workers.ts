@@ -119,7 +119,12 @@ export class Workers {
     const slots = new SlotBudget(() => leader.concurrency);
     const make = (shard: ShardRef, follower: boolean): ShardWorker => {
       const finisher = new JobFinisher(
-        config && { client: () => runtime.client(), config, agree: () => runtime.agreement.check('worker') },
+        config && {
+          client: () => runtime.client(),
+          config,
+          agree: () => runtime.agreement.check('worker'),
+          limited: () => runtime.limits.active(),
+        },
       );
       const cancels = new JobCancels();
       const worker: ShardWorker = new ShardWorker(
@@ -193,6 +198,7 @@ export class Workers {
       queueLists,
       agree: () => runtime.agreement.check('worker'),
       listForRecovery: (key) => this.listForRecovery(key),
+      limits: runtime.limits,
     }));
   }
 

@@ -1,6 +1,7 @@
 import { StoreMismatchError } from '../core/errors';
 import { runScript, type RedisClient } from './scripts';
 import { argv } from './scripts/args';
+import type { LimitsInForce } from './limits-protocol';
 import type { StoreKind } from '../core/types';
 
 /** The field of the batcher's config hash that holds its store. */
@@ -15,6 +16,49 @@ const SHARDS_FIELD = 'shards:';
 
 /** The field of the config hash that says every queue of every count is paused (`pauseAll`, until `resumeAll`). */
 const PAUSED_ALL_FIELD = 'paused';
+
+/**
+ * The fields of the config hash that hold the batcher-wide limits: `globalRateLimit` as
+ * `max/durationMs`, `globalConcurrency` as a number; either 'off' once turned off at run time
+ * (so that a process started with the option later does not turn it back on).
+ */
+export const LIMIT_FIELDS = { rate: 'globalRateLimit', concurrency: 'globalConcurrency' } as const;
+
+const OFF = 'off';
+
+/** A limit as the config hash holds it (see LIMIT_FIELDS); '' for none given. */
+export function limitValues(limits: LimitsInForce): { rate: string; concurrency: string } {
+  return {
+    rate: limits.rate ? `${limits.rate.max}/${limits.rate.durationMs}` : '',
+    concurrency: limits.concurrency ? String(limits.concurrency) : '',
+  };
+}
+
+/** The limits the config hash holds (a value this version cannot read counts as none). */
+export function limitsOf(rate: string | null | undefined, concurrency: string | null | undefined): LimitsInForce {
+  const [max, durationMs] = (rate ?? '').split('/').map(Number);
+  const cap = Number(concurrency);
+  return {
+    ...(max! >= 1 && durationMs! >= 1 && { rate: { max: max!, durationMs: durationMs! } }),
+    ...(Number.isInteger(cap) && cap >= 1 && { concurrency: cap }),
+  };
+}
+
+/** Sets a batcher-wide limit in the config hash (undefined: turns it off); workers read it at their next check. */
+export async function recordLimit(
+  client: RedisClient,
+  configKey: string,
+  which: keyof LimitsInForce,
+  limits: LimitsInForce,
+): Promise<void> {
+  await client.hset(configKey, LIMIT_FIELDS[which], limitValues(limits)[which] || OFF);
+}
+
+/** The batcher-wide limits recorded in the config hash. */
+export async function recordedLimits(client: RedisClient, configKey: string): Promise<LimitsInForce> {
+  const [rate, concurrency] = await client.hmget(configKey, LIMIT_FIELDS.rate, LIMIT_FIELDS.concurrency);
+  return limitsOf(rate, concurrency);
+}
 
 /**
  * The store recorded for a batcher (see StoreAgreement): what its first process to push or run
@@ -96,6 +140,11 @@ export class StoreAgreement {
     private readonly pushTimeoutMs: number,
     /** The queues of this process's count. */
     private readonly own: OwnQueues,
+    /**
+     * The batcher-wide limits: this process's options (recorded when the hash has none yet), and
+     * who hears what the hash holds at each check.
+     */
+    private readonly limits?: { defaults: LimitsInForce; heard: (limits: LimitsInForce) => void },
   ) {}
 
   /** Resolves once this process's store is the recorded one; a StoreMismatchError if it is not (asked again next time). */
@@ -110,7 +159,8 @@ export class StoreAgreement {
   }
 
   private async compare(side: 'push' | 'worker'): Promise<void> {
-    const [recorded, paused] = (await runScript(
+    const defaults = limitValues(this.limits?.defaults ?? {});
+    const [recorded, paused, rate, concurrency] = (await runScript(
       this.client(),
       'agree',
       [this.configKey],
@@ -120,8 +170,12 @@ export class StoreAgreement {
         shardsField: `${SHARDS_FIELD}${this.shards}`,
         validForMs: this.recheckMs + this.pushTimeoutMs,
         pausedAllField: PAUSED_ALL_FIELD,
+        rateField: LIMIT_FIELDS.rate,
+        rateDefault: defaults.rate,
+        concurrencyField: LIMIT_FIELDS.concurrency,
+        concurrencyDefault: defaults.concurrency,
       }),
-    )) as [string, number];
+    )) as [string, number, string | null, string | null];
     if (recorded !== this.store) {
       throw new StoreMismatchError(
         `this batcher ${side === 'push' ? 'pushes' : 'runs'} with store '${this.store}', but the batcher's producers and workers use ` +
@@ -129,6 +183,7 @@ export class StoreAgreement {
           `(recorded in ${this.configKey}): give every process the same store (after draining, delete that key to change it)`,
       );
     }
+    this.limits?.heard(limitsOf(rate, concurrency));
     if (paused === 1) await this.followPausedAll();
   }
 

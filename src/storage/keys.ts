@@ -234,6 +234,30 @@ export interface HistoryNames {
   processed: string;
 }
 
+/**
+ * The batcher-wide limits' state (see engine/global-limits.ts); these keys share one hash slot,
+ * the dead letters', so one small script sees them all.
+ */
+export interface LimitNames {
+  /** Running lanes' leases under `globalConcurrency`: member `${lock}:${lane}`, scored by expiry (ms, Redis clock). */
+  leases: string;
+  /** Key jobs waiting for a place: member `${queue}|${jobId}`, scored by level * 2^32 + arrival (light first, then first come). */
+  waiters: string;
+  /** The same members, scored by when the entry lapses if its job never comes back. */
+  waitersUntil: string;
+  /** The same members, scored by when they first waited (for the time spent waiting). */
+  waitersSince: string;
+  /** The arrival counter of `waiters`. */
+  waitSeq: string;
+  /** `globalRateLimit`'s sliding window: its log and its sum (as a key's rateLog and rateUsed). */
+  rateLog: string;
+  rateUsed: string;
+  /** Set (PX) while `ctx.retryAfter(ms, { scope: 'batcher' })` holds every key. */
+  hold: string;
+  /** A hash of counters: `waitedMs`, the time keys spent waiting for a limit; `waits`, how many times one did. */
+  counters: string;
+}
+
 export class Keyspace {
   /** `${prefix}:${name}:bbk`, with any braces of the prefix dropped (see below). */
   readonly root: string;
@@ -263,6 +287,22 @@ export class Keyspace {
   get history(): HistoryNames {
     const base = `${this.root}:{${this.root}}:history`;
     return { series: base, claim: `${base}:claim`, processed: `${base}:processed` };
+  }
+
+  /** Same tag as `dead`: the limits' scripts touch several of these keys, which must share a slot. */
+  get limits(): LimitNames {
+    const base = `${this.root}:{${this.root}}:limits`;
+    return {
+      leases: `${base}:leases`,
+      waiters: `${base}:waiters`,
+      waitersUntil: `${base}:waiters:until`,
+      waitersSince: `${base}:waiters:since`,
+      waitSeq: `${base}:waiters:seq`,
+      rateLog: `${base}:rate`,
+      rateUsed: `${base}:rate:used`,
+      hold: `${base}:hold`,
+      counters: `${base}:counters`,
+    };
   }
 
   /** A SCAN pattern that matches every name of every key's (`forKey`), and a few others (`keyOfName` tells). */

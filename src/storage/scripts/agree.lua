@@ -12,8 +12,12 @@
                        plus its push timeout): the count cannot be retired before then (see
                        forget-shard-count.lua)
     pausedAllField     the field that says every queue is paused (pauseAll)
+    rateField, rateDefault  the batcher-wide rate limit's field, and the process's option ('':
+                       none), recorded if the field is not there yet (see agreement.ts LIMIT_FIELDS)
+    concurrencyField, concurrencyDefault  the same for the batcher-wide concurrency cap
 
-  Returns { the recorded store, 1 if every queue is paused, else 0 }.
+  Returns { the recorded store, 1 if every queue is paused, else 0, the recorded rate limit,
+  the recorded concurrency cap } (a limit false when none is recorded).
 ]]
 --- @include "args-agree"
 --- @include "clock"
@@ -22,4 +26,9 @@ redis.call('HSETNX', KEYS[1], A.storeField, A.store)
 local untilMs = clockMs() + A.validForMs
 local recorded = tonumber(redis.call('HGET', KEYS[1], A.shardsField))
 if not recorded or recorded < untilMs then redis.call('HSET', KEYS[1], A.shardsField, untilMs) end
-return { redis.call('HGET', KEYS[1], A.storeField), redis.call('HEXISTS', KEYS[1], A.pausedAllField) }
+if A.rateDefault ~= '' then redis.call('HSETNX', KEYS[1], A.rateField, A.rateDefault) end
+if A.concurrencyDefault ~= '' then redis.call('HSETNX', KEYS[1], A.concurrencyField, A.concurrencyDefault) end
+return {
+  redis.call('HGET', KEYS[1], A.storeField), redis.call('HEXISTS', KEYS[1], A.pausedAllField),
+  redis.call('HGET', KEYS[1], A.rateField), redis.call('HGET', KEYS[1], A.concurrencyField),
+}

@@ -50,6 +50,11 @@ const NAMES = [
   'resume-key',
   'agree',
   'forget-shard-count',
+  'limits-enter',
+  'limits-leave',
+  'limits-renew',
+  'limits-hold',
+  'limits-read',
 ] as const;
 
 export type ScriptName = (typeof NAMES)[number];
@@ -315,7 +320,7 @@ const COMMAND_NAMES = new Map(NAMES.map((name) => [name, commandName(name)]));
  * out of memory (as it ran them by EVALSHA), where it refuses a function that may write before it
  * starts.
  */
-const READ_ONLY: ReadonlySet<ScriptName> = new Set(['due-in', 'queue-load', 'reads', 'backlog-check']);
+const READ_ONLY: ReadonlySet<ScriptName> = new Set(['due-in', 'queue-load', 'reads', 'backlog-check', 'limits-read']);
 
 /**
  * A line of an include that resets state of its own that lives for one call (the clock, read once

@@ -1,0 +1,114 @@
+/**
+ * The batcher-wide limits' protocol (see engine/global-limits.ts): one verb per script
+ * limits-*.lua, each building its key array from the names keys.ts gives. Every key is in the
+ * batcher's own slot (the dead letters'), so on a Cluster these are calls of their own, made
+ * beside a key's claim, never inside it.
+ */
+import type { RateLimit } from '../core/types';
+import type { LimitNames } from './keys';
+import { runScript, type RedisClient } from './scripts';
+import { argv } from './scripts/args';
+
+/** The names in the order includes/global-limits.lua `limitNames` reads them. */
+export function limitKeys(n: LimitNames): string[] {
+  return [n.leases, n.waiters, n.waitersUntil, n.waitersSince, n.waitSeq, n.rateLog, n.rateUsed, n.hold, n.counters];
+}
+
+/** The batcher-wide limits in force. */
+export interface LimitsInForce {
+  rate?: RateLimit;
+  concurrency?: number;
+}
+
+/** A reservation of the shared rate window: when it was made, and how many of its ids went unclaimed (negative: claimed beyond it). */
+export interface Unclaimed {
+  at: number;
+  count: number;
+}
+
+export interface EnterCall {
+  lease: string;
+  waiter: string;
+  level: number;
+  need: number;
+  leaseTtlMs: number;
+  waitBoundMs: number;
+  settle?: Unclaimed;
+}
+
+/** limits-enter.lua's answer. */
+export type Entered =
+  | { code: 'ok'; granted: number; stamp: number; wake: string[] }
+  | { code: 'held' | 'rate' | 'full' | 'yield'; waitMs: number; wake: string[] };
+
+/** A lane's pass through the limits before it claims (see limits-enter.lua). */
+export async function enterLimits(client: RedisClient, names: LimitNames, limits: LimitsInForce, c: EnterCall): Promise<Entered> {
+  const reply = (await runScript(
+    client,
+    'limits-enter',
+    limitKeys(names),
+    argv('limits-enter', {
+      lease: c.lease,
+      waiter: c.waiter,
+      level: c.level,
+      cap: limits.concurrency ?? 0,
+      leaseTtlMs: c.leaseTtlMs,
+      waitBoundMs: c.waitBoundMs,
+      need: c.need,
+      rateMax: limits.rate?.max ?? 0,
+      rateWindowMs: limits.rate?.durationMs ?? 0,
+      settleAt: c.settle?.at ?? 0,
+      settleCount: c.settle?.count ?? 0,
+    }),
+  )) as [string, number, number, number, ...string[]];
+  const [code, granted, waitMs, stamp, ...wake] = reply;
+  if (code === 'ok') return { code, granted: Number(granted), stamp: Number(stamp), wake };
+  return { code: code as 'held' | 'rate' | 'full' | 'yield', waitMs: Number(waitMs), wake };
+}
+
+/** Gives back a run's leases and settles its reservations (see limits-leave.lua): the waiters to wake. */
+export async function leaveLimits(
+  client: RedisClient,
+  names: LimitNames,
+  limits: LimitsInForce,
+  leases: readonly string[],
+  settle: readonly Unclaimed[],
+): Promise<string[]> {
+  const pairs = settle.map((s) => `${s.at} ${s.count}`).join(' ');
+  const args = argv('limits-leave', { cap: limits.concurrency ?? 0, rateWindowMs: limits.rate?.durationMs ?? 0, settle: pairs }, leases);
+  return (await runScript(client, 'limits-leave', limitKeys(names), args)) as string[];
+}
+
+/** Renews leases (see limits-renew.lua). */
+export async function renewLeases(client: RedisClient, names: LimitNames, ttlMs: number, leases: readonly string[]): Promise<void> {
+  await runScript(client, 'limits-renew', [names.leases], [ttlMs, ...leases]);
+}
+
+/** Holds every key `ms` (see limits-hold.lua). */
+export async function holdBatcher(client: RedisClient, names: LimitNames, ms: number): Promise<number> {
+  return Number(await runScript(client, 'limits-hold', [names.hold], [ms]));
+}
+
+/** What the limits' keys hold now (see limits-read.lua). */
+export interface LimitsUse {
+  running: number;
+  waiting: number;
+  idsInWindow: number;
+  holdMs: number;
+  waitedMs: number;
+  waits: number;
+}
+
+export async function readLimits(client: RedisClient, names: LimitNames, windowMs: number): Promise<LimitsUse> {
+  const [running, waiting, idsInWindow, holdMs, waitedMs, waits] = (await runScript(client, 'limits-read', limitKeys(names), [
+    windowMs,
+  ])) as number[];
+  return {
+    running: running!,
+    waiting: waiting!,
+    idsInWindow: idsInWindow!,
+    holdMs: holdMs!,
+    waitedMs: waitedMs!,
+    waits: waits!,
+  };
+}
