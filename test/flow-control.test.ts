@@ -15,19 +15,7 @@ import {
   testBatcher,
   waitFor,
 } from './helpers/redis';
-import { sleep } from './helpers/time';
-
-/** Slices as `[startMs, count]`: the most ids whose slices began within any `windowMs`. */
-function busiestWindow(slices: readonly (readonly [number, number])[], windowMs: number): number {
-  const sorted = [...slices].sort((a, b) => a[0] - b[0]);
-  let most = 0;
-  for (let i = 0; i < sorted.length; i++) {
-    let sum = 0;
-    for (let j = i; j < sorted.length && sorted[j]![0] < sorted[i]![0] + windowMs; j++) sum += sorted[j]![1];
-    most = Math.max(most, sum);
-  }
-  return most;
-}
+import { busiestWindow, sleep } from './helpers/time';
 
 /**
  * Pushes a sentinel to `other` and waits for it to be processed, so the worker has certainly

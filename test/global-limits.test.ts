@@ -1,6 +1,39 @@
+import type { ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { range, testBatcher, waitFor } from './helpers/redis';
-import { sleep } from './helpers/time';
+import { startWorkerProcess, stopProcess } from './helpers/processes';
+import { onCluster, range, redisClient, redisUrl, testBatcher, uniqueName, waitFor } from './helpers/redis';
+import { busiestWindow, sleep } from './helpers/time';
+import type { BatchByKeyOptions } from '../src';
+
+/** Starts `n` worker processes of batcher `name` (see test/fixtures/worker-process.ts). */
+async function workers(
+  n: number,
+  name: string,
+  options: Partial<BatchByKeyOptions>,
+  extra: { sliceDelayMs?: number; mode?: 'hang'; worker?: Record<string, unknown> } = {},
+): Promise<ChildProcess[]> {
+  return Promise.all(
+    range(n).map(() =>
+      startWorkerProcess({
+        redisUrl: redisUrl(),
+        name,
+        options,
+        worker: { concurrency: 4, ...extra.worker },
+        ...(extra.sliceDelayMs !== undefined && { sliceDelayMs: extra.sliceDelayMs }),
+        ...(extra.mode && { mode: extra.mode }),
+      }),
+    ),
+  );
+}
+
+/** The fixture's `startMs count key` per slice begun, in order of start. */
+async function slicesOf(name: string): Promise<{ at: number; count: number; key: string }[]> {
+  const rows = await redisClient().lrange(`${name}:slices`, 0, -1);
+  return rows
+    .map((row) => row.split(' '))
+    .map(([at, count, key]) => ({ at: Number(at), count: Number(count), key: key! }))
+    .sort((a, b) => a.at - b.at);
+}
 
 describe('globalConcurrency', () => {
   it('never runs more than N slices at once across keys, and processes every id', async () => {
@@ -49,13 +82,108 @@ describe('globalRateLimit', () => {
       ),
     );
     await waitFor(() => slices.reduce((n, s) => n + s[1], 0) === 150, { what: 'all 150 ids', timeoutMs: 30_000 });
-    const sorted = slices.sort((a, c) => a[0] - c[0]);
-    let worst = 0;
-    for (const [at] of sorted)
-      worst = Math.max(
-        worst,
-        sorted.filter(([t]) => t >= at && t < at + 250).reduce((n, s) => n + s[1], 0),
+    // Handler starts lag their claims by a few ms (see flow-control.test.ts): 50 ms of slack.
+    expect(busiestWindow(slices, 300 - 50)).toBeLessThanOrEqual(30);
+  });
+});
+
+// The worker processes connect by URL (a standalone server).
+describe.skipIf(onCluster())('batcher-wide limits across 3 worker processes', () => {
+  it('50 keys: at most 200 ids in any second and at most 4 slices at once, every id once', async () => {
+    const name = uniqueName('global');
+    const redis = redisClient();
+    const options = { sliceSize: 5, globalRateLimit: { max: 200, durationMs: 1000 }, globalConcurrency: 4 };
+    const children = await workers(3, name, options, { sliceDelayMs: 10 });
+    try {
+      const pusher = testBatcher({ name, ...options, eachIteration: () => {} });
+      await Promise.all(
+        range(50).map((k) =>
+          pusher.performBatchLater(
+            range(10).map((i) => `${k}-${i}`),
+            { key: `k${k}` },
+          ),
+        ),
       );
-    expect(worst).toBeLessThanOrEqual(30);
+      await waitFor(async () => (await redis.llen(`${name}:processed`)) === 500, { what: 'all 500 ids', timeoutMs: 60_000 });
+      const slices = await slicesOf(name);
+      expect(
+        busiestWindow(
+          slices.map((s) => [s.at, s.count] as const),
+          1000 - 50,
+        ),
+      ).toBeLessThanOrEqual(200);
+      expect(Math.max(...(await redis.lrange(`${name}:running:seen`, 0, -1)).map(Number))).toBeLessThanOrEqual(4);
+      expect((await redis.lrange(`${name}:processed`, 0, -1)).sort()).toEqual(
+        range(50)
+          .flatMap((k) => range(10).map((i) => `${k}-${i}`))
+          .sort(),
+      );
+    } finally {
+      await Promise.all(children.map((c) => stopProcess(c)));
+    }
+  });
+
+  it("a SIGKILLed worker's places come back within the lock TTL", async () => {
+    const name = uniqueName('global-kill');
+    const redis = redisClient();
+    const options = { sliceSize: 5, globalConcurrency: 2, lockTtlMs: 2000 };
+    const stall = { lockDuration: 1000, stalledInterval: 500 };
+    const [victim] = await workers(1, name, options, { mode: 'hang', worker: { ...stall, concurrency: 2 } });
+    const pusher = testBatcher({ name, ...options, eachIteration: () => {} });
+    await pusher.performBatchLater(
+      range(5).map((i) => `a-${i}`),
+      { key: 'a' },
+    );
+    await pusher.performBatchLater(
+      range(5).map((i) => `b-${i}`),
+      { key: 'b' },
+    );
+    // The victim holds both places, hung.
+    await waitFor(async () => (await redis.llen(`${name}:started`)) === 10, { what: 'the victim to take both places' });
+    const survivors = await workers(2, name, options, { worker: stall });
+    try {
+      await pusher.performBatchLater(
+        range(5).map((i) => `c-${i}`),
+        { key: 'c' },
+      );
+      await stopProcess(victim!, 'SIGKILL');
+      await waitFor(async () => (await redis.llen(`${name}:processed`)) === 15, { what: 'every id, the victim’s too', timeoutMs: 30_000 });
+      const processed = await redis.lrange(`${name}:processed`, 0, -1);
+      expect(processed.sort()).toEqual(['a', 'b', 'c'].flatMap((k) => range(5).map((i) => `${k}-${i}`)).sort());
+    } finally {
+      await Promise.all(survivors.map((c) => stopProcess(c)));
+    }
+  });
+
+  it("a light key pushed during a flood runs before the flood's running lanes start another slice", async () => {
+    const name = uniqueName('global-fair');
+    // Long turns: without giving up their places, the flood's lanes would run many more slices first.
+    const options = { sliceSize: 5, globalConcurrency: 2, maxRuntimeMs: 300 };
+    const children = await workers(3, name, options, { sliceDelayMs: 20 });
+    try {
+      const pusher = testBatcher({ name, ...options, eachIteration: () => {} });
+      await Promise.all(
+        ['f1', 'f2', 'f3'].map((k) =>
+          pusher.performBatchLater(
+            range(2000).map((i) => `${k}-${i}`),
+            { key: k },
+          ),
+        ),
+      );
+      // Every flood key has had a whole turn (at most 15 slices of 20 ms): each is heavy now.
+      await waitFor(async () => (await slicesOf(name)).filter((s) => s.key === 'f3').length > 20, {
+        what: 'every flood key to have had its turn',
+        timeoutMs: 30_000,
+      });
+      const pushedAt = Date.now();
+      await pusher.performBatchLater(['x'], { key: 'light' });
+      await waitFor(async () => (await slicesOf(name)).some((s) => s.key === 'light'), { what: 'the light key', timeoutMs: 30_000 });
+      const slices = await slicesOf(name);
+      const lightAt = slices.find((s) => s.key === 'light')!.at;
+      // At most the slices whose lanes had passed the limits as the light key came.
+      expect(slices.filter((s) => s.key !== 'light' && s.at >= pushedAt && s.at < lightAt).length).toBeLessThanOrEqual(2);
+    } finally {
+      await Promise.all(children.map((c) => stopProcess(c)));
+    }
   });
 });
