@@ -54,6 +54,8 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     paused: async () => track(operations.paused()),
     pauseAll: async () => track(operations.pauseAll()),
     resumeAll: async () => track(operations.resumeAll()),
+    setGlobalRateLimit: async (limit) => track(operations.setGlobalRateLimit(limit)),
+    setGlobalConcurrency: async (n) => track(operations.setGlobalConcurrency(n)),
     deadLetters: operations.deadLetters,
     progress: async (ticket) => track(producer.progress(ticket)),
     waitFor: async (ticket, waitOptions) => producer.waitFor(ticket, waitOptions),

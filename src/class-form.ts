@@ -34,6 +34,8 @@ const METHODS = {
   paused: true,
   pauseAll: true,
   resumeAll: true,
+  setGlobalRateLimit: true,
+  setGlobalConcurrency: true,
   recover: true,
   shardCounts: true,
   retireShardCount: true,

@@ -334,6 +334,7 @@ function floodHour(name: string, end: number, now: { initech: number; hooli: num
         scannedKeys: keys.length,
         truncated: false,
         paused: [],
+        limits: { waiting: 0, heldMs: 0, waitedMs: 0, waits: 0 },
       },
     });
   }

@@ -1,9 +1,20 @@
 import type { ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
-import { onCluster, range, redisClient, redisUrl, testBatcher, uniqueName, waitFor } from './helpers/redis';
+import {
+  keyspaceOf,
+  onCluster,
+  range,
+  redisClient,
+  redisUrl,
+  testBatcher,
+  testConnection,
+  track,
+  uniqueName,
+  waitFor,
+} from './helpers/redis';
 import { busiestWindow, sleep } from './helpers/time';
-import type { BatchByKeyOptions } from '../src';
+import { batchByKey, InvalidOptionError, RateLimitedError, type BatchByKeyOptions } from '../src';
 
 /** Starts `n` worker processes of batcher `name` (see test/fixtures/worker-process.ts). */
 async function workers(
@@ -84,6 +95,107 @@ describe('globalRateLimit', () => {
     await waitFor(() => slices.reduce((n, s) => n + s[1], 0) === 150, { what: 'all 150 ids', timeoutMs: 30_000 });
     // Handler starts lag their claims by a few ms (see flow-control.test.ts): 50 ms of slack.
     expect(busiestWindow(slices, 300 - 50)).toBeLessThanOrEqual(30);
+  });
+});
+
+describe('set at run time, and seen', () => {
+  it('setGlobalConcurrency and setGlobalRateLimit apply to running workers and show in stats()', async () => {
+    let running = 0;
+    let most = 0;
+    const done: string[] = [];
+    const b = testBatcher({
+      sliceSize: 2,
+      eachIteration: async (ids) => {
+        most = Math.max(most, ++running);
+        await sleep(5);
+        running--;
+        done.push(...ids);
+      },
+    });
+    expect((await b.stats()).limits).toEqual({ waiting: 0, heldMs: 0, waitedMs: 0, waits: 0 });
+    b.createWorker({ concurrency: 6 });
+    await b.setGlobalConcurrency(1);
+    await b.setGlobalRateLimit({ max: 1000, durationMs: 1000 });
+    await Promise.all(
+      range(6).map((k) =>
+        b.performBatchLater(
+          range(6).map((i) => `${k}-${i}`),
+          { key: `k${k}` },
+        ),
+      ),
+    );
+    await waitFor(() => done.length === 36, { what: 'all 36 ids', timeoutMs: 30_000 });
+    expect(most).toBe(1);
+    const { limits } = await b.stats();
+    expect(limits).toMatchObject({ concurrency: { limit: 1, running: 0 }, rate: { max: 1000, durationMs: 1000, used: 36 } });
+    // Six keys for one place: most of them waited, and that time is counted.
+    expect(limits.waits).toBeGreaterThan(0);
+    expect(limits.waitedMs).toBeGreaterThan(0);
+    await b.setGlobalConcurrency(null);
+    await b.setGlobalRateLimit(null);
+    expect((await b.stats()).limits).not.toHaveProperty('concurrency');
+    expect((await b.stats()).limits).not.toHaveProperty('rate');
+  });
+
+  it('the option is recorded by the first process only: a value set at run time, or turned off, stands', async () => {
+    const name = uniqueName('limits-option');
+    const first = testBatcher({ name, globalConcurrency: 3, eachIteration: () => {} });
+    await first.performBatchLater(['1'], { key: 'a' });
+    expect((await first.stats()).limits.concurrency).toEqual({ limit: 3, running: 0 });
+    await first.setGlobalConcurrency(5);
+    await first.setGlobalRateLimit(null);
+    const later = track(
+      batchByKey({
+        name,
+        connection: testConnection(),
+        globalConcurrency: 3,
+        globalRateLimit: { max: 1, durationMs: 1000 },
+        eachIteration: () => {},
+      }),
+    );
+    await later.performBatchLater(['2'], { key: 'a' });
+    const { limits } = await later.stats();
+    expect(limits.concurrency).toEqual({ limit: 5, running: 0 });
+    expect(limits).not.toHaveProperty('rate');
+  });
+
+  it("ctx.retryAfter(ms, { scope: 'batcher' }) holds every key, not only its own", async () => {
+    let askedAt = 0;
+    const starts = new Map<string, number>();
+    const b = testBatcher({
+      eachIteration: (_ids, ctx) => {
+        if (ctx.key === 'a' && askedAt === 0) {
+          askedAt = Date.now();
+          ctx.retryAfter(400, { scope: 'batcher' });
+        }
+        starts.set(ctx.key, Date.now());
+      },
+    });
+    b.createWorker({ concurrency: 4 });
+    await b.performBatchLater(['1'], { key: 'a' });
+    await waitFor(() => askedAt > 0, { what: 'the 429' });
+    expect((await b.stats()).limits.heldMs).toBeGreaterThan(0);
+    await b.performBatchLater(['1'], { key: 'b' });
+    await waitFor(() => starts.has('a') && starts.has('b'), { what: 'both keys', timeoutMs: 10_000 });
+    // Timers fire a ms early at worst: the hold is timed by Redis.
+    expect(starts.get('b')! - askedAt).toBeGreaterThanOrEqual(400 - 5);
+    expect(starts.get('a')! - askedAt).toBeGreaterThanOrEqual(400 - 5);
+  });
+
+  it('bad limits are refused with an InvalidOptionError before anything is written', async () => {
+    const base = { name: uniqueName('limits-bad'), connection: testConnection(), eachIteration: () => {} };
+    expect(() => batchByKey({ ...base, globalConcurrency: 0 })).toThrow(InvalidOptionError);
+    expect(() => batchByKey({ ...base, globalConcurrency: 1.5 })).toThrow(InvalidOptionError);
+    expect(() => batchByKey({ ...base, globalRateLimit: { max: 0, durationMs: 1000 } })).toThrow(InvalidOptionError);
+    // @ts-expect-error a BullMQ spelling
+    expect(() => batchByKey({ ...base, globalRateLimit: { max: 1, duration: 1000 } })).toThrow(/durationMs/);
+    const b = testBatcher({ eachIteration: () => {} });
+    await expect(b.setGlobalConcurrency(-1)).rejects.toThrow(InvalidOptionError);
+    // @ts-expect-error not a limit
+    await expect(b.setGlobalRateLimit({ max: 5 })).rejects.toThrow(InvalidOptionError);
+    expect(await redisClient().exists(keyspaceOf(b).config)).toBe(0);
+    // @ts-expect-error not a scope
+    expect(() => new RateLimitedError({ retryAfterMs: 1, scope: 'world' })).toThrow(InvalidOptionError);
   });
 });
 

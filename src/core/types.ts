@@ -575,6 +575,23 @@ export interface Stats {
   truncated: boolean;
   /** Keys paused now (`pause`), whatever `maxKeys` says. */
   paused: PausedKey[];
+  /** The batcher-wide limits (`globalRateLimit`, `globalConcurrency`) and their use now. */
+  limits: GlobalLimitsStats;
+}
+
+/** `stats().limits`: the batcher-wide limits in force, and their use. */
+export interface GlobalLimitsStats {
+  /** `globalRateLimit`, with the ids its window holds now; absent: none. */
+  rate?: RateLimit & { used: number };
+  /** `globalConcurrency`, with the slices (lanes) holding a place now; absent: none. */
+  concurrency?: { limit: number; running: number };
+  /** Key jobs waiting for a place under `globalConcurrency`. */
+  waiting: number;
+  /** Ms left of a hold every key waits out (`ctx.retryAfter(ms, { scope: 'batcher' })`); 0: none. */
+  heldMs: number;
+  /** The time keys spent waiting for a batcher-wide limit, ms summed over every wait since the batcher began, and how many waits. */
+  waitedMs: number;
+  waits: number;
 }
 
 /** A key in a history sample. */
@@ -749,6 +766,14 @@ export interface Batcher<Data = unknown> {
   pauseAll(): Promise<void>;
   /** Undoes `pauseAll`. */
   resumeAll(): Promise<void>;
+  /**
+   * Sets the batcher-wide rate limit (`globalRateLimit`) for every process, at run time; null
+   * turns it off. Recorded in Redis: workers follow within about a second while a limit is in
+   * force, within `recoveryIntervalMs` where none was (at once in this process).
+   */
+  setGlobalRateLimit(limit: RateLimit | null): Promise<void>;
+  /** Sets the batcher-wide concurrency cap (`globalConcurrency`) for every process, at run time; null turns it off. As `setGlobalRateLimit`. */
+  setGlobalConcurrency(n: number | null): Promise<void>;
   /**
    * The shard counts (`shards`) the batcher's processes have pushed or run with, and the key jobs
    * each count's queues hold: workers serve every count listed (see docs/sharding.md).

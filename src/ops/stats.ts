@@ -3,7 +3,7 @@ import { integer } from '../core/validate';
 import type { Keyspace } from '../storage/keys';
 import type { RedisClient } from '../storage/scripts';
 import { readKeys, type KeyReading, type Store } from '../storage/store';
-import type { Key, KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
+import type { GlobalLimitsStats, Key, KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
 
 /**
  * Index entries read per page, their reads pipelined. Small enough that a page's replies take a
@@ -25,6 +25,7 @@ export interface StatsDeps {
   jobKeys: (limit: number) => Promise<readonly Key[]>;
   deadCount: () => Promise<number>;
   pausedKeys: () => Promise<PausedKey[]>;
+  limits: () => Promise<GlobalLimitsStats>;
 }
 
 /** Redis server time in ms: zset scores and push marks are by this clock, so lag must be too. */
@@ -72,11 +73,12 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
   const top = integer('stats top', options.top, STATS_DEFAULTS.top, 1, 1000);
   const { client, keyspace, store } = deps;
   const indexes = await deps.indexes();
-  const [now, dead, sizes, paused] = await Promise.all([
+  const [now, dead, sizes, paused, limits] = await Promise.all([
     redisNow(client),
     deps.deadCount(),
     Promise.all(indexes.map((index) => client.zcard(index))),
     deps.pausedKeys(),
+    deps.limits(),
   ]);
   const indexed = sizes.reduce((sum, n) => sum + n, 0);
   const keys: KeyStats[] = [];
@@ -127,5 +129,6 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
     // With room left, a full read of job keys may have left some out.
     truncated: indexed > maxKeys || (room > 0 && byJob.length >= room),
     paused,
+    limits,
   };
 }

@@ -1,3 +1,5 @@
+import { globalLimitsStats, setGlobalConcurrency, setGlobalRateLimit } from '../ops/limits';
+import { recordedLimits } from '../storage/agreement';
 import { describe, InvalidOptionError, ShardsInUseError } from '../core/errors';
 import { validateKey } from '../core/input';
 import { boolean, onlyKnownOptions, optionNames, requiredInteger } from '../core/validate';
@@ -26,6 +28,7 @@ import type {
   ShardCount,
   Stats,
   StatsOptions,
+  RateLimit,
 } from '../core/types';
 
 /** What an operator reads and does: stats, history, backlogs, pauses, dead letters, shard counts, recovery. */
@@ -65,6 +68,7 @@ export class Operations {
         deadCount: () => this.deadLetters.count(),
         // Async, so that a closed batcher rejects here rather than throws while stats() builds its reads (whose rejections would go unhandled).
         pausedKeys: async () => paused(this.pauseDeps()),
+        limits: async () => globalLimitsStats(runtime.client(), runtime.keyspace),
       },
       options,
     );
@@ -145,6 +149,19 @@ export class Operations {
   async resumeAll(): Promise<void> {
     await setPausedAll(this.runtime.client(), this.runtime.keyspace.config, false);
     await Promise.all(this.runtime.shards.all(await this.runtime.readCounts()).map((queue) => queue.resume()));
+  }
+
+  async setGlobalRateLimit(limit: RateLimit | null): Promise<void> {
+    const { runtime } = this;
+    await setGlobalRateLimit(runtime.client(), runtime.keyspace, limit);
+    // This process follows at once; others at their next read (see engine/global-limits.ts).
+    runtime.limits.heard(await recordedLimits(runtime.client(), runtime.keyspace.config));
+  }
+
+  async setGlobalConcurrency(n: number | null): Promise<void> {
+    const { runtime } = this;
+    await setGlobalConcurrency(runtime.client(), runtime.keyspace, n);
+    runtime.limits.heard(await recordedLimits(runtime.client(), runtime.keyspace.config));
   }
 
   private pauseDeps(): PauseDeps {

@@ -1,0 +1,38 @@
+import { recordedLimits, recordLimit } from '../storage/agreement';
+import type { Keyspace } from '../storage/keys';
+import { readLimits } from '../storage/limits-protocol';
+import type { RedisClient } from '../storage/scripts';
+import { validateGlobalConcurrency } from '../engine/global-limits';
+import { validateRateLimit } from '../engine/flow';
+import type { GlobalLimitsStats, RateLimit } from '../core/types';
+
+/**
+ * The batcher-wide limits as an operator sees and sets them (the API, the CLI, the dashboard):
+ * recorded in the batcher's config hash, which every worker reads (see engine/global-limits.ts).
+ */
+
+/** Sets (or, with null, turns off) `globalRateLimit`; bad input throws before anything is written. */
+export async function setGlobalRateLimit(client: RedisClient, keyspace: Keyspace, limit: RateLimit | null): Promise<void> {
+  const rate = limit === null ? undefined : validateRateLimit(limit, 'setGlobalRateLimit limit');
+  await recordLimit(client, keyspace.config, 'rate', rate ? { rate } : {});
+}
+
+/** Sets (or, with null, turns off) `globalConcurrency`. */
+export async function setGlobalConcurrency(client: RedisClient, keyspace: Keyspace, n: number | null): Promise<void> {
+  const concurrency = n === null ? undefined : validateGlobalConcurrency(n, 'setGlobalConcurrency n');
+  await recordLimit(client, keyspace.config, 'concurrency', concurrency ? { concurrency } : {});
+}
+
+/** The limits recorded and their use now, as stats() shows them. */
+export async function globalLimitsStats(client: RedisClient, keyspace: Keyspace): Promise<GlobalLimitsStats> {
+  const limits = await recordedLimits(client, keyspace.config);
+  const use = await readLimits(client, keyspace.limits, limits.rate?.durationMs ?? 0);
+  return {
+    ...(limits.rate && { rate: { ...limits.rate, used: use.idsInWindow } }),
+    ...(limits.concurrency !== undefined && { concurrency: { limit: limits.concurrency, running: use.running } }),
+    waiting: use.waiting,
+    heldMs: use.holdMs,
+    waitedMs: use.waitedMs,
+    waits: use.waits,
+  };
+}
