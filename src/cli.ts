@@ -5,13 +5,14 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { createBatcher } from './batcher';
 import { commandClient, fromUrl, redactUrl, type RedisClient } from './core/connection';
 import { formatMs } from './ops/html';
+import { describeLimits } from './ops/limits';
 import { BatchByKeyError, StoreMismatchError } from './core/errors';
 import { silentLogger } from './core/logger';
 import { VERSION } from './core/version';
 import { DEFAULTS, resolveOptions, STORES } from './options';
 import { recordedShardCounts, recordedStore } from './storage/agreement';
 import { Keyspace } from './storage/keys';
-import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, Stats, StoreKind } from './core/types';
+import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, RateLimit, Stats, StoreKind } from './core/types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
@@ -44,6 +45,14 @@ const positive = (value: string): number => {
   return n;
 };
 const list = (value: string): string[] => value.split(',').filter((id) => id !== '');
+/** `--rate max/durationMs` or 'off' (kept as it is: commander drops a parser's null). */
+const rateArg = (value: string): RateLimit | 'off' => {
+  if (value === 'off') return value;
+  const [max, durationMs] = value.split('/').map(positive);
+  if (max === undefined || durationMs === undefined) throw new InvalidArgumentError("must be max/durationMs (600/60000, say) or 'off'");
+  return { max, durationMs };
+};
+const concurrencyArg = (value: string): number | 'off' => (value === 'off' ? value : positive(value));
 
 /**
  * The batcher's store, as its producers and workers recorded it in Redis (see agreement.ts). A
@@ -133,6 +142,7 @@ function formatStats(s: Stats): string {
   if (s.topKeys.length > 0) lines.push('top keys by backlog:', ...s.topKeys.map(keyLine));
   if (s.laggingKeys.length > 0) lines.push('top keys by lag:', ...s.laggingKeys.map(keyLine));
   if (s.paused.length > 0) lines.push('paused keys:', ...s.paused.map(pausedLine));
+  if (s.limits.rate || s.limits.concurrency || s.limits.heldMs > 0) lines.push(`limits: ${describeLimits(s.limits)}`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -291,6 +301,37 @@ function program(io: Io): Command {
     .action(async (o: { json?: boolean }) => {
       const keys = await withBatcher(global(), (b) => b.paused());
       for (const p of keys) out(o.json ? `${JSON.stringify(p)}\n` : `${pausedLine(p).trimStart()}\n`);
+    });
+
+  const limits = cli.command('limits').description('the batcher-wide limits (globalRateLimit, globalConcurrency)');
+  limits
+    .command('show')
+    .description('the limits in force and their use')
+    .option('--json', 'print JSON')
+    .action(async (o: { json?: boolean }) => {
+      const { limits: l } = await withBatcher(global(), (b) => b.stats({ maxKeys: 1, top: 1 }));
+      out(o.json ? `${JSON.stringify(l)}\n` : `${describeLimits(l)}\n`);
+    });
+  limits
+    .command('set')
+    .description('change the limits for every worker, at run time')
+    .option('--rate <max/ms>', "at most max ids per ms across every key, or 'off'", rateArg)
+    .option('--concurrency <n>', "at most n slices running at once across every worker, or 'off'", concurrencyArg)
+    .action(async (o: { rate?: RateLimit | 'off'; concurrency?: number | 'off' }) => {
+      const { rate, concurrency } = o;
+      if (rate === undefined && concurrency === undefined) throw new UsageError('limits set needs --rate or --concurrency');
+      await withBatcher(global(), async (b) => {
+        if (rate !== undefined) await b.setGlobalRateLimit(rate === 'off' ? null : rate);
+        if (concurrency !== undefined) await b.setGlobalConcurrency(concurrency === 'off' ? null : concurrency);
+      });
+      out(
+        [
+          rate !== undefined && `rate ${rate === 'off' ? rate : `${rate.max} ids per ${formatMs(rate.durationMs)}`}`,
+          concurrency !== undefined && `concurrency ${concurrency}`,
+        ]
+          .filter(Boolean)
+          .join(', ') + '\n',
+      );
     });
 
   cli

@@ -232,6 +232,22 @@ describe('the batch-by-key CLI', () => {
     expect(again.stderr).toBe('batch-by-key: key "acct-1" is not paused\n');
   });
 
+  it('limits set and limits show: the batcher-wide limits, at run time', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    expect(await cli([...on(b), 'limits', 'set', '--rate', '600/60000', '--concurrency', '8'])).toEqual({
+      code: 0,
+      stdout: 'rate 600 ids per 1.0 min, concurrency 8\n',
+      stderr: '',
+    });
+    expect((await b.stats()).limits).toMatchObject({ rate: { max: 600, durationMs: 60_000 }, concurrency: { limit: 8 } });
+    expect((await cli([...on(b), 'limits', 'show'])).stdout).toMatch(/^rate 0\/600 ids per 1\.0 min, concurrency 0\/8 running, 0 waiting/);
+    expect((await cli([...on(b), 'stats'])).stdout).toMatch(/\nlimits: rate 0\/600/);
+    expect(await cli([...on(b), 'limits', 'set', '--concurrency', 'off'])).toEqual({ code: 0, stdout: 'concurrency off\n', stderr: '' });
+    expect((await b.stats()).limits).not.toHaveProperty('concurrency');
+    expect((await cli([...on(b), 'limits', 'set', '--rate', '600'])).code).toBe(2);
+    expect((await cli([...on(b), 'limits', 'set'])).code).toBe(2);
+  });
+
   it('paused prints each key so that bash takes it back whole: leading spaces, tabs, newlines and quotes', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const keys = ['  lead', 'tab\tkey', "it's", 'line\nbreak', 'plain-1'];

@@ -121,6 +121,31 @@ describe('prometheusMetrics', () => {
     expect(await registry.metrics()).toBe('\n');
   });
 
+  it('shows the batcher-wide limits, their use and the time keys waited for them', async () => {
+    const registry = new Registry();
+    const b = testBatcher({
+      sliceSize: 2,
+      globalConcurrency: 1,
+      globalRateLimit: { max: 100, durationMs: 60_000 },
+      eachIteration: () => {},
+    });
+    const metrics = prometheusMetrics([b], { registry, prefix: 'bbk_' });
+    const label = `{batcher="${b.name}"}`;
+    await Promise.all(range(4).map((k) => b.performBatchLater(['1', '2'], { key: `k${k}` })));
+    b.createWorker({ concurrency: 4 });
+    await waitFor(async () => (await b.stats()).pending === 0 && (await b.stats()).inFlight === 0, { what: 'every id' });
+    const samples = parse(await registry.metrics());
+    expect(samples.get(`bbk_global_concurrency_limit${label}`)).toBe(1);
+    expect(samples.get(`bbk_global_concurrency_running${label}`)).toBe(0);
+    expect(samples.get(`bbk_global_rate_limit_ids${label}`)).toBe(100);
+    expect(samples.get(`bbk_global_rate_limit_window_seconds${label}`)).toBe(60);
+    expect(samples.get(`bbk_global_rate_limit_used_ids${label}`)).toBe(8);
+    expect(samples.get(`bbk_global_limit_waiting_keys${label}`)).toBe(0);
+    // Four keys for one place: some waited.
+    expect(samples.get(`bbk_global_limit_waited_seconds${label}`)).toBeGreaterThan(0);
+    metrics.close();
+  });
+
   it('uses the default registry and prefix, and rejects bad options', async () => {
     const { register } = await import('prom-client');
     const b = testBatcher({ eachIteration: () => {} });

@@ -4,6 +4,7 @@ import { readLimits } from '../storage/limits-protocol';
 import type { RedisClient } from '../storage/scripts';
 import { validateGlobalConcurrency } from '../engine/global-limits';
 import { validateRateLimit } from '../engine/flow';
+import { formatMs } from './html';
 import type { GlobalLimitsStats, RateLimit } from '../core/types';
 
 /**
@@ -35,4 +36,16 @@ export async function globalLimitsStats(client: RedisClient, keyspace: Keyspace)
     waitedMs: use.waitedMs,
     waits: use.waits,
   };
+}
+
+/** One line for an operator (the CLI, the dashboard): each limit with its use, waits, a hold. */
+export function describeLimits(l: GlobalLimitsStats): string {
+  const parts = [
+    l.rate ? `rate ${l.rate.used}/${l.rate.max} ids per ${formatMs(l.rate.durationMs)}` : 'rate unlimited',
+    l.concurrency ? `concurrency ${l.concurrency.running}/${l.concurrency.limit} running` : 'concurrency unlimited',
+    `${l.waiting} waiting`,
+    `waited ${formatMs(l.waitedMs)} over ${l.waits} waits`,
+  ];
+  if (l.heldMs > 0) parts.push(`held ${formatMs(l.heldMs)}`);
+  return parts.join(', ');
 }

@@ -97,6 +97,18 @@ export function prometheusMetrics(batchers: readonly Batcher[], options: Prometh
     gauge('retrying_ids', 'Ids of failed slices backing off', (s) => s.retrying),
     gauge('dead_letters', 'Dead letters kept', (s) => s.dead),
     gauge('lag_seconds', 'Age of the oldest pending id', (s) => s.oldestPendingAgeMs / 1000),
+    // The batcher-wide limits (0: none), their use, and the time keys waited for them.
+    gauge('global_rate_limit_ids', 'globalRateLimit: ids allowed per window (0: none)', (s) => s.limits.rate?.max ?? 0),
+    gauge('global_rate_limit_window_seconds', "globalRateLimit's window", (s) => (s.limits.rate?.durationMs ?? 0) / 1000),
+    gauge('global_rate_limit_used_ids', 'Ids claimed within the globalRateLimit window now', (s) => s.limits.rate?.used ?? 0),
+    gauge('global_concurrency_limit', 'globalConcurrency: slices allowed at once (0: none)', (s) => s.limits.concurrency?.limit ?? 0),
+    gauge('global_concurrency_running', 'Slices holding a globalConcurrency place now', (s) => s.limits.concurrency?.running ?? 0),
+    gauge('global_limit_waiting_keys', 'Keys waiting for a globalConcurrency place', (s) => s.limits.waiting),
+    gauge(
+      'global_limit_waited_seconds',
+      'Time keys spent waiting for a batcher-wide limit, summed since the batcher began',
+      (s) => s.limits.waitedMs / 1000,
+    ),
   ];
 
   const unsubscribe = batchers.map((b) => {
