@@ -5,7 +5,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { createBatcher } from './batcher';
 import { commandClient, fromUrl, redactUrl, type RedisClient } from './core/connection';
 import { formatMs } from './ops/html';
-import { describeLimits } from './ops/limits';
+import { describeLimits, parseConcurrencyInput, parseRateInput } from './ops/limits';
 import { BatchByKeyError, StoreMismatchError } from './core/errors';
 import { silentLogger } from './core/logger';
 import { VERSION } from './core/version';
@@ -45,14 +45,16 @@ const positive = (value: string): number => {
   return n;
 };
 const list = (value: string): string[] => value.split(',').filter((id) => id !== '');
-/** `--rate max/durationMs` or 'off' (kept as it is: commander drops a parser's null). */
-const rateArg = (value: string): RateLimit | 'off' => {
-  if (value === 'off') return value;
-  const [max, durationMs] = value.split('/').map(positive);
-  if (max === undefined || durationMs === undefined) throw new InvalidArgumentError("must be max/durationMs (600/60000, say) or 'off'");
-  return { max, durationMs };
-};
-const concurrencyArg = (value: string): number | 'off' => (value === 'off' ? value : positive(value));
+/** An input parser of ops/limits.ts as commander's: 'off' is kept as it is (commander drops a parser's null). */
+const offOr =
+  <T>(parse: (text: string) => T | null) =>
+  (value: string): T | 'off' => {
+    try {
+      return parse(value) ?? 'off';
+    } catch (err) {
+      throw new InvalidArgumentError((err as Error).message);
+    }
+  };
 
 /**
  * The batcher's store, as its producers and workers recorded it in Redis (see agreement.ts). A
@@ -315,8 +317,8 @@ function program(io: Io): Command {
   limits
     .command('set')
     .description('change the limits for every worker, at run time')
-    .option('--rate <max/ms>', "at most max ids per ms across every key, or 'off'", rateArg)
-    .option('--concurrency <n>', "at most n slices running at once across every worker, or 'off'", concurrencyArg)
+    .option('--rate <max/ms>', "at most max ids per ms across every key, or 'off'", offOr(parseRateInput))
+    .option('--concurrency <n>', "at most n slices running at once across every worker, or 'off'", offOr(parseConcurrencyInput))
     .action(async (o: { rate?: RateLimit | 'off'; concurrency?: number | 'off' }) => {
       const { rate, concurrency } = o;
       if (rate === undefined && concurrency === undefined) throw new UsageError('limits set needs --rate or --concurrency');

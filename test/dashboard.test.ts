@@ -97,6 +97,34 @@ describe('dashboard in a browser', () => {
     }
   });
 
+  it('shows the batcher-wide limits and changes them from its form; bad input is a 400', async () => {
+    const b = testBatcher({ globalConcurrency: 3, eachIteration: () => {} });
+    await b.performBatchLater(['1'], { key: 'a' });
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${url}/`);
+      expect(await page.textContent('p.limits')).toBe(
+        'Limits: rate unlimited, concurrency 0/3 running, 0 waiting, waited 0 ms over 0 waits',
+      );
+      await page.fill('form.limits input[name="rate"]', '600/60000');
+      await page.fill('form.limits input[name="concurrency"]', 'off');
+      await page.click('form.limits button');
+      await page.waitForSelector('text=concurrency unlimited');
+      expect(await page.textContent('p.limits')).toMatch(/^Limits: rate 0\/600 ids per 1\.0 min, concurrency unlimited/);
+      expect((await b.stats()).limits).toMatchObject({ rate: { max: 600, durationMs: 60_000 } });
+      await page.fill('form.limits input[name="concurrency"]', '0');
+      const [reply] = await Promise.all([
+        page.waitForResponse((r) => r.url().endsWith('/actions/limits')),
+        page.click('form.limits button'),
+      ]);
+      expect(reply.status()).toBe(400);
+      expect((await b.stats()).limits).not.toHaveProperty('concurrency');
+    } finally {
+      await page.close();
+    }
+  });
+
   it('read-only: no buttons, and a POST is refused with 403', async () => {
     const { b } = await workload();
     const url = await serveLocally(dashboard({ batchers: [b] }));

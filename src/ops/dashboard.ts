@@ -4,7 +4,8 @@ import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError, NotPaus
 import { CHART_STYLE, historyCharts } from './charts';
 import { esc, formatMs } from './html';
 import { boolean, integer, isArray, onlyKnownOptions, optionNames } from '../core/validate';
-import type { Batcher, DeadLetter, History, KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
+import { describeLimits, parseConcurrencyInput, parseRateInput } from './limits';
+import type { Batcher, DeadLetter, GlobalLimitsStats, History, KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
 
 /** The CLI formats lag as the page does. */
 
@@ -81,7 +82,7 @@ function validateOrigins(origins: unknown): string[] {
 
 /**
  * The operator's page and `/api/v1/stats`. It authenticates nobody: mount it behind the app's
- * own auth. Actions (requeue, purge, pause, resume) exist only with `readOnly: false`, and need a same-origin
+ * own auth. Actions (requeue, purge, pause, resume, limits) exist only with `readOnly: false`, and need a same-origin
  * request carrying this handler's token, so another site cannot post them with the operator's cookies.
  */
 export function dashboard(options: DashboardOptions): DashboardHandler {
@@ -119,7 +120,7 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
       );
       return send(res, 200, 'text/html; charset=utf-8', page(views, { base, readOnly: opts.readOnly, token, nonce }));
     }
-    const action = /^\/actions\/(requeue|purge|pause|resume)$/.exec(path)?.[1] as Action | undefined;
+    const action = /^\/actions\/(requeue|purge|pause|resume|limits)$/.exec(path)?.[1] as Action | undefined;
     if (action) {
       if (req.method !== 'POST') throw new HttpError(405, 'use POST');
       if (opts.readOnly) throw new HttpError(403, 'this dashboard is read-only');
@@ -150,10 +151,18 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
   };
 }
 
-type Action = 'requeue' | 'purge' | 'pause' | 'resume';
+type Action = 'requeue' | 'purge' | 'pause' | 'resume' | 'limits';
 
 /** Runs a posted action; its JSON reply. */
 async function act(batcher: Batcher, action: Action, form: Record<string, string | undefined>): Promise<Record<string, unknown>> {
+  if (action === 'limits') {
+    // A field left empty leaves its limit as it is.
+    const rate = form.rate?.trim() ? parseRateInput(form.rate) : undefined;
+    const concurrency = form.concurrency?.trim() ? parseConcurrencyInput(form.concurrency) : undefined;
+    if (rate !== undefined) await batcher.setGlobalRateLimit(rate);
+    if (concurrency !== undefined) await batcher.setGlobalConcurrency(concurrency);
+    return { limits: (await batcher.stats({ maxKeys: 1, top: 1 })).limits };
+  }
   if (action === 'pause' || action === 'resume') {
     if (form.key === undefined) throw new HttpError(400, `${action} needs a key`);
     await (action === 'pause' ? batcher.pause(form.key) : batcher.resume(form.key));
@@ -251,6 +260,8 @@ async function readForm(req: IncomingMessage): Promise<Record<string, string | u
     key: str(fields.key) ?? decoded('key64', fields.key64),
     id: str(fields.id) ?? decoded('id64', fields.id64),
     token: str(fields.token) ?? headerToken,
+    rate: str(fields.rate),
+    concurrency: str(fields.concurrency),
   };
 }
 
@@ -304,6 +315,17 @@ function keyTable(caption: string, keys: KeyStats[]): string {
     `<table><caption>${esc(caption)}</caption><tr><th>key</th><th>pending</th><th>in flight</th><th>retrying</th><th>lag</th></tr>` +
     `${rows}</table>`
   );
+}
+
+/** The batcher-wide limits and their use, with a form to change them (unless read-only). */
+function limitsLine(ctx: PageContext, name: string, limits: GlobalLimitsStats): string {
+  const form = ctx.readOnly
+    ? ''
+    : `<form class="limits" method="post" action="${esc(`${ctx.base}/actions/limits`)}"><input type="hidden" name="batcher" ` +
+      `value="${esc(name)}"><input type="hidden" name="token" value="${esc(ctx.token)}"><input name="rate" placeholder="600/60000 or off" ` +
+      `aria-label="rate limit: max ids per ms"><input name="concurrency" placeholder="8 or off" aria-label="concurrency cap">` +
+      `<button type="submit">set limits</button></form>`;
+  return `<p class="limits">Limits: ${esc(describeLimits(limits))}</p>${form}`;
 }
 
 /** The page lists at most this many paused keys (those ending first): 20,000 made a 7.7 MB page of 20,001 forms. */
@@ -383,7 +405,7 @@ function section(ctx: PageContext, { stats: s, letters, history }: View): string
     `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>` +
     `${note}${historyCharts(history)}<div class="grid">` +
     `${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>` +
-    `${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`
+    `${limitsLine(ctx, s.name, s.limits)}${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`
   );
 }
 
@@ -396,7 +418,7 @@ const STYLE =
   `margin-top:12px}table{border-collapse:collapse;width:100%;margin-top:12px}caption{text-align:left;font-weight:600;padding:4px 0}th,` +
   `td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ec;vertical-align:top}.key{font-family:ui-monospace,monospace;` +
   `word-break:break-all}.error{color:#a4262c;font-family:ui-monospace,monospace}.actions form,.bulk form{display:inline}` +
-  `form.pause{margin-top:8px}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;` +
+  `form.pause,form.limits{margin-top:8px}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;` +
   `padding:2px 8px;margin-right:4px}button.purge{color:#a4262c}.empty{color:#5a6478}.warn{color:#8a5a00}`;
 
 function page(views: View[], ctx: PageContext): string {

@@ -1,3 +1,4 @@
+import { InvalidOptionError } from '../core/errors';
 import { recordedLimits, recordLimit } from '../storage/agreement';
 import type { Keyspace } from '../storage/keys';
 import { readLimits } from '../storage/limits-protocol';
@@ -36,6 +37,24 @@ export async function globalLimitsStats(client: RedisClient, keyspace: Keyspace)
     waitedMs: use.waitedMs,
     waits: use.waits,
   };
+}
+
+/**
+ * A limit as an operator types it (the CLI's `limits set`, the dashboard's form): `max/durationMs`
+ * (600/60000, say) or a number of slices; 'off' turns it off (null). An InvalidOptionError otherwise.
+ */
+export function parseRateInput(text: string): RateLimit | null {
+  if (text.trim() === 'off') return null;
+  const [max, durationMs, ...rest] = text.split('/').map((part) => Number(part.trim()));
+  if (rest.length > 0 || !(max! >= 1) || !(durationMs! >= 1)) {
+    throw new InvalidOptionError(`a rate limit is max/durationMs (600/60000, say) or 'off', got ${JSON.stringify(text)}`);
+  }
+  return validateRateLimit({ max, durationMs }, 'rate limit');
+}
+
+export function parseConcurrencyInput(text: string): number | null {
+  if (text.trim() === 'off') return null;
+  return validateGlobalConcurrency(Number(text.trim() === '' ? NaN : text), 'concurrency');
 }
 
 /** One line for an operator (the CLI, the dashboard): each limit with its use, waits, a hold. */
