@@ -1,5 +1,6 @@
 /**
- * Syncing accounts to a CRM that limits each account and answers 429 with Retry-After: run it
+ * Syncing accounts to a CRM that limits each account, and our one API token across every
+ * account, and answers 429 with Retry-After: run it
  * with `npx tsx examples/crm-sync.ts`: against REDIS_URL, or, when it is unset, a throwaway
  * redis-server from your PATH (see run-main.ts). The CRM here is a stand-in HTTP server in the
  * same process.
@@ -9,10 +10,14 @@ import type { AddressInfo } from 'node:net';
 import { batchByKey, parseRetryAfter } from '../src';
 import { runMain } from './run-main';
 
-/** A CRM that takes 20 records a second per account and answers 429 past that. */
-export function fakeCrm(perSecond = 20): { server: Server; received: Map<string, string[]>; throttled: () => number } {
+/**
+ * A CRM that takes 20 records a second per account, and 50 a second per API token (ours, for
+ * every account), and answers 429 past either, saying which (`X-RateLimit-Scope`).
+ */
+export function fakeCrm(perSecond = 20, perToken = 50): { server: Server; received: Map<string, string[]>; throttled: () => number } {
   const received = new Map<string, string[]>();
   const recent = new Map<string, number[]>();
+  let tokenRecent: number[] = [];
   let throttled = 0;
   const server = createServer((req, res) => {
     let body = '';
@@ -22,12 +27,15 @@ export function fakeCrm(perSecond = 20): { server: Server; received: Map<string,
       const records = JSON.parse(body) as string[];
       const now = Date.now();
       const window = (recent.get(account) ?? []).filter((at) => at > now - 1000);
-      if (window.length + records.length > perSecond) {
+      tokenRecent = tokenRecent.filter((at) => at > now - 1000);
+      const scope = tokenRecent.length + records.length > perToken ? 'token' : window.length + records.length > perSecond ? 'account' : '';
+      if (scope) {
         throttled++;
-        res.writeHead(429, { 'Retry-After': '1' }).end();
+        res.writeHead(429, { 'Retry-After': '1', 'X-RateLimit-Scope': scope }).end();
         return;
       }
       recent.set(account, [...window, ...records.map(() => now)]);
+      tokenRecent.push(...records.map(() => now));
       received.set(account, [...(received.get(account) ?? []), ...records]);
       res.writeHead(204).end();
     });
@@ -43,14 +51,20 @@ export const CrmSync = batchByKey({
   sliceSize: 10,
   // Our side of the CRM's limit, across every worker process; 'enterprise' accounts have their own deal.
   rateLimit: (account) => (account.startsWith('enterprise-') ? { max: 200, durationMs: 1000 } : { max: 20, durationMs: 1000 }),
+  // And the token's limit, shared by every account and every worker process: the stricter of the two wins.
+  globalRateLimit: { max: 50, durationMs: 1000 },
   async eachIteration(records, ctx) {
     const res = await fetch(`${crmUrl}/accounts/${encodeURIComponent(ctx.key)}`, {
       method: 'POST',
       body: JSON.stringify(records),
       signal: ctx.signal,
     });
-    // The CRM knows better (another client shares the account's quota): wait as long as it says.
-    if (res.status === 429) ctx.retryAfter(parseRetryAfter(res.headers.get('retry-after')) ?? 1000);
+    // The CRM knows better (another client shares the quota): wait as long as it says, every
+    // account when it is the token that is spent.
+    if (res.status === 429) {
+      const scope = res.headers.get('x-ratelimit-scope') === 'token' ? 'batcher' : 'key';
+      ctx.retryAfter(parseRetryAfter(res.headers.get('retry-after')) ?? 1000, { scope });
+    }
     if (!res.ok) throw new Error(`CRM answered ${res.status}`);
   },
 });
@@ -70,7 +84,8 @@ export async function main(perAccount = 60): Promise<Map<string, string[]>> {
   while ([...crm.received.values()].reduce((n, r) => n + r.length, 0) < accounts.length * perAccount)
     await new Promise((r) => setTimeout(r, 50));
   console.log(
-    `synced ${accounts.length * perAccount} records in ${((Date.now() - started) / 1000).toFixed(1)} s at 20/s per account; the CRM ` +
+    `synced ${accounts.length * perAccount} records in ${((Date.now() - started) / 1000).toFixed(1)} s at 20/s per account and 50/s ` +
+      `for the token; the CRM ` +
       `throttled ${crm.throttled()} requests`,
   );
   await worker.close();

@@ -157,7 +157,7 @@ describe('examples/bulk-import.ts', () => {
 });
 
 describe('examples/crm-sync.ts', () => {
-  it('delivers every record of every account in order, within the per-account limit', async () => {
+  it('delivers every record of every account in order, within the per-account and the token limits', async () => {
     const { main, CrmSync } = await import('../examples/crm-sync');
     track(CrmSync);
     const log = vi.spyOn(console, 'log').mockImplementation(() => {});
@@ -167,7 +167,9 @@ describe('examples/crm-sync.ts', () => {
         expect(received.get(account)).toEqual(Array.from({ length: 30 }, (_, i) => `${account}-r${i}`));
       }
       // A 429 (request times jitter against the CRM's own window) only puts a slice back, in order.
-      expect(log.mock.calls[0]![0]).toMatch(/^synced 90 records in \d+\.\d s at 20\/s per account; the CRM throttled \d+ requests$/);
+      expect(log.mock.calls[0]![0]).toMatch(
+        /^synced 90 records in \d+\.\d s at 20\/s per account and 50\/s for the token; the CRM throttled \d+ requests$/,
+      );
     } finally {
       log.mockRestore();
     }
