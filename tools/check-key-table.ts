@@ -31,6 +31,7 @@ function namesInCode(): Set<string> {
   for (const name of [dead.entries, dead.byTime, dead.byAttempts, dead.evicted, deadLettersOf(dead, 'E')]) names.add(write(name));
   const history = space.history;
   for (const name of [history.series, history.claim, history.processed]) names.add(write(name));
+  for (const name of Object.values(space.limits)) names.add(write(name));
   names.add(space.index).add(space.config).add(space.pausedIndex);
   // A shard's index, its hash tag written as the table does (see shards.ts shardTag).
   names.add(new ShardLayout('prefix', 'name', space, 2).indexes[0]!.replace(/\{name#[^}]+\}/, '{name#N.i.c}'));
