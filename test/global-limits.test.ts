@@ -14,7 +14,7 @@ import {
   waitFor,
 } from './helpers/redis';
 import { busiestWindow, sleep } from './helpers/time';
-import { batchByKey, InvalidOptionError, RateLimitedError, type BatchByKeyOptions } from '../src';
+import { batchByKey, InvalidOptionError, RateLimitedError, type Batcher, type BatchByKeyOptions } from '../src';
 
 /** Starts `n` worker processes of batcher `name` (see test/fixtures/worker-process.ts). */
 async function workers(
@@ -46,32 +46,40 @@ async function slicesOf(name: string): Promise<{ at: number; count: number; key:
     .sort((a, b) => a.at - b.at);
 }
 
+/** Pushes `perKey` ids to each of keys k0…k(keys-1), ids `${k}-${i}`. */
+async function pushKeys(b: Batcher, keys: number, perKey: number): Promise<void> {
+  await Promise.all(
+    range(keys).map((k) =>
+      b.performBatchLater(
+        range(perKey).map((i) => `${k}-${i}`),
+        { key: `k${k}` },
+      ),
+    ),
+  );
+}
+
+/** A handler of 5 ms slices that records the ids done and the most slices it saw running at once. */
+function meter(): { handler: (ids: readonly string[]) => Promise<void>; done: string[]; most: () => number } {
+  let running = 0;
+  let most = 0;
+  const done: string[] = [];
+  const handler = async (ids: readonly string[]) => {
+    most = Math.max(most, ++running);
+    await sleep(5);
+    running--;
+    done.push(...ids);
+  };
+  return { handler, done, most: () => most };
+}
+
 describe('globalConcurrency', () => {
   it('never runs more than N slices at once across keys, and processes every id', async () => {
-    let running = 0;
-    let most = 0;
-    const done: string[] = [];
-    const b = testBatcher({
-      sliceSize: 5,
-      globalConcurrency: 2,
-      eachIteration: async (ids) => {
-        most = Math.max(most, ++running);
-        await sleep(5);
-        running--;
-        done.push(...ids);
-      },
-    });
+    const { handler, done, most } = meter();
+    const b = testBatcher({ sliceSize: 5, globalConcurrency: 2, eachIteration: handler });
     b.createWorker({ concurrency: 8 });
-    await Promise.all(
-      range(10).map((k) =>
-        b.performBatchLater(
-          range(20).map((i) => `${k}-${i}`),
-          { key: `k${k}` },
-        ),
-      ),
-    );
+    await pushKeys(b, 10, 20);
     await waitFor(() => done.length === 200, { what: 'all 200 ids', timeoutMs: 30_000 });
-    expect(most).toBe(2);
+    expect(most()).toBe(2);
   });
 });
 
@@ -84,14 +92,7 @@ describe('globalRateLimit', () => {
       eachIteration: (ids) => void slices.push([Date.now(), ids.length]),
     });
     b.createWorker({ concurrency: 8 });
-    await Promise.all(
-      range(10).map((k) =>
-        b.performBatchLater(
-          range(15).map((i) => `${k}-${i}`),
-          { key: `k${k}` },
-        ),
-      ),
-    );
+    await pushKeys(b, 10, 15);
     await waitFor(() => slices.reduce((n, s) => n + s[1], 0) === 150, { what: 'all 150 ids', timeoutMs: 30_000 });
     // Handler starts lag their claims by a few ms (see flow-control.test.ts): 50 ms of slack.
     expect(busiestWindow(slices, 300 - 50)).toBeLessThanOrEqual(30);
@@ -100,32 +101,15 @@ describe('globalRateLimit', () => {
 
 describe('set at run time, and seen', () => {
   it('setGlobalConcurrency and setGlobalRateLimit apply to running workers and show in stats()', async () => {
-    let running = 0;
-    let most = 0;
-    const done: string[] = [];
-    const b = testBatcher({
-      sliceSize: 2,
-      eachIteration: async (ids) => {
-        most = Math.max(most, ++running);
-        await sleep(5);
-        running--;
-        done.push(...ids);
-      },
-    });
+    const { handler, done, most } = meter();
+    const b = testBatcher({ sliceSize: 2, eachIteration: handler });
     expect((await b.stats()).limits).toEqual({ waiting: 0, heldMs: 0, waitedMs: 0, waits: 0 });
     b.createWorker({ concurrency: 6 });
     await b.setGlobalConcurrency(1);
     await b.setGlobalRateLimit({ max: 1000, durationMs: 1000 });
-    await Promise.all(
-      range(6).map((k) =>
-        b.performBatchLater(
-          range(6).map((i) => `${k}-${i}`),
-          { key: `k${k}` },
-        ),
-      ),
-    );
+    await pushKeys(b, 6, 6);
     await waitFor(() => done.length === 36, { what: 'all 36 ids', timeoutMs: 30_000 });
-    expect(most).toBe(1);
+    expect(most()).toBe(1);
     const { limits } = await b.stats();
     expect(limits).toMatchObject({ concurrency: { limit: 1, running: 0 }, rate: { max: 1000, durationMs: 1000, used: 36 } });
     // Six keys for one place: most of them waited, and that time is counted.
