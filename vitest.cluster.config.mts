@@ -32,6 +32,7 @@ export default defineConfig({
         'errors.infra',
         'failures',
         'flow-control',
+        'global-limits',
         'group-commit',
         'history',
         'producer',
