@@ -81,6 +81,25 @@ describe('globalConcurrency', () => {
     await waitFor(() => done.length === 200, { what: 'all 200 ids', timeoutMs: 30_000 });
     expect(most()).toBe(2);
   });
+  it('a slice longer than a lease keeps its place: its worker renews the lease', async () => {
+    const { handler, done, most } = meter();
+    const b = testBatcher({
+      lockTtlMs: 1000,
+      globalConcurrency: 1,
+      eachIteration: async (ids, ctx) => {
+        if (ctx.key === 'long') await sleep(2500);
+        await handler(ids);
+      },
+    });
+    b.createWorker({ concurrency: 4 });
+    await b.performBatchLater(['1'], { key: 'long' });
+    await waitFor(async () => (await b.stats()).limits.concurrency?.running === 1, { what: 'the long slice to take the place' });
+    await b.performBatchLater(['2'], { key: 'short' });
+    await waitFor(() => done.length === 2, { what: 'both keys', timeoutMs: 30_000 });
+    // The long slice was first, so the short key waited for it whole, past two lease lengths.
+    expect(done).toEqual(['1', '2']);
+    expect(most()).toBe(1);
+  });
 });
 
 describe('globalRateLimit', () => {

@@ -145,10 +145,11 @@ export class GlobalLimits {
         this.renewal = undefined;
         return;
       }
-      // A renewal that fails is tried again next tick; a lease that lapses meanwhile is asked for again at its lane's next pass.
-      renewLeases(this.deps.client(), this.deps.names, this.deps.lockTtlMs, [...this.leases]).catch((err: unknown) =>
-        log(this.deps.logger, 'warn', 'batch-by-key: could not renew global concurrency leases', { err }),
-      );
+      // A renewal that fails (a closed batcher's client throws) is tried again next tick; a lease
+      // that lapses meanwhile is asked for again at its lane's next pass.
+      Promise.resolve()
+        .then(() => renewLeases(this.deps.client(), this.deps.names, this.deps.lockTtlMs, [...this.leases]))
+        .catch((err: unknown) => log(this.deps.logger, 'warn', 'batch-by-key: could not renew global concurrency leases', { err }));
     }, every).unref();
   }
 
@@ -162,8 +163,8 @@ export class GlobalLimits {
   private refresh(): void {
     if (this.refreshing) return;
     this.refreshing = true;
-    this.deps
-      .read()
+    Promise.resolve()
+      .then(() => this.deps.read())
       .then((limits) => this.heard(limits))
       .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not read the global limits', { err }))
       .finally(() => (this.refreshing = false));
