@@ -14,17 +14,18 @@ const server = isolatedRedis();
  * warmed-up batcher, scripts' own commands included (SLOWLOG logs those too), as their arguments;
  * our script calls are named by script (`limits_enter`, say).
  */
-async function oneIdCycle(options: Partial<BatchByKeyOptions>): Promise<string[][]> {
+async function oneIdCycle(options: Partial<BatchByKeyOptions>, ids = ['1']): Promise<string[][]> {
   const admin = track(new Redis(server().url));
   const b = track(batchByKey({ name: uniqueName('cost'), connection: server().url, ...options, eachIteration: () => {} }));
   const worker = b.createWorker();
   const cycle = async (key: string) => {
     const completed = new Promise<void>((resolve) => worker.once('completed', () => resolve()));
-    await b.performBatchLater(['1'], { key });
+    await b.performBatchLater(key === 'warm' ? ['1'] : ids, { key });
     await completed;
   };
   // Warm up: the store check, the scripts' load, the worker's first fetch.
   await cycle('warm');
+  await admin.config('SET', 'slowlog-max-len', '100000');
   await admin.config('SET', 'slowlog-log-slower-than', '0');
   await admin.slowlog('RESET');
   await cycle('k');
@@ -50,5 +51,11 @@ describe.skipIf(onCluster())('the cost of batcher-wide limits', () => {
     const limited = await oneIdCycle({ globalConcurrency: 4, globalRateLimit: { max: 1000, durationMs: 1000 } });
     // Before the first claim, before the claim that finds nothing, and the run's end.
     expect(limitCalls(limited).sort()).toEqual(['limits_enter', 'limits_enter', 'limits_leave']);
+  });
+
+  it('with them, a run makes one pass per claim and one leave: 25 ids in slices of 10 are 4 passes', async () => {
+    const ids = Array.from({ length: 25 }, (_, i) => String(i));
+    const limited = await oneIdCycle({ sliceSize: 10, globalConcurrency: 4, globalRateLimit: { max: 1000, durationMs: 1000 } }, ids);
+    expect(limitCalls(limited).sort()).toEqual(['limits_enter', 'limits_enter', 'limits_enter', 'limits_enter', 'limits_leave']);
   });
 });
