@@ -272,8 +272,10 @@ describe.skipIf(onCluster())('batcher-wide limits across 3 worker processes', ()
 
   it("a light key pushed during a flood runs before the flood's running lanes start another slice", async () => {
     const name = uniqueName('global-fair');
-    // Long turns: without giving up their places, the flood's lanes would run many more slices first.
-    const options = { sliceSize: 5, globalConcurrency: 2, maxRuntimeMs: 300 };
+    // One place, and long turns: without giving up its place, the flood's running lane would run
+    // many more slices first. (With more places, a lane may keep its own while a place is free
+    // for the light key, and run on as the light key's job is fetched.)
+    const options = { sliceSize: 5, globalConcurrency: 1, maxRuntimeMs: 300 };
     const children = await workers(3, name, options, { sliceDelayMs: 20 });
     try {
       const pusher = testBatcher({ name, ...options, eachIteration: () => {} });
@@ -295,8 +297,8 @@ describe.skipIf(onCluster())('batcher-wide limits across 3 worker processes', ()
       await waitFor(async () => (await slicesOf(name)).some((s) => s.key === 'light'), { what: 'the light key', timeoutMs: 30_000 });
       const slices = await slicesOf(name);
       const lightAt = slices.find((s) => s.key === 'light')!.at;
-      // At most the slices whose lanes had passed the limits as the light key came.
-      expect(slices.filter((s) => s.key !== 'light' && s.at >= pushedAt && s.at < lightAt).length).toBeLessThanOrEqual(2);
+      // At most the slice whose lane had passed the limits as the light key came.
+      expect(slices.filter((s) => s.key !== 'light' && s.at >= pushedAt && s.at < lightAt).length).toBeLessThanOrEqual(1);
     } finally {
       await Promise.all(children.map((c) => stopProcess(c)));
     }
