@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KEY_SUFFIXES, Keyspace, LANE_NAMES, laneNames, ticketHash, deadLettersOf } from '../src/storage/keys';
+import { limitKeys } from '../src/storage/limits-protocol';
 import { ShardLayout } from '../src/storage/shards';
 
 const DOC = join(__dirname, '..', 'docs', 'contributing', 'internals.md');
@@ -31,7 +32,7 @@ function namesInCode(): Set<string> {
   for (const name of [dead.entries, dead.byTime, dead.byAttempts, dead.evicted, deadLettersOf(dead, 'E')]) names.add(write(name));
   const history = space.history;
   for (const name of [history.series, history.claim, history.processed]) names.add(write(name));
-  for (const name of Object.values(space.limits)) names.add(write(name));
+  for (const name of limitKeys(space.limits)) names.add(write(name));
   names.add(space.index).add(space.config).add(space.pausedIndex);
   // A shard's index, its hash tag written as the table does (see shards.ts shardTag).
   names.add(new ShardLayout('prefix', 'name', space, 2).indexes[0]!.replace(/\{name#[^}]+\}/, '{name#N.i.c}'));
