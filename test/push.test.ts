@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { Queue, QueueKeys } from 'bullmq';
 import { batchByKey, withKey } from '../src';
-import { queuePrefixOf, standardAdd, type KeyQueue } from '../src/storage/job';
+import { pushAdd, queuePrefixOf, WAIT_LIST, type KeyQueue } from '../src/storage/job';
 import { addKeysDerivable } from '../src/storage/protocol';
 import {
   isolatedRedis,
@@ -93,6 +93,32 @@ describe('performBatchLater', () => {
     expect(rec.idsOf('fresh')).toEqual(['1', '2']);
   });
 
+  standaloneOnly.each(['list', 'set'] as const)(
+    'adds the delayed job of an idle key that waits to fill in the push’s own call (%s): one script call, and it runs at maxWaitMs',
+    async (store) => {
+      const rec = new Recorder();
+      const maxWaitMs = 800;
+      const b = track(
+        batchByKey({ name: uniqueName(), connection: server().url, store, minSliceSize: 5, maxWaitMs, eachIteration: rec.handler }),
+      );
+      await b.performBatchLater(['warm-up'], { key: 'other' }); // connections and scripts, outside the count
+      const pushedAt = Date.now();
+      const counts = await commandCounts(() => b.performBatchLater(['1', '2'], { key: 'idle' }));
+      expect(counts.scripts).toBe(1); // push.lua ran BullMQ's addDelayedJob inside
+      const delayed = await isolatedQueue(b).getDelayed();
+      expect(delayed.map((job) => job.data as unknown)).toContainEqual({ key: 'idle' });
+      // The next push of the wait finds the job due by then: one call too, and no second job.
+      expect((await commandCounts(() => b.performBatchLater(['3'], { key: 'idle' }))).scripts).toBe(1);
+      expect((await isolatedQueue(b).getDelayed()).filter((job) => (job.data as { key: string }).key === 'idle')).toHaveLength(1);
+      b.createWorker();
+      await waitFor(() => rec.idsOf('idle').length === 3, { what: 'the key once its wait ends' });
+      const slice = rec.calls.find((c) => c.key === 'idle')!;
+      expect(slice.at - pushedAt).toBeGreaterThanOrEqual(maxWaitMs - 5);
+      expect(slice.at - pushedAt).toBeLessThan(maxWaitMs + 5_000);
+      expect([...slice.ids].sort()).toEqual(['1', '2', '3']);
+    },
+  );
+
   standaloneOnly(
     'sends two key names (the key’s base and the index), and derives BullMQ’s as the installed BullMQ names them',
     async () => {
@@ -101,9 +127,15 @@ describe('performBatchLater', () => {
       // If BullMQ ever names these otherwise, pushes take the two-call path (test below): this says what moved.
       const prefix = queuePrefixOf(queue);
       expect(prefix, 'BullMQ names its de:/active/delayed keys as push.lua derives them').toBe(queue.toKey(''));
-      const add = standardAdd(queue, 'k');
-      expect(add && addKeysDerivable(add.call, prefix!), "BullMQ's addStandardJob keys are BULLMQ_ADD_KEYS under its prefix").toBe(true);
-      await add?.done(null);
+      for (const [kind, delayMs] of [
+        ['standard', 0],
+        ['delayed', 1000],
+      ] as const) {
+        const add = pushAdd(queue, 'k', delayMs, WAIT_LIST);
+        expect(add?.kind, `BullMQ's add with a delay of ${delayMs} ms is its ${kind} add, with the keys push.lua derives`).toBe(kind);
+        expect(add && addKeysDerivable(add, prefix!), `BullMQ's ${kind} add's keys are PUSH_ADD_KEYS.${kind} under its prefix`).toBe(true);
+        await add?.done(null);
+      }
       const admin = track(new Redis(server().url));
       await admin.config('SET', 'slowlog-log-slower-than', '0');
       await admin.slowlog('RESET');

@@ -1,5 +1,5 @@
 import { buildAdd, bullmqScript, type JobsOptions, type Queue } from '../bullmq';
-import { addKeysDerivable, bullmqCall, type BullmqCall } from './protocol';
+import { addKeysDerivable, bullmqCall, type BullmqCall, type PushAdd } from './protocol';
 import { runScript, type RedisClient } from './scripts';
 import { argv } from './scripts/args';
 import { BULLMQ_PUSH_READS, dedupIdsOf, JOB_NAME } from './keys';
@@ -115,8 +115,8 @@ export function queuePrefixOf(queue: KeyQueue): string | undefined {
 /** A queue's names never change: checked once per queue, not per push. */
 const prefixes = new WeakMap<KeyQueue, string | undefined>();
 
-/** Whether a queue's addStandardJob keys are the ones push.lua derives (see standardAdd). */
-const addsDerivable = new WeakMap<KeyQueue, boolean>();
+/** Whether a queue's adds of each kind a push makes have the keys push.lua derives (see pushAdd). */
+const addsDerivable = new WeakMap<KeyQueue, Partial<Record<PushAdd['kind'], boolean>>>();
 
 /**
  * The options of a key's job: one per key (deduplicated by key), retries are ours, per slice. Its
@@ -195,25 +195,34 @@ export async function ensureJob(client: RedisClient, queue: KeyQueue, key: Key, 
 }
 
 /**
- * BullMQ's add of a job to the wait list that may start now, built by BullMQ (`capturedAdd`) but not
- * sent: `call` is its addStandardJob call (arguments; its keys are the ones push.lua derives
- * from the queue prefix), for a push to make in its own script call (push.lua), and `done` takes
- * that script's reply as BullMQ's and resolves when BullMQ has read it. Undefined when BullMQ did
- * not build the call at once, or builds its keys otherwise than push.lua derives them (checked at
- * a queue's first add, not per push): then nothing is sent or pending, and the caller adds the
- * job the usual way.
+ * BullMQ's add of the key's job for a push to make in its own script call (push.lua), built by
+ * BullMQ (`capturedAdd`) but not sent: at `level`, its standard add of a job that may start now
+ * (`delayMs` 0, the wait list), or its delayed add of one that waits `delayMs` (a key waiting to
+ * fill its maxWaitMs). `done` takes that script's reply as BullMQ's and resolves when BullMQ has
+ * read it. Undefined when BullMQ did not build one of these at once, or builds its keys otherwise
+ * than push.lua derives them (checked at a queue's first add of each kind, not per push): then
+ * nothing is sent or pending, and the caller adds the job the usual way.
  */
-export function standardAdd(queue: KeyQueue, key: Key): { call: BullmqCall; done: (reply: unknown) => Promise<void> } | undefined {
-  if (addsDerivable.get(queue) === false) return undefined;
-  const add = capturedAdd(queue, key, 0, WAIT_LIST);
-  if (add && add.kind === 'standard' && !addsDerivable.has(queue)) {
-    const prefix = queuePrefixOf(queue);
-    addsDerivable.set(queue, prefix !== undefined && addKeysDerivable(add.call, prefix));
-  }
+export function pushAdd(
+  queue: KeyQueue,
+  key: Key,
+  delayMs: number,
+  level: Level,
+): (PushAdd & { done: (reply: unknown) => Promise<void> }) | undefined {
+  let derivable = addsDerivable.get(queue);
+  if (!derivable) addsDerivable.set(queue, (derivable = {}));
+  // BullMQ adds a job with a delay by its delayed add (Job.addJob): known not to fit, it is not built.
+  if (derivable[delayMs > 0 ? 'delayed' : 'standard'] === false) return undefined;
+  const add = capturedAdd(queue, key, delayMs, level);
   if (!add) return undefined;
-  if (add.kind !== 'standard' || !addsDerivable.get(queue)) {
+  const kind = add.kind === 'prioritized' ? undefined : add.kind;
+  if (kind && derivable[kind] === undefined) {
+    const prefix = queuePrefixOf(queue);
+    derivable[kind] = prefix !== undefined && addKeysDerivable({ kind, call: add.call }, prefix);
+  }
+  if (!kind || !derivable[kind]) {
     void add.done(null).catch(() => undefined);
     return undefined;
   }
-  return add;
+  return { kind, call: add.call, done: add.done };
 }

@@ -131,13 +131,6 @@ export const BULLMQ_FINISH_KEYS = [
 ] as const;
 
 /**
- * BullMQ's addStandardJob keys, as its queue prefix followed by each of these: what its backend
- * builds today. A push derives them in Lua (see push.lua) when they match what the installed
- * BullMQ builds (checked per call, protocol.ts `push`); else the key's job is added after it.
- */
-export const BULLMQ_ADD_KEYS = ['wait', 'paused', 'meta', 'id', 'completed', 'delayed', 'active', 'events', 'marker'] as const;
-
-/**
  * The BullMQ names a push reads to tell whether the key's job will claim its ids, as its queue
  * prefix followed by these (a job's own hash is the prefix and its id): a deduplication key is
  * `dedup` followed by a deduplication id (one of the key's two: `dedupIdsOf`). A push derives

@@ -1,5 +1,6 @@
 import { MAX_TIMER_MS } from '../core/limits';
-import { BULLMQ_ADD_KEYS, type KeyNames } from './keys';
+import { PUSH_ADD_KEYS, type PushAddKind } from '../bullmq';
+import type { KeyNames } from './keys';
 import { CLAIM_REPLY_HEAD, REPLY } from './replies';
 import { runScript, type RedisClient, type ScriptArg } from './scripts';
 import { argv } from './scripts/args';
@@ -77,8 +78,8 @@ export interface PushCall {
   ticket?: { id: string; ttlMs: number; open?: boolean; callback?: boolean };
   /** Standalone Redis only; on a Cluster the caller writes the index and adds the job itself. */
   job?: JobKeys;
-  /** With `job`: BullMQ's add of the key's job, made in the same call when one is needed (see job.ts standardAdd). */
-  add?: BullmqCall;
+  /** With `job`: BullMQ's add of the key's job, made in the same call when it fits the key's need (see job.ts pushAdd). */
+  add?: PushAdd;
   /** The W3C traceparent of the pusher's active span, recorded for each id (see includes/traces.lua). */
   traceparent?: string;
   /** The key's wait to fill, if it has one (see includes/fill.lua). */
@@ -87,6 +88,15 @@ export interface PushCall {
   maxPending?: number;
   /** A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua). */
   high?: boolean;
+}
+
+/**
+ * BullMQ's add of a key's job for a push to make in its own call (push.lua): its standard add of a
+ * job that may start now, or its delayed add of a job that waits the key's maxWaitMs to fill.
+ */
+export interface PushAdd {
+  kind: PushAddKind;
+  call: BullmqCall;
 }
 
 /** Why a push wrote nothing: its open ticket is unknown (or expired), or sealed; or the key's backlog is full. */
@@ -146,10 +156,10 @@ export async function pushMany(client: RedisClient, pushes: readonly PushOfMany[
 /** push.lua's KEYS and ARGV for one push. */
 function pushArgs(names: KeyNames, p: PushCall): { keys: string[]; args: ScriptArg[] } {
   const job = p.job;
-  // BullMQ's add keys are derived in the script from its prefix (job.ts standardAdd builds an add
+  // BullMQ's add keys are derived in the script from its prefix (job.ts pushAdd builds an add
   // only where they are what the installed BullMQ builds).
   const add = job && p.add;
-  const [addArgs = '', addData = '', addOpts = ''] = add ? add.args : [];
+  const [addArgs = '', addData = '', addOpts = ''] = add ? add.call.args : [];
   const args = argv(
     'push',
     {
@@ -163,7 +173,7 @@ function pushArgs(names: KeyNames, p: PushCall): { keys: string[]; args: ScriptA
       ticketMode: p.ticket?.open ? 'open' : 'new',
       callback: p.ticket?.callback ?? false,
       queuePrefix: job?.queuePrefix ?? '',
-      addJob: add !== undefined,
+      addJob: add?.kind ?? '',
       addArgs,
       addData,
       addOpts,
@@ -212,9 +222,10 @@ function fillArgs(fill: Fill | undefined): { fillMin: number; fillMaxWaitMs: num
   return fill ? { fillMin: fill.minSliceSize, fillMaxWaitMs: fill.maxWaitMs } : { fillMin: 1, fillMaxWaitMs: 0 };
 }
 
-/** Whether BullMQ's addStandardJob call uses the keys push.lua derives from the queue prefix. */
-export function addKeysDerivable(add: BullmqCall, queuePrefix: string): boolean {
-  return add.keys.length === BULLMQ_ADD_KEYS.length && BULLMQ_ADD_KEYS.every((name, i) => add.keys[i] === queuePrefix + name);
+/** Whether BullMQ's add call uses the keys push.lua derives from the queue prefix. */
+export function addKeysDerivable(add: PushAdd, queuePrefix: string): boolean {
+  const names = PUSH_ADD_KEYS[add.kind];
+  return add.call.keys.length === names.length && names.every((name, i) => add.call.keys[i] === queuePrefix + name);
 }
 
 /** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */

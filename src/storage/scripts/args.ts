@@ -94,8 +94,9 @@ export const SCRIPT_ARGS = {
       ticketMode: 'str',
       callback: 'flag',
       queuePrefix: 'str',
-      addJob: 'flag',
-      // BullMQ's addStandardJob arguments (see job.ts standardAdd), '' when not sent.
+      // Which of BullMQ's adds follows ('standard' or 'delayed', see job.ts pushAdd), '' for none.
+      addJob: 'str',
+      // Its arguments, '' when not sent.
       addArgs: 'raw',
       addData: 'raw',
       addOpts: 'raw',

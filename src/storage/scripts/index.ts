@@ -6,7 +6,6 @@ import { isReplyError } from '../../core/redis-errors';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
 import {
-  BULLMQ_ADD_KEYS,
   BULLMQ_FINISH_KEYS,
   BULLMQ_PUSH_READS,
   JOB_NAME,
@@ -19,7 +18,7 @@ import {
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 import { argsInclude } from './args';
 
-import { bullmqEventsInclude, bullmqScript, withHeldEvents } from '../../bullmq';
+import { bullmqEventsInclude, bullmqScript, PUSH_ADD_KEYS, withHeldEvents } from '../../bullmq';
 import type { RedisClient } from '../../core/connection';
 
 export type { RedisClient };
@@ -208,7 +207,9 @@ export function keyspaceInclude(): string {
     `local CLAIM_REPLY_HEAD, TICKET_ERRORS_SUFFIX, TICKET_CHANNEL_SUFFIX = ${CLAIM_REPLY_HEAD}, ${lua(TICKET_ERRORS_SUFFIX)}, ${lua(TICKET_CHANNEL_SUFFIX)}`,
     `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
     `local BULLMQ_FINISH_KEYS = { ${BULLMQ_FINISH_KEYS.map(lua).join(', ')} }`,
-    `local BULLMQ_ADD_KEYS = { ${BULLMQ_ADD_KEYS.map(lua).join(', ')} }`,
+    `local BULLMQ_PUSH_ADD_KEYS = { ${Object.entries(PUSH_ADD_KEYS)
+      .map(([kind, names]) => `${kind} = { ${names.map(lua).join(', ')} }`)
+      .join(', ')} }`,
     `local BULLMQ_PUSH_READS = { ${Object.entries(BULLMQ_PUSH_READS)
       .map(([field, name]) => `${field} = ${lua(name)}`)
       .join(', ')} }`,

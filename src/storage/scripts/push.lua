@@ -28,10 +28,12 @@
                  the index and adds the job itself): the key's job is read from, and added under,
                  the names BullMQ gives them there (BULLMQ_PUSH_READS: its deduplication keys, the
                  prefix + `dedup` + each of the key's two deduplication ids, its active list and
-                 delayed set; job hashes; BULLMQ_ADD_KEYS)
-    addJob       add the key's job in this same call when it needs one and may start now, with
-                 BullMQ's addStandardJob (inlined) and its arguments addArgs, addData, addOpts
-                 (see job.ts standardAdd), built for the key's own deduplication id and made over
+                 delayed set; job hashes; BULLMQ_PUSH_ADD_KEYS)
+    addJob       '' or which of BullMQ's adds (inlined) adds the key's job in this same call when it
+                 needs one: 'standard' (addStandardJob) when it may start now, 'delayed'
+                 (addDelayedJob, built with a delay of fillMaxWaitMs) when it waits exactly that
+                 long to fill; its arguments addArgs, addData, addOpts (see job.ts pushAdd),
+                 built for the key's own deduplication id and made over
                  here for its spare one when that is the id the job goes under
                  (includes/key-job.lua); else the caller adds it
     traceparent  the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
@@ -69,6 +71,7 @@
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
+--- @include "bullmq-add-delayed-job"
 --- @include "key-job-events"
 local K = keyNames(KEYS[1], 0)
 -- In the body, not the prelude: its locals are read from each call's ARGV (see args.ts).
@@ -181,17 +184,20 @@ if holding(got[2]) or got[1] then return listed({1, waitMs}) end
 local jobId, dedup = keyJobOf(queue, got[3], got[4])
 
 -- Not covered: the job is added here, under the deduplication id `dedup` names, when the caller
--- sent BullMQ's add and it may start now; else the caller adds it (delayed, or at another level).
--- When jobs not ours hold both ids nothing can be added (the caller's add finds the same).
+-- sent BullMQ's add for the wait the key has: its standard add for a key that may start now, its
+-- delayed add, built for maxWaitMs, for one whose ids wait that long to fill (this push's are the
+-- first of the wait); else the caller adds it (a held key, or at another level). When jobs not
+-- ours hold both ids nothing can be added (the caller's add finds the same).
 local function uncovered()
-  if not arg_addJob or waitMs ~= 0 or not dedup then return listed({0, waitMs}) end
-  local keys = queueKeys(queue, BULLMQ_ADD_KEYS)
+  local waits = arg_addJob == 'delayed'
+  if arg_addJob == '' or waitMs ~= (waits and arg_fillMaxWaitMs or 0) or not dedup then return listed({0, waitMs}) end
+  local keys = queueKeys(queue, BULLMQ_PUSH_ADD_KEYS[arg_addJob])
   local args = {arg_addArgs, arg_addData, arg_addOpts}
   if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
   holdBullmqEvents()
-  local added = bullmqAddStandardJob(keys, args)
+  local added = (waits and bullmqAddDelayedJob or bullmqAddStandardJob)(keys, args)
   releaseBullmqEvents(keepNone)
-  return {0, 0, added}
+  return {0, waitMs, added}
 end
 
 -- A waiting (or prioritized) job of ours will claim soon. An active one may be between its last
