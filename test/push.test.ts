@@ -71,14 +71,30 @@ describe('performBatchLater', () => {
     expect(await keysMatching(`*${b.name}*`)).toEqual([]);
   });
 
-  standaloneOnly('pushes 5,000 ids in one script call of chunked commands, never one command per id', async () => {
+  standaloneOnly('pushes 5,000 ids by native RPUSHes of 1,000 in one MULTI with its script, never one command per id', async () => {
     const b = isolatedBatcher();
     await b.performBatchLater(['warm-up'], { key: 'other' }); // connections and scripts, outside the count
     const counts = await commandCounts(() => b.performBatchLater(range(5000), { key: 'bulk' }));
     expect(counts.rpush).toBe(6); // 5 chunks of ids, and the push's one lag mark (scripts count their commands)
-    expect(counts.scripts).toBe(2); // our push, and BullMQ's add of the new key's job
-    expect(counts.exec).toBeUndefined();
+    expect(counts.exec).toBe(1); // the index, the ids and the push script, in one transaction
+    expect(counts.scripts).toBe(2); // our push, and BullMQ's add of the new key's job (at the heavy level)
     expect(await b.backlog('bulk')).toEqual({ pending: 5000, inFlight: 0, retrying: 0 });
+  });
+
+  it.each([
+    ['a bulk push', 1000],
+    ['a push of a few ids', 3],
+  ])('%s to a key of the wrong type rejects with Redis’s error and stores nothing of it', async (_, size) => {
+    const redis = track(new Redis(server().url));
+    const b = isolatedBatcher();
+    await b.performBatchLater(['warm-up'], { key: 'other' }); // the client runs its scripts as functions from here
+    const names = keyspaceOf(b).forKey('k');
+    await redis.set(names.pending, 'a string, so RPUSH fails');
+    await expect(b.performBatchLater(range(size), { key: 'k' })).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.exists(names.pushMarks)).toBe(0);
+    expect(await redis.get(names.pending)).toBe('a string, so RPUSH fails');
+    const jobs = await isolatedQueue(b).getJobs(['waiting', 'prioritized', 'delayed']);
+    expect(jobs.map((job) => (job.data as { key: string }).key)).toEqual(['other']);
   });
 
   standaloneOnly('adds a new light key’s job in the push’s own call: one script call in all', async () => {

@@ -108,6 +108,8 @@ export const SCRIPT_ARGS = {
       fillMaxWaitMs: 'int',
       // A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua).
       high: 'flag',
+      // How many ids the push wrote before this call, by native commands in its transaction (0: its ids follow).
+      stored: 'int',
     } as const,
     true,
   ),

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Cluster } from 'ioredis';
+import { Cluster, type ChainableCommander } from 'ioredis';
 import { isReplyError } from '../../core/redis-errors';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
@@ -526,6 +526,37 @@ async function callFunction(
   state.reloading ??= loadLibrary(client, state, true).finally(() => (state.reloading = undefined));
   await state.reloading;
   return state.mode === 'functions' ? fcall(client, name, keys, args) : evalsha(client, name, keys, args);
+}
+
+/**
+ * Queues a script's FCALL on `transaction` (a MULTI of `client`) if `client` runs the scripts as
+ * functions, and says whether it did; else (EVALSHA, or not decided yet) queues nothing. A function
+ * Redis lost fails at the transaction's EXEC, after the commands queued before it ran: see
+ * `lostFunction`.
+ */
+export function queueScript(
+  client: RedisClient,
+  transaction: ChainableCommander,
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly ScriptArg[],
+): boolean {
+  const fn = clients.get(client)?.mode === 'functions' ? scriptLibrary().functions.get(name) : undefined;
+  if (fn === undefined) return false;
+  transaction.fcall(fn, keys.length, ...keys, ...args);
+  return true;
+}
+
+/**
+ * Whether `err`, the reply of a script queued by `queueScript`, says Redis lost the library; if so,
+ * the library is loaded again for the calls that follow (as `runScript` does).
+ */
+export function lostFunction(client: RedisClient, err: unknown): boolean {
+  const state = clients.get(client);
+  if (!state || !isReplyError(err) || !FUNCTION_MISSING.test((err as Error).message)) return false;
+  state.reloading ??= loadLibrary(client, state, true).finally(() => (state.reloading = undefined));
+  state.reloading.catch(() => undefined);
+  return true;
 }
 
 /** What Redis answers a call of a function, or a library, it does not have. */

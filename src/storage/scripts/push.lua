@@ -43,6 +43,9 @@
     high         a push with priority 'high': its ids wait in the key's high store. A set's or
                  zset's id pushed at both levels waits at high, at the earlier of its two times
                  (see includes/priority.lua)
+    stored       how many ids the push wrote just before this call, by RPUSH in the same MULTI
+                 (a list push of many ids, untracked, without data, trace, maxPending or priority;
+                 see protocol.ts `push`): none are sent; 0 for a push whose ids follow
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
@@ -79,7 +82,7 @@ local K = keyNames(KEYS[1], 0)
 local queue = arg_queuePrefix
 local FIRST = arg_rest
 local mode = arg_payloadMode
-local count = mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
+local count = arg_stored > 0 and arg_stored or mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
 local LAST = FIRST + count - 1
 local kind = arg_store
 local ticket = arg_ticket
@@ -101,7 +104,9 @@ if pending then return {REPLY.backlogFull, pending, adding} end
 
 local waitMs = 0
 if kind == 'list' then
-  chunked('RPUSH', W.pending, ARGV, FIRST, LAST)
+  -- Ids the push stored before this call (stored): LLEN fails on a key of the wrong type, as their
+  -- RPUSH did, so this call writes nothing either.
+  if arg_stored > 0 then redis.call('LLEN', W.pending) else chunked('RPUSH', W.pending, ARGV, FIRST, LAST) end
   -- One mark per push, consumed by claims in FIFO order.
   redis.call('RPUSH', W.pushMarks, now .. ' ' .. count)
 elseif kind == 'set' then
