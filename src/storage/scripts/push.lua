@@ -58,6 +58,7 @@
 --- @include "keyspace"
 --- @include "clock"
 --- @include "chunked"
+--- @include "marks"
 --- @include "extras"
 --- @include "flow"
 --- @include "payloads"
@@ -98,9 +99,8 @@ if pending then return {REPLY.backlogFull, pending, adding} end
 
 local waitMs = 0
 if kind == 'list' then
-  chunked('RPUSH', W.pending, ARGV, FIRST, LAST)
-  -- One mark per push, consumed by claims in FIFO order.
-  redis.call('RPUSH', W.pushMarks, now .. ' ' .. count)
+  -- Pending was empty when its length is this push's ids alone: only then a mark (marks.lua).
+  if chunked('RPUSH', W.pending, ARGV, FIRST, LAST) == count then startMarks(W.pushMarks, now) end
 elseif kind == 'set' then
   chunked('SADD', W.pending, ARGV, FIRST, LAST)
   -- When pending went from empty to non-empty (a claim that empties it clears the mark).
