@@ -53,12 +53,16 @@ export interface KeyNames {
   /** The same for the ids of the slice in flight. */
   trackedInFlight: string;
   /**
-   * When the pending ids were pushed, for lag. List store: a list of `pushMs count`, one per
-   * push, oldest first, consumed by claims. Set store: a string, the time pending last went from
+   * When the pending ids were pushed, for lag. List store: a list of `sinceMs count`, oldest
+   * first, started by the push that finds pending empty and written by claims, never by the
+   * pushes between (see includes/marks.lua). Set store: a string, the time pending last went from
    * empty to non-empty. Zset store: unused (the scores are the ready times).
    */
   pushMarks: string;
-  /** The push time of the oldest id of the slice in flight (by `pushMarks`), for a restore to put back. */
+  /**
+   * The mark of the oldest id of the slice in flight (by `pushMarks`), for a restore to put back:
+   * the list store's, a list of it alone (moved there by LMOVE); the others', a string.
+   */
   inFlightMark: string;
   /** The JSON of the failed slice in flight, if it is one: a run that dies keeps its history. */
   inFlightSlice: string;
