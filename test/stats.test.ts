@@ -129,6 +129,35 @@ describe('stats()', () => {
     expectLagOf(s.oldestPendingAgeMs, s.at, again);
   });
 
+  it('list: ids pushed after a slice went back to an empty pending count from the restore, not from the slice', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const holding = (sliceSize: number) =>
+      testBatcher({
+        name: b.name,
+        sliceSize,
+        async eachIteration(_ids, ctx) {
+          await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+          throw ctx.signal.reason;
+        },
+      });
+    const client = redisClient();
+    const first = await timedPush(b, 'k', ['1']);
+    const c = holding(10);
+    const worker = c.createWorker();
+    await waitFor(async () => (await b.backlog('k')).inFlight === 1, { what: 'the slice in flight' });
+    await waitFor(async () => (await redisNow(client)) > first[1] + 25, { what: 'the Redis clock to move on' });
+    const restoredFrom = await redisNow(client);
+    await worker.close(); // the slice goes back to pending, which was empty
+    const second = await timedPush(b, 'k', ['2']);
+    // A run of slices of one: it takes id 1 back, leaving id 2 (pushed after the restore) at the head.
+    holding(1).createWorker();
+    await waitFor(async () => (await b.backlog('k')).inFlight === 1, { what: 'id 1 in flight again' });
+    const s = await b.stats();
+    const mark = s.at - s.oldestPendingAgeMs;
+    expect(mark).toBeGreaterThanOrEqual(restoredFrom);
+    expect(mark).toBeLessThanOrEqual(second[1]);
+  });
+
   it('list, a busy key flooded with fresh pushes: lag never reads younger than its oldest id, nor older than the claim before its push', async () => {
     const gates: Gate[] = [];
     let flooding = true;

@@ -64,14 +64,15 @@ local function takeMarks(marks, markKey, n, left)
 end
 
 -- A list's slice of `n` ids given back to the head of pending, with its mark `mark`: its entry
--- goes in front, counted among the ids ahead of the open entry.
+-- goes in front, counted among the ids ahead of the open entry (one opened now, if pending was
+-- empty: the ids pushed after the restore are not as old as the slice).
 local function restoreMarks(marks, mark, n)
   local since, ahead = markOf(redis.call('RPOP', marks))
   if since then
     redis.call('LPUSH', marks, mark .. ' ' .. n)
     redis.call('RPUSH', marks, since .. ' ' .. (ahead + n))
   else
-    startMarks(marks, mark)
+    redis.call('RPUSH', marks, mark .. ' ' .. n, clockMs() .. ' ' .. n)
   end
 end
 
