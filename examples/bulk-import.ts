@@ -3,7 +3,7 @@
  * `npx tsx examples/bulk-import.ts`: against REDIS_URL, or, when it is unset, a throwaway
  * redis-server from your PATH (see run-main.ts).
  */
-import { batchByKey, PermanentError, type IterationContext } from '../src';
+import { batchByKey, PermanentError, type IterationContext } from 'batch-by-key';
 import { runMain } from './run-main';
 
 /**

@@ -11,7 +11,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import express from 'express';
 import { pathToFileURL } from 'node:url';
-import { bullBoardAdapters, dashboard } from '../src';
+import { bullBoardAdapters, dashboard } from 'batch-by-key';
 import { SegmentRefresher } from './segment-refresher';
 
 export function createBoardApp(): express.Express {
