@@ -212,8 +212,9 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
   if (letters) await deps.deadLetters.trim();
   // A slice that reported its failed ids is reported as those ids (its others emit slice:done).
   const ids = failed.failures ? slice.ids.filter((id) => failed.failures!.has(id)) : slice.ids;
-  log(options.logger, plan.outcome === 'retry' ? 'warn' : 'error', 'batch-by-key: slice failed', {
-    err: error,
+  const line = failed.failures ? reportedLine(error) : thrownLine(plan.outcome, error);
+  log(options.logger, line.level, line.message, {
+    ...line.meta,
     key: slice.key,
     ids: ids.length,
     ...(plan.acked !== undefined && { acked: plan.acked }),
@@ -233,6 +234,23 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
   });
   if (plan.dead.length > 0) deadEvents(events, slice.key, plan, error);
   return true;
+}
+
+type FailureLine = { level: 'info' | 'warn' | 'error'; message: string; meta: { err: unknown } | { error: string } };
+
+/** A slice that threw (or timed out) is an incident: a warning with the error, and its stack, while it is retried. */
+function thrownLine(outcome: FailureOutcome, error: unknown): FailureLine {
+  return { level: outcome === 'retry' ? 'warn' : 'error', message: 'batch-by-key: slice failed', meta: { err: error } };
+}
+
+/**
+ * Ids the handler reported with `ctx.fail` are an outcome it expected, not an incident: one info
+ * line per slice with the first error's message and no stack (each id's error is in the
+ * `slice:failed` event's `errors`, and in its dead letter).
+ */
+function reportedLine(first: unknown): FailureLine {
+  const error = first instanceof Error ? first.message : String(first);
+  return { level: 'info', message: 'batch-by-key: ids reported failed', meta: { error } };
 }
 
 /** The `dead` event of a failure: one, or, for ids that died of their own errors, one per error. */
