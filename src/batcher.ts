@@ -4,7 +4,7 @@ import { Operations } from './runtime/operations';
 import { Producer } from './runtime/producer';
 import { BatcherRuntime } from './runtime/runtime';
 import { Workers } from './runtime/workers';
-import type { Batcher, BatchByKeyOptions, CreateWorkerOptions, EachIteration } from './core/types';
+import type { Batcher, BatchByKeyOptions, CreateWorkerOptions, EachIteration, PerformOptions, PushItem } from './core/types';
 
 /** Each batcher's check of createWorker's options (see checkWorkerOptions). */
 const workerOptionChecks = new WeakMap<Batcher, (workerOptions: CreateWorkerOptions, where: string) => void>();
@@ -37,7 +37,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const workers = new Workers(runtime, operations, handler);
   const batcher: Batcher = {
     name: runtime.opts.name,
-    performBatchLater: async (ids, performOptions) => producer.push(ids, performOptions),
+    // A push with `track: true` or `ticket` always resolves with its ticket (push/enqueue.ts): the overloads tell the caller so.
+    performBatchLater: (async (ids: ReadonlyArray<PushItem>, performOptions?: PerformOptions) =>
+      producer.push(ids, performOptions)) as Batcher['performBatchLater'],
     processor: (fallback) => workers.processor(fallback),
     attach: (worker) => workers.attach(worker),
     createWorker: (workerOptions) => workers.createWorker(workerOptions),

@@ -37,6 +37,7 @@ export {
   SliceTimeoutError,
   CallbackTimeoutError,
   SliceCrashedError,
+  ThrownValueError,
   PermanentError,
   UnknownTicketError,
   WaitTimeoutError,

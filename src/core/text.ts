@@ -16,3 +16,12 @@ export function wellFormedText(text: string, max: number): string {
   }
   return cut.replace(LONE_SURROGATE, '\uFFFD');
 }
+
+/** String(value), or a placeholder when even that throws (an object whose toString throws). */
+export function safeString(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return '(an unprintable value)';
+  }
+}

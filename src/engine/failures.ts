@@ -1,6 +1,6 @@
-import { wellFormedText } from '../core/text';
+import { safeString, wellFormedText } from '../core/text';
 import { UnrecoverableError } from '../bullmq';
-import { PermanentError } from '../core/errors';
+import { asError, PermanentError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
 import { log } from '../core/logger';
 import type { BatcherEmitter } from '../core/events';
@@ -225,11 +225,11 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     ...slice,
     ids,
     durationMs: failed.durationMs,
-    error,
+    error: asError(error),
     outcome: plan.outcome,
     dead: plan.dead,
     ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
-    ...(failed.failures && { errors: failed.failures }),
+    ...(failed.failures && { errors: new Map([...failed.failures].map(([id, own]) => [id, asError(own)])) }),
     ...(plan.acked !== undefined && { acked: plan.acked }),
   });
   if (plan.dead.length > 0) deadEvents(events, slice.key, plan, error);
@@ -262,7 +262,7 @@ function deadEvents(events: BatcherEmitter, key: string, plan: FailurePlan, erro
     if (group) group.push(id);
     else byError.set(own, [id]);
   }
-  for (const [own, ids] of byError) events.emit('dead', { key, ids, error: own, attempts: plan.attempts });
+  for (const [own, ids] of byError) events.emit('dead', { key, ids, error: asError(own), attempts: plan.attempts });
 }
 
 /** Whether a slice that has failed `attempts` runs is retried whole (rather than split or dead). */
@@ -295,15 +295,6 @@ export function serializeError(error: unknown): SerializedError {
     };
   }
   return { name: typeof error, message: wellFormedText(safeString(error), cap.message) };
-}
-
-/** String(value), or a placeholder when even that throws (an object whose toString throws). */
-function safeString(value: unknown): string {
-  try {
-    return String(value);
-  } catch {
-    return '(an unprintable value)';
-  }
 }
 
 /** What a backoff function that returns no finite number gets: the default backoff's first delay. */
