@@ -116,7 +116,7 @@ describe('examples/bull-board.ts', () => {
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
     // bull-board's own API, as its page reads it: the queue's waiting jobs.
-    const reply = await fetch(`${base}/admin/board/api/queues?activeQueue=segment-refresher&status=waiting&page=1&jobsPerPage=100`);
+    const reply = await fetch(`${base}/admin/queues/api/queues?activeQueue=segment-refresher&status=waiting&page=1&jobsPerPage=100`);
     expect(reply.status).toBe(200);
     const { queues } = (await reply.json()) as {
       queues: { name: string; readOnlyMode: boolean; jobs: { name: string; data: unknown }[] }[];
@@ -125,7 +125,7 @@ describe('examples/bull-board.ts', () => {
     expect(queue.readOnlyMode).toBe(true);
     expect(queue.jobs.find((job) => (job.data as { key?: string }).key === key)?.data).toMatchObject({ key, pending: 3, inFlight: 0 });
 
-    const page = await fetch(`${base}/admin/queues/`);
+    const page = await fetch(`${base}/admin/batch-by-key/`);
     expect(page.status).toBe(200);
     expect(await page.text()).toContain(key);
   });

@@ -1,7 +1,7 @@
 import type { Job, Queue } from '../bullmq';
 import { boardReadsOf, type BoardReads } from './board-reads';
 import { describe, InvalidOptionError } from '../core/errors';
-import { JOB_NAME } from '../storage/job';
+import { JOB_NAME, LEVEL, type Level } from '../storage/job';
 import { formatMs } from './html';
 import { log } from '../core/logger';
 import type { Batcher, Key, KeyStats } from '../core/types';
@@ -27,6 +27,13 @@ export interface KeyJobView {
   pending: number;
   /** `oldestPendingAgeMs` as the dashboard shows it (`'850 ms'`, `'3.2 s'`, `'4.5 min'`); `'0 ms'` with nothing pending. */
   lag: string;
+  /**
+   * The job's place in fair scheduling, which bull-board shows as its BullMQ priority (0, 1, 2:
+   * lower runs first), and which says nothing of the key's importance: `'light'` (a first push
+   * that fits in a slice, or lifted by aging), `'heavy'` (a first push bigger than a slice),
+   * `'had its turn'` (its run used its budget and requeued it behind the others).
+   */
+  level: KeyJobLevel;
   inFlight: number;
   retrying: number;
   /** The age of the key's oldest pending id, by the Redis clock (see `KeyStats`). */
@@ -36,6 +43,16 @@ export interface KeyJobView {
 }
 
 type AnyJob = Job<unknown, unknown, string>;
+
+/** See `KeyJobView.level`. */
+export type KeyJobLevel = 'light' | 'heavy' | 'had its turn';
+
+const LEVEL_NAMES: Record<Level, KeyJobLevel> = { [LEVEL.light]: 'light', [LEVEL.heavy]: 'heavy', [LEVEL.hadTurn]: 'had its turn' };
+
+/** A key job's level, from the BullMQ priority it was added with (none: the wait list, light). */
+function levelOf(job: AnyJob): KeyJobLevel {
+  return LEVEL_NAMES[(job.opts.priority ?? LEVEL.light) as Level] ?? 'light';
+}
 
 /**
  * bull-board adapters for a batcher's queues, one per shard (one without `shards`), each a
@@ -126,9 +143,10 @@ async function showKeys(own: BoardReads, jobs: readonly (AnyJob | null | undefin
   }
   const { at, keys } = read;
   const byKey = new Map(keys.map((k) => [k.key, k]));
-  for (const { job, key } of keyed) job.data = { ...(job.data as object), ...view(byKey.get(key)!, at) };
+  for (const { job, key } of keyed) job.data = { ...(job.data as object), ...view(byKey.get(key)!, levelOf(job), at) };
 }
 
-function view({ key, pending, inFlight, retrying, oldestPendingAgeMs }: KeyStats, at: number): KeyJobView {
-  return { key, pending, lag: formatMs(oldestPendingAgeMs), inFlight, retrying, oldestPendingAgeMs, readAt: new Date(at).toISOString() };
+function view({ key, pending, inFlight, retrying, oldestPendingAgeMs }: KeyStats, level: KeyJobLevel, at: number): KeyJobView {
+  const lag = formatMs(oldestPendingAgeMs);
+  return { key, pending, lag, level, inFlight, retrying, oldestPendingAgeMs, readAt: new Date(at).toISOString() };
 }
