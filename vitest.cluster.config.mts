@@ -33,6 +33,7 @@ export default defineConfig({
         'errors.infra',
         'failures',
         'flow-control',
+        'group-commit',
         'history',
         'producer',
         'input.property',

@@ -1,4 +1,5 @@
 import { registerBoardReads } from './ops/board-reads';
+import { levelsOf } from './storage/job';
 import { resolveOptions } from './options';
 import { Operations } from './runtime/operations';
 import { Producer } from './runtime/producer';
@@ -35,30 +36,32 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const producer = new Producer(runtime);
   const operations = new Operations(runtime, producer);
   const workers = new Workers(runtime, operations, handler);
+  // A call under way when close() begins finishes before the connection closes (waitFor, a long wait, is ended instead).
+  const track = <T>(call: Promise<T>) => runtime.track(call);
   const batcher: Batcher = {
     name: runtime.opts.name,
     // A push with `track: true` or `ticket` always resolves with its ticket (push/enqueue.ts): the overloads tell the caller so.
     performBatchLater: (async (ids: ReadonlyArray<PushItem>, performOptions?: PerformOptions) =>
-      producer.push(ids, performOptions)) as Batcher['performBatchLater'],
+      track(producer.push(ids, performOptions))) as Batcher['performBatchLater'],
     processor: (fallback) => workers.processor(fallback),
     attach: (worker) => workers.attach(worker),
     createWorker: (workerOptions) => workers.createWorker(workerOptions),
-    stats: async (statsOptions) => operations.stats(statsOptions),
-    history: async () => operations.history(),
-    backlog: async (key) => operations.backlog(key),
-    recover: async () => operations.recover(),
-    shardCounts: async () => operations.shardCounts(),
-    retireShardCount: async (count) => operations.retireShardCount(count),
-    pause: async (key, pauseOptions) => operations.pause(key, pauseOptions),
-    resume: async (key) => operations.resume(key),
-    paused: async () => operations.paused(),
-    pauseAll: async () => operations.pauseAll(),
-    resumeAll: async () => operations.resumeAll(),
+    stats: async (statsOptions) => track(operations.stats(statsOptions)),
+    history: async () => track(operations.history()),
+    backlog: async (key) => track(operations.backlog(key)),
+    recover: async (recoverOptions) => track(operations.recover(0, recoverOptions)),
+    shardCounts: async () => track(operations.shardCounts()),
+    retireShardCount: async (count) => track(operations.retireShardCount(count)),
+    pause: async (key, pauseOptions) => track(operations.pause(key, pauseOptions)),
+    resume: async (key) => track(operations.resume(key)),
+    paused: async () => track(operations.paused()),
+    pauseAll: async () => track(operations.pauseAll()),
+    resumeAll: async () => track(operations.resumeAll()),
     deadLetters: operations.deadLetters,
-    progress: async (ticket) => producer.progress(ticket),
+    progress: async (ticket) => track(producer.progress(ticket)),
     waitFor: async (ticket, waitOptions) => producer.waitFor(ticket, waitOptions),
-    openTicket: async (key, ticketOptions) => producer.openTicket(key, ticketOptions),
-    sealTicket: async (ticket) => producer.sealTicket(ticket),
+    openTicket: async (key, ticketOptions) => track(producer.openTicket(key, ticketOptions)),
+    sealTicket: async (ticket) => track(producer.sealTicket(ticket)),
     on(event, listener) {
       runtime.events.on(event, listener);
       return this;
@@ -69,6 +72,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     },
     async close() {
       if (!runtime.markClosed()) return;
+      producer.flush();
       await workers.close();
       await runtime.close();
     },
@@ -80,6 +84,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       return runtime.ownQueues();
     },
     readKeys: async (keys) => operations.readKeys(keys),
+    levels: levelsOf(runtime.opts.priority),
     logger: runtime.opts.logger,
   });
   return batcher;

@@ -342,6 +342,15 @@ function program(io: Io): Command {
     });
 
   cli
+    .command('recover')
+    .description('add a job for every key that has ids but no job; --full looks at every key in Redis (SCAN), for jobs removed by hand')
+    .option('--full', "look at every key in Redis, not only those the batcher's recovery index lists")
+    .action(async (o: { full?: boolean }) => {
+      const recovered = await withBatcher(global(), (b) => b.recover({ full: o.full === true }));
+      out(`${recovered} keys got a job\n`);
+    });
+
+  cli
     .command('push')
     .description('push ids, one per line, from a file or stdin')
     .requiredOption('--key <key>', 'the key to push to')

@@ -41,6 +41,7 @@ export {
   ShutdownError,
   ClosedError,
   SliceTimeoutError,
+  CallbackFailedError,
   CallbackTimeoutError,
   SliceCrashedError,
   ThrownValueError,

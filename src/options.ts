@@ -5,10 +5,10 @@ import { validateRateLimitOption } from './engine/flow';
 import { validateMaxPendingOption } from './push/backlog';
 import { validateFillOptions } from './core/fill';
 import type { RunOptions } from './engine/run-options';
-import { MAX_CONCURRENCY_PER_KEY, MAX_TIMER_MS } from './core/limits';
+import { MAX_CONCURRENCY_PER_KEY, MAX_PUSHES_PER_CALL, MAX_TIMER_MS } from './core/limits';
 import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, optionNames } from './core/validate';
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
-import { silentLogger } from './core/logger';
+import { incidentLogger, silentLogger } from './core/logger';
 import { validatePriorityOption } from './core/priority';
 import { MAX_SHARDS } from './storage/shards';
 import type {
@@ -36,6 +36,8 @@ export interface ResolvedOptions extends RunOptions {
   shards: number;
   recoveryIntervalMs: number;
   pushTimeoutMs: number;
+  pushesPerCall: number;
+  pushLingerMs: number;
   merge: MergePolicy;
   maxPendingPerKey: MaxPendingPerKey | undefined;
   /** `false`: no sampling. */
@@ -60,6 +62,8 @@ export const DEFAULTS = {
   shards: 1,
   recoveryIntervalMs: 60_000,
   pushTimeoutMs: 10_000,
+  pushesPerCall: 100,
+  pushLingerMs: 0,
   history: HISTORY_DEFAULTS,
   fastPath: 'auto',
 } as const satisfies Partial<ResolvedOptions>;
@@ -188,6 +192,8 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'shards',
   'recoveryIntervalMs',
   'pushTimeoutMs',
+  'pushesPerCall',
+  'pushLingerMs',
   'rateLimit',
   'maxPendingPerKey',
   'onTicketSettled',
@@ -251,12 +257,14 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     shards: integer('options.shards', o.shards, DEFAULTS.shards, 1, MAX_SHARDS),
     recoveryIntervalMs: duration('options.recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
     pushTimeoutMs: duration('options.pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs),
+    pushesPerCall: integer('options.pushesPerCall', o.pushesPerCall, DEFAULTS.pushesPerCall, 1, MAX_PUSHES_PER_CALL),
+    pushLingerMs: duration('options.pushLingerMs', o.pushLingerMs, DEFAULTS.pushLingerMs, 0),
     rateLimit: validateRateLimitOption(o.rateLimit),
     maxPendingPerKey: validateMaxPendingOption(o.maxPendingPerKey),
     merge,
     onTicketSettled: optionalFunction('options.onTicketSettled', o.onTicketSettled, '(outcome, ticket) => ...'),
     history: validateHistoryOption(o.history),
     fastPath: o.fastPath === undefined ? fastPathDefault() : oneOf('options.fastPath', o.fastPath, FAST_PATHS, DEFAULTS.fastPath),
-    logger: o.logger ?? silentLogger,
+    logger: incidentLogger(o.logger ?? silentLogger),
   };
 }

@@ -116,6 +116,28 @@ describe('maxPendingPerKey', () => {
     expect(rec.all).toEqual([...range(5, 'a'), ...range(5, 'b')]);
   });
 
+  it('a slice handed back at a graceful close goes to pending past the limit, by at most a slice, and is not lost', async () => {
+    const started = new Gate();
+    const b = testBatcher({
+      maxPendingPerKey: 5,
+      sliceSize: 3,
+      // Gives up its slice when the worker closes: the slice is handed back to pending.
+      eachIteration: (ids, ctx) =>
+        new Promise((_, reject) => {
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error));
+          started.open();
+        }),
+    });
+    const worker = b.createWorker();
+    await b.performBatchLater(range(3, 'a'), { key: 'k' });
+    await started.opened;
+    await b.performBatchLater(range(5, 'b'), { key: 'k' });
+    await worker.close();
+    // sliceSize (× concurrencyPerKey) past the limit: refusing the slice would have lost it.
+    expect(await b.backlog('k')).toEqual({ pending: 8, inFlight: 0, retrying: 0 });
+    expect((await refusal(b, ['c'], 'k')).pending).toBe(8);
+  });
+
   it('under concurrent pushes never takes a key past its limit, and runs every accepted id once', async () => {
     const limit = 50;
     const rec = new Recorder();

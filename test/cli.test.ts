@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PermanentError, type Batcher, type Stats } from '../src';
-import { keyspaceOf, range, Recorder, redisUrl, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, queueOf, range, Recorder, redisUrl, testBatcher, waitFor } from './helpers/redis';
 
 const CLI = join(__dirname, '..', 'src', 'cli.ts');
 
@@ -215,6 +215,17 @@ describe('the batch-by-key CLI', () => {
     expect(await cli([...on(b), 'dead', 'purge', '--ids', '2'])).toMatchObject({ code: 0, stdout: 'purged 1\n' });
     expect(await cli([...on(b), 'dead', 'purge', '--yes'])).toMatchObject({ code: 0, stdout: 'purged 1\n' });
     expect(await b.deadLetters.count()).toBe(0);
+  });
+
+  it('recover --full gives a job to a key whose job was removed by hand; recover alone does not find it', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(['1'], { key: 'removed' });
+    const queue = queueOf(b);
+    const [job] = await queue.getWaiting();
+    await queue.remove(job!.id!);
+    expect(await cli([...on(b), 'recover'])).toEqual({ code: 0, stdout: '0 keys got a job\n', stderr: '' });
+    expect(await cli([...on(b), 'recover', '--full'])).toEqual({ code: 0, stdout: '1 keys got a job\n', stderr: '' });
+    expect((await queue.getWaiting()).map((j) => j.data.key)).toEqual(['removed']);
   });
 
   it('pause, paused, stats and resume a key', async () => {

@@ -3,7 +3,7 @@ import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
-import { BatchByKey, batchByKey, ClosedError, InvalidOptionError, PushOutcomeUnknownError, PushTimeoutError } from '../src';
+import { BatchByKey, batchByKey, ClosedError, InvalidOptionError, PushOutcomeUnknownError, PushTimeoutError, type Batcher } from '../src';
 import { fromUrl } from '../src/core/connection';
 import { scriptLibrary } from '../src/storage/scripts';
 import { startRedis } from '../tools/redis-server';
@@ -141,19 +141,33 @@ describe('connection', () => {
     await expect(nowhere.performBatchLater([], { key: 'k', track: true })).rejects.toThrow(PushTimeoutError);
   });
 
-  it('a push whose connection closes after Redis ran its script rejects with PushOutcomeUnknownError: its ids were stored', async () => {
+  /**
+   * A batcher behind a proxy that can drop a reply (and the connection with it), its first push
+   * made and answered, so the next reply is the next push's. No resend after a reconnect: what
+   * was unanswered when the connection closed rejects.
+   */
+  async function droppingNextReply(options: { pushLingerMs?: number }, run: (b: Batcher, admin: Redis) => Promise<void>): Promise<void> {
     const server = await startRedis();
     const proxy = await replyDroppingProxy(server.port);
     const admin = new Redis(server.port);
     try {
-      // No resend after a reconnect: what was unanswered when the connection closed rejects.
       const client = track(new Redis({ port: proxy.port, maxRetriesPerRequest: 0 }));
       client.on('error', () => {});
-      const b = track(batchByKey({ name: uniqueName(), connection: client }));
+      const b = track(batchByKey({ name: uniqueName(), connection: client, ...options }));
       await b.performBatchLater(['a'], { key: 'k' });
       // Everything the batcher and its queue sent has been answered: the next reply is the push's.
       await client.ping();
       proxy.dropNextReply();
+      await run(b, admin);
+    } finally {
+      admin.disconnect();
+      await proxy.close();
+      await server.stop();
+    }
+  }
+
+  it('a push whose connection closes after Redis ran its script rejects with PushOutcomeUnknownError: its ids were stored', async () => {
+    await droppingNextReply({}, async (b, admin) => {
       const error = await b.performBatchLater(['b', 'c'], { key: 'k' }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(PushOutcomeUnknownError);
       expect(error).not.toBeInstanceOf(PushTimeoutError);
@@ -161,11 +175,21 @@ describe('connection', () => {
       expect((error as Error).cause).toBeInstanceOf(Error);
       // It did land: the rejected push's ids wait for a worker beside the first push's.
       expect(await admin.lrange(keyspaceOf(b).forKey('k').pending, 0, -1)).toEqual(['a', 'b', 'c']);
-    } finally {
-      admin.disconnect();
-      await proxy.close();
-      await server.stop();
-    }
+    });
+  });
+
+  it('a shared push call whose connection closes before Redis answered rejects each of its pushes with PushOutcomeUnknownError', async () => {
+    // The linger gathers the pushes below into one call (group commit).
+    await droppingNextReply({ pushLingerMs: 100 }, async (b, admin) => {
+      const keys = ['k-1', 'k-2', 'k-3'];
+      const errors = await Promise.all(keys.map((key) => b.performBatchLater([key], { key }).catch((e: unknown) => e)));
+      for (const error of errors) {
+        expect(error).toBeInstanceOf(PushOutcomeUnknownError);
+        expect(error).toMatchObject({ message: expect.stringMatching(/may have been stored/) });
+      }
+      // The call ran: each push's id waits for a worker.
+      for (const key of keys) expect(await admin.lrange(keyspaceOf(b).forKey(key).pending, 0, -1)).toEqual([key]);
+    });
   });
 
   it("Redis's refusal of a call ioredis sent again after a reconnect is no proof: the first one ran, the push rejects with PushOutcomeUnknownError", async () => {

@@ -99,6 +99,13 @@ describe('conclusion', () => {
       job: { to: 'requeued', demote: false },
       interrupted: 'shutdown',
     });
+    // A run a lowered concurrency sent away had no turn: it keeps its level.
+    expect(conclusion({ kind: 'stopped', reason: 'concurrency_lowered', restore: true }, 'fair')).toEqual({
+      settle: { how: 'restore', holdMs: undefined },
+      release: 'keep',
+      job: { to: 'requeued', demote: false },
+      interrupted: 'concurrency_lowered',
+    });
   });
 
   it('acks a finished slice in the release, and demotes a key that had its turn under fair scheduling only', () => {

@@ -9,7 +9,7 @@ import { batchByKey, InvalidOptionError, type FastPath } from '../src';
 import { bullmqScript } from '../src/bullmq';
 import { derivable, fastPathProblem } from '../src/engine/finisher';
 import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
-import { isolatedRedis, keyspaceOf, onCluster, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
+import { isolatedRedis, keyspaceOf, onCluster, prefixOf, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
 /**
  * A run's first claim rides on BullMQ's fetch, and its last claim completes its BullMQ job and
@@ -220,6 +220,40 @@ describe('a fetch makes the fetched key’s first claim', () => {
     });
     expect(calls.filter(([sha]) => sha === MOVE_TO_ACTIVE).length).toBeGreaterThanOrEqual(1);
     expect([...rec.all].sort()).toEqual(range(5, 'k-'));
+  });
+});
+
+describe('BullMQ’s event stream', () => {
+  standaloneOnly('gets no entry for a key job from our scripts, and every entry for a job not ours on the same queue', async () => {
+    const name = uniqueName();
+    const b = track(batchByKey({ name, connection: server().url, eachIteration: () => {} }));
+    const queue = track(new Queue(name, { connection: { url: server().url }, prefix: prefixOf(name) }));
+    // A job not ours between key jobs, so that a run's last claim fetches it as its next job; and
+    // one delayed, which some fetch promotes.
+    await b.performBatchLater(['a'], { key: 'first' });
+    const between = await queue.add('mail', {});
+    const delayed = await queue.add('later', {}, { delay: 50 });
+    for (const key of range(5, 'k-')) await b.performBatchLater(['a'], { key });
+    const worker = b.createWorker({ concurrency: 1 });
+    // In the order they ended: a job not ours fails by BullMQ's own call, which fetches the next
+    // job, and writes that job's `active` whoever it is.
+    const ended: { id: string; ours: boolean }[] = [];
+    worker.on('completed', (job) => ended.push({ id: job.id!, ours: true }));
+    worker.on('failed', (job) => ended.push({ id: job!.id!, ours: false }));
+    await waitFor(() => ended.length === 8, { what: 'every key job done, and both jobs not ours failed' });
+    const admin = track(new Redis(server().url));
+    const entries = (await admin.xrange(queue.keys.events!, '-', '+')).map(([, fields]) => ({
+      event: fields[1],
+      jobId: fields.includes('jobId') ? fields[fields.indexOf('jobId') + 1] : undefined,
+    }));
+    const of = (id: string) => entries.filter((e) => e.jobId === id).map((e) => e.event);
+    const fetchedByBullmq = new Set(ended.flatMap((e, i) => (i > 0 && !ended[i - 1]!.ours ? [e.id] : [])));
+    const keyJobs = ended.filter((e) => e.ours).map((e) => e.id);
+    expect(keyJobs.map((id) => ({ id, events: of(id) }))).toEqual(
+      keyJobs.map((id) => ({ id, events: fetchedByBullmq.has(id) ? ['active'] : [] })),
+    );
+    expect(of(between.id!)).toEqual(['added', 'waiting', 'active', 'failed', 'retries-exhausted']);
+    expect(of(delayed.id!)).toEqual(['added', 'delayed', 'waiting', 'active', 'failed', 'retries-exhausted']);
   });
 });
 

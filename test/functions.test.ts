@@ -140,24 +140,42 @@ describe('scripts as Redis functions', () => {
     },
   );
 
-  standaloneOnly('a Redis without the FUNCTION command, and a user who may not load functions, run the scripts by EVALSHA', async () => {
-    const renamed = await server(['--rename-command', 'FUNCTION', '']);
-    const client = track(new Redis(renamed.port, { maxRetriesPerRequest: null }));
+  /** Runs three ids through a batcher on `client`, and checks that the client went by EVALSHA. */
+  async function runsByEvalsha(client: Redis): Promise<Recorder> {
     const rec = new Recorder();
     const b = track(batchByKey({ name: uniqueName(), connection: client, eachIteration: rec.handler }));
     await pushAndRun(b, rec, 3);
     expect(scriptMode(client)).toBe('evalsha');
-    expect((await commandCalls(track(new Redis(renamed.port)))).fcall).toBeUndefined();
+    return rec;
+  }
 
+  /** A client logged in as `app`, a user of `rules` on a Redis of its own (and an admin client of that Redis). */
+  async function restrictedUser(...rules: string[]): Promise<{ restricted: Redis; admin: Redis }> {
     const redis = await server();
     const admin = track(new Redis(redis.port));
-    await admin.call('ACL', 'SETUSER', 'app', 'on', '>pw', '~*', '&*', '+@all', '-function');
-    const restricted = track(new Redis({ port: redis.port, username: 'app', password: 'pw', maxRetriesPerRequest: null }));
-    const rec2 = new Recorder();
-    const b2 = track(batchByKey({ name: uniqueName(), connection: restricted, eachIteration: rec2.handler }));
-    await pushAndRun(b2, rec2, 3);
-    expect(scriptMode(restricted)).toBe('evalsha');
+    await admin.call('ACL', 'SETUSER', 'app', 'reset', 'on', '>pw', ...rules);
+    return { restricted: track(new Redis({ port: redis.port, username: 'app', password: 'pw', maxRetriesPerRequest: null })), admin };
+  }
+
+  standaloneOnly('a Redis without the FUNCTION command, and a user who may not load functions, run the scripts by EVALSHA', async () => {
+    const renamed = await server(['--rename-command', 'FUNCTION', '']);
+    await runsByEvalsha(track(new Redis(renamed.port, { maxRetriesPerRequest: null })));
+    expect((await commandCalls(track(new Redis(renamed.port)))).fcall).toBeUndefined();
+
+    const { restricted, admin } = await restrictedUser('~*', '&*', '+@all', '-function');
+    await runsByEvalsha(restricted);
     expect(await admin.call('FUNCTION', 'LIST')).toEqual([]);
+  });
+
+  standaloneOnly('a user who may load functions but not call them, and a Redis without FCALL, run the scripts by EVALSHA', async () => {
+    const renamed = await server(['--rename-command', 'FCALL', '']);
+    await runsByEvalsha(track(new Redis(renamed.port, { maxRetriesPerRequest: null })));
+
+    // docs/redis.md's rules, less FCALL.
+    const rules =
+      '+@read +@write +@scripting +@connection +@transaction +@keyspace +@pubsub -@dangerous +time +info +client|setname -fcall';
+    const { restricted } = await restrictedUser('~bull:*', 'resetchannels', '&bull:*', ...rules.split(' '));
+    expect((await runsByEvalsha(restricted)).all.sort()).toEqual(['k-0:a', 'k-1:a', 'k-2:a']);
   });
 
   standaloneOnly(

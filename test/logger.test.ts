@@ -2,6 +2,8 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { pinoLogger, type Logger } from '../src';
+import { incidentLogger } from '../src/core/logger';
+import { redisFailureKind } from '../src/core/redis-errors';
 import { testBatcher, waitFor } from './helpers/redis';
 
 /** A worker whose one slice fails once (a warning) and then succeeds. */
@@ -72,5 +74,39 @@ describe('logger', () => {
       expect(JSON.stringify(line.meta)).not.toMatch(/\bat .*:\d+:\d+/);
       expect(line.meta).not.toHaveProperty('err');
     }
+  });
+
+  it('logs a Redis failure once per kind per interval, then its repeats in one line with their count; anything else every time', async () => {
+    const lines: [string, Record<string, unknown>][] = [];
+    const logger = incidentLogger(
+      { warn: (m, meta = {}) => void lines.push([m, meta]), error: (m, meta = {}) => void lines.push([m, meta]) },
+      200,
+    );
+    const refusal = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });
+    for (let i = 0; i < 500; i++)
+      logger.warn?.('fetch failed', { err: refusal("OOM command not allowed when used memory > 'maxmemory'.") });
+    logger.warn?.('fetch failed', { err: refusal('BUSY Redis is busy running a script.') });
+    logger.error?.('fetch failed', { err: refusal("OOM command not allowed when used memory > 'maxmemory'.") });
+    logger.warn?.('fetch failed', { err: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) });
+    logger.warn?.('fetch failed', { err: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) });
+    for (let i = 0; i < 3; i++) logger.warn?.('slice failed', { err: new Error('flaky') });
+    // The first of each kind at once (OOM warn, BUSY warn, OOM error, connection), a handler's errors each time.
+    expect(lines.map(([m, meta]) => `${m} ${String((meta.err as Error).message).split(' ')[0]}`)).toEqual([
+      'fetch failed OOM',
+      'fetch failed BUSY',
+      'fetch failed OOM',
+      'fetch failed connect',
+      'slice failed flaky',
+      'slice failed flaky',
+      'slice failed flaky',
+    ]);
+    // At the interval's end: one line per kind that repeated, with the count.
+    await waitFor(() => lines.length >= 9, { what: 'the counts' });
+    const counted = lines.slice(7);
+    expect(counted.map(([m, meta]) => [m, redisFailureKind(meta.err), meta.repeated])).toEqual([
+      ['fetch failed', 'OOM', 499],
+      ['fetch failed', 'connection', 1],
+    ]);
+    expect(counted[0]?.[1].withinMs).toBe(200);
   });
 });

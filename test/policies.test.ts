@@ -6,6 +6,7 @@ import { planFailure, planOutcomes } from '../src/engine/failures';
 import { combine, type RunOutcome } from '../src/engine/decisions';
 import { preemption } from '../src/engine/scheduling';
 import { redisClient, waitFor } from './helpers/redis';
+import { sleep } from './helpers/time';
 
 /** The pure policies, without a worker: what a failed slice becomes, how lanes' outcomes combine, when a run yields. */
 describe('planFailure', () => {
@@ -119,6 +120,7 @@ describe('preemption', () => {
     wait: '{preemption-test}:wait',
     active: '{preemption-test}:active',
     delayed: '{preemption-test}:delayed',
+    prioritized: '{preemption-test}:prioritized',
     jobPrefix: '{preemption-test}:',
   };
   const logger = {};
@@ -130,13 +132,13 @@ describe('preemption', () => {
     await redis.rpush(lists.wait, 'j1', 'j2');
     await redis.rpush(lists.active, 'run');
     const always = () => 0;
-    const demoted = preemption(redis, () => [lists], logger, { level: 2, startedAt: Date.now() }, always);
+    const demoted = preemption(redis, () => [lists], logger, { level: 2, light: 0, startedAt: Date.now() }, always);
     // The counts are read in the background, at most every 5 ms: poll until two reads saw the jobs.
     const full = { full: true };
     await waitFor(() => demoted(full) === 'preempted', { intervalMs: 10, what: 'the level-2 run to yield' });
     expect(demoted({ full: false })).toBeUndefined();
     // A level-0 run inside its 50 ms quantum keeps going whatever waits.
-    const fresh = preemption(redis, () => [lists], logger, { level: 0, startedAt: Date.now() }, always);
+    const fresh = preemption(redis, () => [lists], logger, { level: 0, light: 0, startedAt: Date.now() }, always);
     expect(fresh(full)).toBeUndefined();
     await redis.del(lists.wait, lists.active);
   });
@@ -155,17 +157,18 @@ describe('preemption', () => {
       redis,
       () => [lists],
       logger,
-      { level: 2, startedAt: Date.now() },
+      { level: 2, light: 0, startedAt: Date.now() },
       () => 0,
     );
     await waitFor(() => running({ full: true }) === 'preempted', {
       intervalMs: 10,
       what: 'the run to yield to the key back from its wait',
     });
-    const load = () => runScript(redis, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), 20]);
-    expect(await load()).toEqual([1, 1]);
+    const load = () =>
+      runScript(redis, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix, lists.prioritized], [Date.now(), 20, 0]);
+    expect(await load()).toEqual([1, 1, 0]);
     await redis.zrem(lists.delayed, 'back-from-a-wait');
-    expect(await load()).toEqual([0, 1]);
+    expect(await load()).toEqual([0, 1, 0]);
     await redis.del(
       lists.wait,
       lists.active,
@@ -174,5 +177,31 @@ describe('preemption', () => {
       `${lists.jobPrefix}back-from-a-wait`,
       `${lists.jobPrefix}not-due`,
     );
+  });
+
+  it("with priority(key): a normal run yields to light keys at priority 1 as well as to the wait list; a high key's run only to the wait list", async () => {
+    const redis = redisClient();
+    defineScripts(redis);
+    await redis.del(lists.wait, lists.active, lists.delayed, lists.prioritized);
+    await redis.rpush(lists.active, 'run');
+    // BullMQ scores a prioritized job by its priority * 2^32 plus a counter: two light newcomers, one job that had its turn.
+    await redis.zadd(lists.prioritized, 0x100000000 + 1, 'light-1', 0x100000000 + 2, 'light-2', 3 * 0x100000000 + 3, 'had-its-turn');
+    const load = () =>
+      runScript(redis, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix, lists.prioritized], [Date.now(), 20, 1]);
+    expect(await load()).toEqual([0, 1, 2]);
+    const always = () => 0;
+    const full = { full: true };
+    const normal = preemption(redis, () => [lists], logger, { level: 3, light: 1, startedAt: Date.now() }, always);
+    await waitFor(() => normal(full) === 'preempted', { intervalMs: 10, what: 'the run that had its turn to yield to light keys' });
+    // Past its quantum, a high key's run (in the wait list) does not yield to light keys: they start after it anyway.
+    const high = preemption(redis, () => [lists], logger, { level: 0, light: 1, startedAt: Date.now() - 1_000 }, always);
+    // An absence has no event to wait for: a window of several reads (one every 5 ms at most).
+    for (let i = 0; i < 10; i++) {
+      expect(high(full)).toBeUndefined();
+      await sleep(10);
+    }
+    await redis.rpush(lists.wait, 'another-high-key');
+    await waitFor(() => high(full) === 'preempted', { intervalMs: 10, what: "the high key's run to yield to another high key" });
+    await redis.del(lists.wait, lists.active, lists.prioritized);
   });
 });

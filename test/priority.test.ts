@@ -69,7 +69,7 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     await b.performBatchLater(['h0', 'h1', 'both'], { key: 'k', priority: 'high' });
     await b.performBatchLater(['h2', 'h3'], { key: 'k', priority: 'high' });
     await b.performBatchLater(['h3', 'n4'], { key: 'k' });
-    expect((await b.backlog('k')).pending).toBe(11); // 'both' moved up; 'h3' was pushed at both levels
+    expect((await b.backlog('k')).pending).toBe(10); // 'both' moved up; 'h3', pushed at both levels, waits once at high
     b.createWorker();
     await waitFor(() => rec.all.length >= 10);
     await waitFor(async () => (await b.backlog('k')).pending === 0);
@@ -106,6 +106,39 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     expect(rec.calls[0]!.at - pushedAt).toBeGreaterThanOrEqual(300 - 5);
     expect(rec.all).toEqual(['soon']);
   });
+
+  it('zset store: an id pushed at both levels runs once, at the earlier of its two times, whichever level it was pushed at first', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ store: 'zset', eachIteration: rec.handler });
+    b.createWorker();
+    const pushedAt = Date.now();
+    await b.performBatchLater(['up'], { key: 'k', delayMs: 300 });
+    await b.performBatchLater(['up'], { key: 'k', priority: 'high', delayMs: 1500 });
+    await b.performBatchLater(['down'], { key: 'k', priority: 'high', delayMs: 300 });
+    await b.performBatchLater(['down'], { key: 'k', delayMs: 1500 });
+    await waitFor(() => rec.all.length === 2, { timeoutMs: 10_000, what: 'both ids to run' });
+    expect([...rec.all].sort()).toEqual(['down', 'up']);
+    // At 300 ms, not 1,500: a generous margin for a loaded machine, well below the later time.
+    for (const call of rec.calls) expect(call.at - pushedAt).toBeLessThan(1_200);
+    // No copy of either id is left to run again at the later time.
+    expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+  });
+
+  for (const store of ['set', 'zset'] as const) {
+    it(`${store} store: an id waiting at high and pushed again at normal counts once, in backlog, stats and maxPendingPerKey`, async () => {
+      const b = testBatcher({ store, maxPendingPerKey: 6, eachIteration: () => {} });
+      await b.performBatchLater(['a'], { key: 'k', priority: 'high' });
+      await b.performBatchLater(['a', 'b'], { key: 'k' });
+      expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0, retrying: 0 });
+      expect((await b.stats()).pending).toBe(2);
+      await b.performBatchLater(['c', 'd', 'e'], { key: 'k' });
+      // Five distinct ids wait: a sixth fits under the limit of 6, a seventh does not.
+      await b.performBatchLater(['f'], { key: 'k' });
+      const err = await b.performBatchLater(['g'], { key: 'k' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(KeyBacklogFullError);
+      expect(err).toMatchObject({ pending: 6 });
+    });
+  }
 
   it('a high id never waits to fill: a key waiting for minSliceSize runs its high ids at once, its others still wait', async () => {
     const rec = new Recorder();
@@ -238,6 +271,35 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     ]);
   });
 
+  for (const store of ['set', 'zset'] as const) {
+    it(`${store} store: a high slice given back by a shutdown, whose id was pushed at normal meanwhile, waits and runs once, at high`, async () => {
+      const rec = new Recorder();
+      const inHigh = new Gate();
+      let stopping = true;
+      const b = testBatcher({
+        store,
+        async eachIteration(ids, ctx) {
+          if (stopping && ids[0] === 'h0') {
+            inHigh.open();
+            // Gives up when the worker closes: the slice is restored, not failed.
+            await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+          }
+          rec.handler(ids, ctx);
+        },
+      });
+      await b.performBatchLater(['h0'], { key: 'k', priority: 'high' });
+      const first = b.createWorker();
+      await inHigh.opened;
+      await b.performBatchLater(['h0', 'n0'], { key: 'k' });
+      await first.close();
+      expect(await b.backlog('k')).toEqual({ pending: 2, inFlight: 0, retrying: 0 });
+      stopping = false;
+      b.createWorker();
+      await waitFor(async () => rec.all.length >= 2 && (await b.backlog('k')).pending === 0, { what: 'both ids to run' });
+      expect(rec.calls.map((c) => c.ids)).toEqual([['h0'], ['n0']]);
+    });
+  }
+
   it('with lanes (concurrencyPerKey 2): the high ids run before the rest, and every id runs once', async () => {
     const rec = new Recorder();
     let pushedAt = -1;
@@ -318,6 +380,29 @@ describe("priority(key): a 'high' key never waits behind others for its turn", (
     expect([...new Set(rec.calls.map((c) => c.key))]).toEqual(['vip', 'a', 'b']);
   });
 
+  it('it starts before every normal key waiting, light newcomers included: pushed after 1,000 light keys, it starts first', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({
+      sliceSize: 10,
+      // No aging during the test: every normal key waits at the level it was pushed at.
+      maxRuntimeMs: 120_000,
+      priority: (key) => (key.startsWith('vip') ? 'high' : 'normal'),
+      eachIteration: rec.handler,
+    });
+    const light = range(1_000, 'light-');
+    await b.performBatchLater(range(30), { key: 'heavy' });
+    for (const key of light) await b.performBatchLater(['1'], { key });
+    await b.performBatchLater(['1'], { key: 'vip-light' });
+    await b.performBatchLater(range(30), { key: 'vip-heavy' });
+    b.createWorker({ concurrency: 1 });
+    await waitFor(() => rec.all.length === 30 + light.length + 1 + 30, { timeoutMs: 120_000, what: 'every key to run' });
+    const started = [...new Set(rec.calls.map((c) => c.key))];
+    // First come first served among high keys, whatever their first push; then light, then heavy newcomers.
+    expect(started.indexOf('vip-light')).toBe(0);
+    expect(started.indexOf('vip-heavy')).toBe(1);
+    expect(started.indexOf('heavy')).toBe(started.length - 1);
+  });
+
   it('a running normal key yields to it, and it is not demoted when it uses its turn: it runs out before the normal key resumes', async () => {
     const rec = new Recorder();
     const b = testBatcher({
@@ -362,7 +447,10 @@ describe("priority(key): a 'high' key never waits behind others for its turn", (
     await b.performBatchLater(range(10_000), { key: 'vip-2' });
     await waitFor(() => (slices.get('vip-1') ?? 0) >= 10 && (slices.get('vip-2') ?? 0) >= 10, { what: 'the high keys to run' });
     const before = slices.get('normal')!;
+    // A light newcomer, which waits behind every high key, as well.
+    await b.performBatchLater(['1'], { key: 'light' });
     await waitFor(() => slices.get('normal')! >= before + 10, { timeoutMs: 15_000, what: 'the normal key to progress' });
+    await waitFor(() => slices.has('light'), { timeoutMs: 15_000, what: 'the light newcomer to run' });
     // The high keys were not done: the normal key's turns came from aging, not from their end.
     expect((await b.backlog('vip-1')).pending).toBeGreaterThan(0);
     expect((await b.backlog('vip-2')).pending).toBeGreaterThan(0);

@@ -218,7 +218,7 @@ describe('aging sweep', () => {
     await redis.hset(jobKey(recent.id), 'processedOn', Date.now());
     // A heavy newcomer that never ran counts from when it was added.
     await redis.hset(jobKey(heavyOld.id), 'timestamp', Date.now() - 5000);
-    expect(await age(queue, 1000, () => 1000)).toBe(2);
+    expect(await age(queue, [1, 2], 1000, () => 1000)).toBe(2);
     expect(await queue.getJobState(ours.id!)).toBe('waiting');
     expect(await queue.getJobState(heavyOld.id!)).toBe('waiting');
     expect(await queue.getJobState(heavyNew.id!)).toBe('prioritized');
@@ -226,6 +226,16 @@ describe('aging sweep', () => {
     expect(await queue.getJobState(foreign.id!)).toBe('prioritized');
     // A heavier key's longer budget counts: 5 s ago is not long enough for a 10 s budget.
     await queue.add(JOB_NAME, { key: 'gold' }, { priority: 2 }).then((job) => redis.hset(jobKey(job.id), 'processedOn', Date.now() - 5000));
-    expect(await age(queue, 1000, (key) => (key === 'gold' ? 10_000 : 1000))).toBe(0);
+    expect(await age(queue, [1, 2], 1000, (key) => (key === 'gold' ? 10_000 : 1000))).toBe(0);
+  });
+
+  it('looks at the oldest jobs of every level: a long line of young jobs at one level hides no old job at the next', async () => {
+    const b = testBatcher({ maxRuntimeMs: 1000, eachIteration: () => {} });
+    const queue = queueOf(b) as unknown as KeyQueue;
+    await queue.addBulk(range(150, 'young-').map((key) => ({ name: JOB_NAME, data: { key }, opts: { priority: 1 } })));
+    const old = await queue.add(JOB_NAME, { key: 'old' }, { priority: 2 });
+    await redisClient().hset(`${prefixOf(b.name)}:${b.name}:${old.id}`, 'processedOn', Date.now() - 5000);
+    expect(await age(queue, [1, 2], 1000, () => 1000)).toBe(1);
+    expect(await queue.getJobState(old.id!)).toBe('waiting');
   });
 });

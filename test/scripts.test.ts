@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { bullmqScript } from '../src/bullmq';
+import { bullmqEventsInclude, bullmqScript } from '../src/bullmq';
 import { Keyspace, laneNames } from '../src/storage/keys';
 import { failSlice, sealTicket } from '../src/storage/protocol';
 import { argsInclude, argv, SCRIPT_ARGS, type ArgsScript } from '../src/storage/scripts/args';
@@ -127,7 +127,7 @@ describe('the scripts as one library of Redis functions (Redis 7+)', () => {
 
   it('keeps no state of an include from one call to the next: an include’s top-level local is a function, a constant, a memo, or reset per call', () => {
     const sources = readdirSync(INCLUDES).map((file) => [file, readFileSync(join(INCLUDES, file), 'utf8')] as const);
-    sources.push(['keyspace (generated)', keyspaceInclude()]);
+    sources.push(['keyspace (generated)', keyspaceInclude()], ['bullmq-events (generated)', bullmqEventsInclude()]);
     const stateful: string[] = [];
     for (const [file, source] of sources) {
       const reset = new Set([...source.matchAll(/^--- @per-call (.+?) =/gm)].flatMap((m) => m[1]!.split(/,\s*/)));

@@ -171,7 +171,8 @@ describe('a batcher with shards', () => {
     const stats = await b.stats();
     expect(stats.keys).toBe(12);
     expect(stats.pending).toBe((12 * 13) / 2);
-    // The keys' index entries sit in their shards' indexes.
+    // A push that adds its key's job lists the key nowhere; the full sweep lists each key in its shard's index.
+    expect(await b.recover({ full: true })).toBe(0);
     const layout = layoutOf(b.name, 3);
     const client = redisClient();
     const perIndex = await Promise.all(layout.indexes.map(async (index) => client.zcard(index)));
@@ -275,7 +276,10 @@ describe('a batcher with shards', () => {
 
     // The old count retires once no process uses it and its queues are empty.
     await oldWorker.close();
-    await expect(after.retireShardCount(3)).rejects.toThrow(ShardsInUseError);
+    const inUse = await after.retireShardCount(3).catch((err: unknown) => err);
+    expect(inUse).toBeInstanceOf(ShardsInUseError);
+    // Its own count: no wait would make it retirable.
+    expect((inUse as ShardsInUseError).retryAfterMs).toBeUndefined();
     // Its queue empties, and the recovery sweep drops its drained keys from its index.
     await countEmptied(after, 1);
     await waitFor(() => retired(after, 1), { what: 'count 1 to retire once no process may push to it unseen' });
@@ -288,6 +292,8 @@ describe('a batcher with shards', () => {
   it('keeps the config of every shard count recorded in the batcher config hash', async () => {
     const b = testBatcher({ shards: 2, eachIteration: () => undefined });
     await b.performBatchLater(['1'], { key: 'k' });
+    // Covered by the job the first push added: this push lists the key in its recovery index.
+    await b.performBatchLater(['2'], { key: 'k' });
     const fields = await redisClient().hkeys(keyspaceOf(b).config);
     expect(fields).toContain('shards:2');
     expect(await b.shardCounts()).toEqual([{ count: 2, own: true, jobs: 1, keys: 1 }]);
@@ -369,7 +375,13 @@ describe('a process still running with a retired shard count', () => {
     await waitFor(() => processed.includes('x/a'), { what: 'x/a' });
     await countEmptied(current, 2);
     // Within the straggler's window: its next push would not check, so the count stays.
-    await expect(current.retireShardCount(2)).rejects.toThrow(/may still push to it without checking again for \d+ ms/);
+    const inUse = await current.retireShardCount(2).catch((err: unknown) => err);
+    expect(inUse).toBeInstanceOf(ShardsInUseError);
+    // The wait a script retiring counts reads, as the message says it.
+    const { retryAfterMs, message } = inUse as ShardsInUseError;
+    expect(retryAfterMs).toBeGreaterThan(0);
+    expect(retryAfterMs).toBeLessThanOrEqual(1_500);
+    expect(message).toContain(`may still push to it without checking again for ${retryAfterMs} ms`);
     await straggler.performBatchLater(['b'], { key: 'y' });
     await waitFor(() => processed.includes('y/b'), { what: "the straggler's push within its window" });
 

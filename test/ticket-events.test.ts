@@ -7,6 +7,7 @@ import { startWorkerProcess, stopProcess } from './helpers/processes';
 import {
   keyspaceOf,
   onCluster,
+  parseUrl,
   range,
   redisClient,
   redisUrl,
@@ -130,4 +131,35 @@ describe('waitFor hears ticket changes as they happen', () => {
       await server.stop();
     }
   });
+
+  it.skipIf(onCluster())(
+    'while Redis is away, waitFor rejects with WaitTimeoutError after its timeoutMs, begun before the outage or during it',
+    async () => {
+      const server = await startRedis();
+      // No retry limit: a command waits for Redis for ever, so only waitFor's own deadline ends the wait.
+      const b = batchByKey({
+        name: uniqueName(),
+        connection: { ...parseUrl(server.url), maxRetriesPerRequest: null },
+        eachIteration: () => {},
+      });
+      try {
+        const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
+        let read = false;
+        const before = b.waitFor(ticket!, { timeoutMs: 3_000, pollMs: 100, onProgress: () => (read = true) }).catch((e: unknown) => e);
+        await waitFor(() => read, { what: 'the first reading' });
+        await server.stop();
+        const during = b.waitFor(ticket!, { timeoutMs: 2_000 }).catch((e: unknown) => e);
+        const [first, second] = await Promise.all([before, during]);
+        expect(first).toBeInstanceOf(WaitTimeoutError);
+        expect(first).toMatchObject({ progress: { total: 1, pending: 1 } });
+        expect(second).toBeInstanceOf(WaitTimeoutError);
+        // Not one reading was answered.
+        expect((second as WaitTimeoutError).progress).toBeUndefined();
+      } finally {
+        await b.close();
+        await server.stop();
+      }
+    },
+    30_000,
+  );
 });

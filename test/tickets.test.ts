@@ -1,6 +1,7 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   batchByKey,
+  CallbackFailedError,
   CallbackTimeoutError,
   PermanentError,
   ShutdownError,
@@ -87,6 +88,29 @@ describe('onTicketSettled', () => {
     await b.performBatchLater(['1'], { key: 'k', track: true });
     await waitFor(() => signals.length === 2, { what: 'the retried callback', timeoutMs: 10_000 });
     expect(signals[0]!.reason).toBeInstanceOf(CallbackTimeoutError);
+  });
+
+  it('a callback that throws undefined (or any non-Error) fails that attempt with a CallbackFailedError, and is retried', async () => {
+    let calls = 0;
+    const b = testBatcher({
+      eachIteration: () => {},
+      onTicketSettled: () => {
+        calls++;
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- the point of the test
+        if (calls === 1) throw undefined;
+      },
+    });
+    const failures: Error[] = [];
+    b.createWorker().on('failed', (_job, err) => failures.push(err));
+    await b.performBatchLater(['1'], { key: 'k', track: true });
+    await waitFor(() => calls === 2, { what: 'the retried callback' });
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toBeInstanceOf(CallbackFailedError);
+    expect(failures[0]).toMatchObject({
+      code: 'ERR_CALLBACK_FAILED',
+      cause: undefined,
+      message: expect.stringContaining('threw undefined'),
+    });
   });
 
   it('runs once per tracked push when its last id is done or dead, saying complete vs success', async () => {

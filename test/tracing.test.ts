@@ -14,7 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PermanentError, SLICE_SPAN, sliceTracing, type Batcher, type StoreKind } from '../src';
 import { spanContextOf } from '../src/core/trace-context';
 import { tracingWith } from '../src/ops/otel-spans';
-import { keyspaceOf, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /**
  * A context manager on AsyncLocalStorage (what @opentelemetry/context-async-hooks does), so that
@@ -152,6 +152,16 @@ describe('links from a slice to the pushes of its ids', () => {
     // The claim took the entries along; the run's end dropped the extras mark they set.
     await waitFor(async () => (await redis.exists(names(key).lock)) === 0, { what: 'the run to end' });
     expect(await redis.exists(names(key).traces, names(key).extras)).toBe(0);
+  });
+
+  it('pushes that share a script call (group commit) each keep their own trace context', async () => {
+    const key = 'shared-call';
+    const { b, redis, names } = setup('list');
+    // At once: the first goes alone, the others wait for it and share the next call.
+    const requests = await Promise.all(range(6).map((i) => pushInRequest(b, [`id-${i}`], key)));
+    expect(await redis.hgetall(names(key).traces)).toEqual(
+      Object.fromEntries(requests.map((r, i) => [`id-${i}`, `00-${r.traceId}-${r.spanId}-01`])),
+    );
   });
 
   it("trace context no claim took (an earlier version's worker claimed its ids) goes at the end of a run that leaves nothing waiting", async () => {

@@ -200,6 +200,8 @@ describe('invalid options throw InvalidOptionError at definition', () => {
       shards: 1,
       recoveryIntervalMs: 60_000,
       pushTimeoutMs: 10_000,
+      pushesPerCall: 100,
+      pushLingerMs: 0,
       history: { intervalMs: 10_000, retentionMs: 3_600_000, topKeys: 5 },
       fastPath: 'auto',
     });

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ShutdownError } from '../src';
+import { batchByKey, ShutdownError } from '../src';
+import { blockingClientOf } from '../src/bullmq';
+import { startRedis, type LocalRedis } from '../tools/redis-server';
 import type { Redis } from 'ioredis';
 import { startWorkerProcess } from './helpers/processes';
-import { onCluster, range, redisClient, redisUrl, testBatcher, uniqueName, waitFor } from './helpers/redis';
+import { onCluster, parseUrl, range, redisClient, redisUrl, testBatcher, uniqueName, waitFor } from './helpers/redis';
 
 describe('worker.close()', () => {
   it('lets the running slice finish, releases the key, and another worker resumes it at once', async () => {
@@ -356,5 +358,58 @@ describe('worker.pause()', () => {
       await waitFor(() => seen.length === 50);
       expect(seen).toEqual(range(50));
     },
+  );
+});
+
+describe('worker.close() during a Redis outage', () => {
+  it.skipIf(onCluster())(
+    'ends once Redis is back, or shutdownTimeoutMs + 10 s after it began while Redis stays away; the batcher closes after it',
+    async () => {
+      const server = await startRedis();
+      const inSlice = async (shutdownTimeoutMs: number) => {
+        let entered = false;
+        // No retry limit: a command waits for Redis for ever, as BullMQ's workers want it.
+        const connection = { ...parseUrl(server.url), maxRetriesPerRequest: null };
+        const b = batchByKey({
+          name: uniqueName(),
+          connection,
+          shutdownTimeoutMs,
+          // The slice ends when the close signals it; what the run writes then waits for Redis.
+          eachIteration: async (_ids, ctx) => {
+            entered = true;
+            await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+          },
+        });
+        const worker = b.createWorker();
+        await b.performBatchLater(['1'], { key: 'k' });
+        await waitFor(() => entered, { what: 'the slice' });
+        return { b, worker };
+      };
+      // Its close gives up on Redis 11 s after it began; the other's only after 10 minutes.
+      const bounded = await inSlice(1_000);
+      const patient = await inSlice(600_000);
+      let restarted: LocalRedis | undefined;
+      try {
+        await server.stop();
+        // Each close begins while its worker waits to reconnect (ioredis then never ended BullMQ's wait).
+        const blocking = await Promise.all([bounded, patient].map(async ({ worker }) => blockingClientOf(worker)));
+        await waitFor(() => blocking.every((client) => client?.status === 'reconnecting'), { what: 'both workers to reconnect' });
+        let patientClosed = false;
+        const closings = [bounded.worker.close(), patient.worker.close().then(() => (patientClosed = true))];
+        // Redis stays away until the first close has ended: it ends by itself.
+        await closings[0];
+        // The other's run still waits to write its slice back.
+        expect(patientClosed).toBe(false);
+        restarted = await startRedis([], server.port);
+        // Redis is back: the other ends.
+        await closings[1];
+        await bounded.b.close();
+        await patient.b.close();
+      } finally {
+        await restarted?.stop();
+        await server.stop();
+      }
+    },
+    50_000,
   );
 });

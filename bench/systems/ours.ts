@@ -40,6 +40,7 @@ export function oursSystem(variant: OursVariant = {}): System {
     retryAfter ? `retryAfter ${n(retryAfter.ms)} ms every ${retryAfter.every}th slice of ${retryAfter.keyPrefix}*` : '',
     variant.maxWaitMs !== undefined ? `maxWaitMs ${n(variant.maxWaitMs)}` : '',
     variant.minSliceSize !== undefined ? `minSliceSize ${n(variant.minSliceSize)}` : '',
+    variant.pushesPerCall !== undefined ? `pushesPerCall ${n(variant.pushesPerCall)}` : '',
   ].filter(Boolean);
   const batcher = (target: Target, handler: ConsumerOptions['handler'] = () => undefined): Batcher =>
     batchByKey({

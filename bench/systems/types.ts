@@ -64,4 +64,6 @@ export interface OursVariant {
   /** Wait to fill: the `minSliceSize` and `maxWaitMs` options. */
   minSliceSize?: number;
   maxWaitMs?: number;
+  /** Group commit: the `pushesPerCall` option (1: each push its own call, as before issue 40). */
+  pushesPerCall?: number;
 }

@@ -6,7 +6,7 @@
  */
 export { DelayedError, Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 export type { ConnectionOptions, JobsOptions, Processor, WorkerOptions } from 'bullmq';
-export { bullmqScript, type BullmqScript } from './scripts';
+export { bullmqEventsInclude, bullmqScript, withHeldEvents, type BullmqScript } from './scripts';
 export {
   answerCompletions,
   backendProblem,
@@ -20,4 +20,4 @@ export {
   type RedisQueueBackend,
 } from './backend';
 export { buildAdd } from './job-add';
-export { aroundCancels, aroundClose, blockingClientOf, markNotDrained } from './worker';
+export { aroundCancels, aroundClose, blockingClientOf, fetchBeforeBlocking, markNotDrained, ownClientsOf } from './worker';

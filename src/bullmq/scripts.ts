@@ -18,3 +18,65 @@ export function bullmqScript(name: string): BullmqScript {
   if (!script) throw new Error(`the installed BullMQ has no script ${name}`);
   return script;
 }
+
+/** The name of a queue's event stream after its prefix (`prefix:name:`). */
+const EVENTS_SUFFIX = 'events';
+
+/**
+ * BullMQ's writes to its queue's event stream (`…:events`: XADD and XTRIM) in one of its
+ * scripts as the installed package ships it, made through `bullmqEvent` (see `bullmqEventsInclude`)
+ * instead of `rcall`: every one of them is a statement `rcall("XADD", …)` or `rcall("XTRIM", …)`,
+ * whose reply BullMQ never reads. Throws, naming the script, when it makes them otherwise.
+ */
+export function withHeldEvents(name: string, content: string): string {
+  const rewritten = content.replace(/\brcall\("(XADD|XTRIM)",/g, 'bullmqEvent("$1",');
+  if (/\b(?:rcall|redis\.p?call)\(\s*["'](?:XADD|XTRIM)["']/i.test(rewritten)) {
+    throw new Error(`BullMQ's ${name} writes its event stream otherwise than bullmq/scripts.ts reads it`);
+  }
+  return rewritten;
+}
+
+/**
+ * Lua, included once before any of BullMQ's scripts a script of ours inlines (see
+ * `withHeldEvents`): `bullmqEvent` makes BullMQ's event-stream write at once, unless
+ * `holdBullmqEvents()` was called in this call; then it is held until
+ * `releaseBullmqEvents(keep)` writes those that `keep(queuePrefix, jobId)` keeps: an XADD naming a
+ * job (its `jobId` field; the queue's prefix is the stream's name less `events`) when keep says
+ * so, one naming none (`drained`) always, an XTRIM when any XADD is written. In order, in the
+ * same call: a reader of the stream sees what BullMQ would have written, less what keep drops.
+ */
+export function bullmqEventsInclude(): string {
+  return `-- BullMQ's event-stream writes, held and filtered by job (bullmq/scripts.ts bullmqEventsInclude).
+local heldBullmqEvents
+--- @per-call heldBullmqEvents = nil
+local function bullmqEvent(...)
+  if not heldBullmqEvents then return redis.call(...) end
+  heldBullmqEvents[#heldBullmqEvents + 1] = {...}
+end
+local function holdBullmqEvents() heldBullmqEvents = {} end
+local function releaseBullmqEvents(keep)
+  local held = heldBullmqEvents
+  heldBullmqEvents = nil
+  if not held then return end
+  local written = {}
+  for i = 1, #held do
+    local event = held[i]
+    local write = event[1] == 'XADD'
+    if write then
+      for j = 3, #event - 1 do
+        if event[j] == 'jobId' then
+          write = keep(string.sub(event[2], 1, #event[2] - ${JSON.stringify(EVENTS_SUFFIX.length)}), event[j + 1])
+          break
+        end
+      end
+    end
+    if write then written[#written + 1] = event end
+  end
+  if #written == 0 then return end
+  for i = 1, #held do
+    if held[i][1] == 'XTRIM' then redis.call(unpack(held[i])) end
+  end
+  for i = 1, #written do redis.call(unpack(written[i])) end
+end
+`;
+}

@@ -13,12 +13,37 @@ export function markNotDrained(worker: Worker): void {
 }
 
 /**
+ * Makes BullMQ's worker loop fetch at once when it runs again, rather than block first. A pause
+ * disconnects the worker's blocking wait for the queue's marker, and BullMQ takes that failed
+ * wait to mean "nothing due until Infinity": its next wait would block its longest (10 s on
+ * Redis, `maximumBlockTimeout`), though a delayed job, whose marker an earlier wait took, came due
+ * meanwhile. A fetch promotes due delayed jobs and tells the loop when the next one is due (bullmq
+ * `src/classes/worker.ts`, `waitForJob`, `getBlockTimeout` and `updateDelays`; test/worker.pause.test.ts).
+ */
+export function fetchBeforeBlocking(worker: Worker): void {
+  markNotDrained(worker);
+  (worker as unknown as { blockUntil: number }).blockUntil = 0;
+}
+
+/**
  * The raw blocking connection of a worker's backend (bullmq `RedisQueueBackend.blockingClient`),
  * which its close disconnects first; undefined without one.
  */
 export async function blockingClientOf(worker: Worker): Promise<Redis | undefined> {
   const backend = (worker as unknown as { backend?: { blockingClient?: Promise<Redis> } }).backend;
   return backend?.blockingClient?.catch(() => undefined);
+}
+
+/**
+ * The connections a worker's backend opened itself (bullmq `RedisQueueBackend.client` and
+ * `blockingClient`): its blocking one always, its command one unless it is the client passed as
+ * the worker's `connection` (the caller's to close).
+ */
+export async function ownClientsOf(worker: Worker): Promise<Redis[]> {
+  const backend = (worker as unknown as { backend?: { client?: Promise<Redis> } }).backend;
+  const main = await backend?.client?.catch(() => undefined);
+  const blocking = await blockingClientOf(worker);
+  return [...(main && main !== (worker.opts.connection as unknown) ? [main] : []), ...(blocking ? [blocking] : [])];
 }
 
 /**

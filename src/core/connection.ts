@@ -80,9 +80,14 @@ export function connectionCloses(client: RedisClient): number {
 }
 
 /**
- * Whether `err` is an error reply from Redis (ioredis' `ReplyError`), by its name: a client the
- * caller built with another copy of ioredis throws that copy's class.
+ * Ends a standalone client for good, as `disconnect()` does, and at once: its queued commands
+ * fail and it emits 'end'. ioredis' own `disconnect()` does neither while the client waits to
+ * reconnect (its stream is closed already; only its retry timer is cleared), so whatever waited on
+ * the client, its 'end' event or a queued command, waited for ever. A connection attempt started
+ * and closed at once takes ioredis' own way there: the attempt fails, which flushes the queues and
+ * ends the client.
  */
-export function isReplyError(err: unknown): boolean {
-  return err instanceof Error && err.name === 'ReplyError';
+export function endClient(client: RedisClient): void {
+  if (client.status === 'reconnecting' && !(client instanceof Cluster)) client.connect().catch(() => undefined);
+  client.disconnect();
 }

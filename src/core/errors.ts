@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'ERR_CLOSED'
   | 'ERR_SLICE_TIMEOUT'
   | 'ERR_CALLBACK_TIMEOUT'
+  | 'ERR_CALLBACK_FAILED'
   | 'ERR_SLICE_CRASHED'
   | 'ERR_THROWN_VALUE'
   | 'ERR_PERMANENT'
@@ -134,6 +135,19 @@ export class CallbackTimeoutError extends BatchByKeyError {
 }
 
 /**
+ * An `onTicketSettled` call threw (or rejected with) something that is not an Error (`undefined`,
+ * a string): the callback's job fails that attempt with this error, what was thrown as its
+ * `cause`, and BullMQ retries it as for any other throw. BullMQ reads a failure's `name`, and a
+ * job that failed with `undefined` was never retried.
+ */
+export class CallbackFailedError extends BatchByKeyError {
+  constructor(message: string, cause: unknown) {
+    super('ERR_CALLBACK_FAILED', message);
+    this.cause = cause;
+  }
+}
+
+/**
  * Recorded (in dead letters and `slice:failed`) for a slice whose runs died with their worker
  * (a crash, an OOM kill, a lost lock) until it had used its attempts: it is split or
  * dead-lettered without running again.
@@ -201,11 +215,14 @@ export class UnknownTicketError extends BatchByKeyError {
   }
 }
 
-/** `waitFor(ticket, { timeoutMs })` ran out of time; `progress` is the last reading. */
+/**
+ * `waitFor(ticket, { timeoutMs })` ran out of time; `progress` is the last reading, undefined when
+ * no read was answered in time (Redis away from the start).
+ */
 export class WaitTimeoutError extends BatchByKeyError {
   constructor(
     message: string,
-    readonly progress: Progress,
+    readonly progress: Progress | undefined,
   ) {
     super('ERR_WAIT_TIMEOUT', message);
   }
@@ -271,11 +288,18 @@ export class NotPausedError extends BatchByKeyError {
 /**
  * `retireShardCount` was asked to forget a shard count that is still in use: the batcher's own
  * `shards`, a count whose queues still hold key jobs (wait for them to run, then retire it), or a
- * count a process may still push to without checking again (wait as long as the message says).
+ * count a process may still push to without checking again (wait `retryAfterMs`).
  */
 export class ShardsInUseError extends BatchByKeyError {
-  constructor(message: string) {
+  /**
+   * For a count a process checked too recently: the ms until it may be retired, unless a process
+   * checks it again meanwhile (then it is in use again). Absent when the count is the caller's own
+   * or still has jobs or keys: how long they take is not known, so poll `shardCounts()`.
+   */
+  readonly retryAfterMs?: number;
+  constructor(message: string, retryAfterMs?: number) {
     super('ERR_SHARDS_IN_USE', message);
+    if (retryAfterMs !== undefined) this.retryAfterMs = retryAfterMs;
   }
 }
 

@@ -32,3 +32,21 @@ export const RETRY_AFTER_MAX_BACKOFF_MS = 60_000;
  * limit of links per span, beyond which its SDK drops them anyway.
  */
 export const MAX_SLICE_LINKS = 128;
+
+/**
+ * `pushesPerCall` at most: Redis runs a call's pushes one after the other, serving no other
+ * client meanwhile, so a call's length is bounded (about 15 µs a single-id push).
+ */
+export const MAX_PUSHES_PER_CALL = 1000;
+
+/**
+ * Retries during a Redis incident (Redis refusing commands: out of memory, a busy script) wait
+ * this long after the first refusal, doubling with each, up to `max`: a worker neither hammers a
+ * Redis that is struggling already nor waits long once it answers again.
+ */
+export const INCIDENT_BACKOFF_MS = { first: 50, max: 1_000 } as const;
+
+/** The wait before the `attempt`-th retry (1 for the first) of a call Redis refused. */
+export function incidentBackoffMs(attempt: number): number {
+  return Math.min(INCIDENT_BACKOFF_MS.max, INCIDENT_BACKOFF_MS.first * 2 ** Math.min(attempt - 1, 30));
+}

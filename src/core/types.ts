@@ -26,9 +26,11 @@ export type KeyJob = Job<KeyJobData, void, string>;
  * Why a job run stopped between two slices: its budget was spent, a key that has not had a turn
  * was waiting (`scheduling: 'fair'`), the worker is closing, the lock was lost, or a handler was
  * abandoned (`slice_timeout`; a fresh run goes on), or the handler said the upstream wants a
- * pause (`rate_limited`: `ctx.retryAfter` or a `RateLimitedError`; the key resumes by itself).
+ * pause (`rate_limited`: `ctx.retryAfter` or a `RateLimitedError`; the key resumes by itself), or
+ * the worker's `concurrency` was lowered below its running runs (`concurrency_lowered`: the key
+ * is requeued, its claimed slice unrun).
  */
-export type StopReason = 'max_runtime' | 'preempted' | 'shutdown' | 'lock_lost' | 'slice_timeout' | 'rate_limited';
+export type StopReason = 'max_runtime' | 'preempted' | 'shutdown' | 'lock_lost' | 'slice_timeout' | 'rate_limited' | 'concurrency_lowered';
 
 export interface IterationContext<Data = unknown> {
   /** The key whose ids these are. */
@@ -105,7 +107,11 @@ export interface PauseOptions {
   forMs?: number;
 }
 
-/** Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). */
+/**
+ * Whatever it returns that has a `then` is awaited (any promise or thenable, of any realm). `ids`
+ * (also `ctx.ids`) is the handler's own copy, as is the data `ctx` returns: splice, sort or change
+ * them freely; what the run acks, fails, retries and counts is its own record of the slice.
+ */
 export type EachIteration<Data = unknown> = (ids: Id[], ctx: IterationContext<Data>) => PromiseLike<unknown> | void;
 
 /** Console-compatible; every method is optional. */
@@ -250,9 +256,10 @@ export interface BatchByKeyOptions<Data = unknown> {
   weight?: (key: Key) => number;
   /**
    * A key's rank among keys waiting for a turn (`scheduling: 'fair'` only): a `'high'` key's job
-   * always waits in the first level, never behind keys that had their turn or heavy newcomers,
-   * and runs above that level yield to it between slices. Called at each push that may add the
-   * key's job and at each run's end. A throw or another value counts as `'normal'` (logged at `warn`).
+   * waits in a lane of its own (BullMQ's wait list), before every normal key's, light newcomers
+   * included, and runs of normal keys yield to it between slices; aging still bounds every normal
+   * key's wait. Called at each push that may add the key's job, at each run's end and at each wait.
+   * A throw or another value counts as `'normal'` (logged at `warn`).
    * @default () => 'normal'
    */
   priority?: (key: Key) => Priority;
@@ -292,7 +299,8 @@ export interface BatchByKeyOptions<Data = unknown> {
   /** Runs of a failing slice (the first included) before it is split or dead-lettered. @default 5 */
   attempts?: number;
   /**
-   * Delay before a failed slice runs again; the key's other ids go on meanwhile.
+   * Delay before a failed slice runs again; the key's other ids go on meanwhile. A function that
+   * throws, or returns no finite number, waits 1000 ms.
    * @default { type: 'exponential', delayMs: 1000, maxDelayMs: 60000 }
    */
   backoff?: Backoff;
@@ -334,6 +342,19 @@ export interface BatchByKeyOptions<Data = unknown> {
    */
   pushTimeoutMs?: number;
   /**
+   * Group commit: while a push's script call is in flight on a connection (on a Cluster, per
+   * slot), pushes that arrive wait and go out together in one call when it returns, at most this
+   * many (a full call goes out at once); each keeps its own outcome. An idle connection sends a push at once (see `pushLingerMs`).
+   * @default 100
+   */
+  pushesPerCall?: number;
+  /**
+   * How long a push to an idle connection waits for others to share its call (Kafka's
+   * `linger.ms`): up to this much later, for fewer calls under a steady trickle. 0: none.
+   * @default 0
+   */
+  pushLingerMs?: number;
+  /**
    * Per-key rate limit: at most `max` ids claimed in any `durationMs` per key, across every
    * worker (see `RateLimit`); or a function giving each key its own (undefined: unlimited),
    * called once per run. Every worker of a batcher should be given the same limits.
@@ -346,7 +367,10 @@ export interface BatchByKeyOptions<Data = unknown> {
    * with a KeyBacklogFullError and writes nothing, so one tenant's flood fails that tenant's
    * pushes, not Redis for everyone. With the set and zset stores only the ids a push adds count
    * (a pending id pushed again adds none). Or a function giving each key its own (undefined: no
-   * limit), called once per push, in the pushing process. Give every producer the same.
+   * limit), called once per push, in the pushing process. Give every producer the same. Only pushes
+   * are judged: a slice a run hands back unfinished (a graceful close, a worker's pause or
+   * cancelJob, a retryAfter) returns to pending whatever the count, so a key may stand past its
+   * limit by up to `concurrencyPerKey × sliceSize` until its workers drain it.
    * @default no limit
    */
   maxPendingPerKey?: MaxPendingPerKey;
@@ -506,8 +530,14 @@ export interface KeyStats extends Backlog {
   oldestPendingAgeMs: number;
 }
 
+/** Options of `recover`. */
+export interface RecoverOptions {
+  /** Look at every key in Redis (a `SCAN` of the batcher's key names), not only those its recovery index lists. @default false */
+  full?: boolean;
+}
+
 export interface StatsOptions {
-  /** Keys read at most (from the index of keys with recent pushes, in pages); past it `truncated` is true. @default 10000 */
+  /** Keys read at most (from the recovery indexes, then the key jobs that have not ended, in pages); past it `truncated` is true. @default 10000 */
   maxKeys?: number;
   /** Length of `topKeys` and `laggingKeys`. @default 10 */
   top?: number;
@@ -531,7 +561,7 @@ export interface Stats {
   topKeys: KeyStats[];
   /** The keys whose oldest pending id is oldest, laggiest first (only keys with pending ids). */
   laggingKeys: KeyStats[];
-  /** Index entries read (keys pushed to recently, drained ones included until a recovery sweep drops them). */
+  /** Keys read: index entries (drained keys included until a recovery sweep drops them), then keys of the key jobs that have not ended. */
   scannedKeys: number;
   /** More than `maxKeys` keys are indexed: the totals cover the first `maxKeys` (oldest last push first). */
   truncated: boolean;
@@ -684,7 +714,10 @@ export interface Batcher<Data = unknown> {
   readonly deadLetters: DeadLetters<Data>;
   /** Counts of a tracked push; an UnknownTicketError once it expired. */
   progress(ticket: Ticket): Promise<Progress>;
-  /** Resolves with the progress once nothing of the push is pending (and an open ticket is sealed). */
+  /**
+   * Resolves with the progress once nothing of the push is pending (and an open ticket is sealed);
+   * a WaitTimeoutError after `timeoutMs`, Redis away or not; a ClosedError when `close()` ends it.
+   */
   waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress>;
   /**
    * An open ticket of `key`: push to it with `performBatchLater(ids, { ticket })` any number of
@@ -723,9 +756,14 @@ export interface Batcher<Data = unknown> {
   retireShardCount(count: number): Promise<void>;
   /**
    * Adds a job for every key that has ids but no job and no running lock (workers also do this
-   * every `recoveryIntervalMs`). Returns how many keys got one.
+   * every `recoveryIntervalMs`), among the keys the recovery index lists. With `full: true` it
+   * first lists every key that has anything in Redis (a `SCAN`): for keys whose job was removed
+   * by hand, which nothing lists. Returns how many keys got one.
    */
-  recover(): Promise<number>;
-  /** Closes the workers created here, the queue and our Redis connections. */
+  recover(options?: RecoverOptions): Promise<number>;
+  /**
+   * Closes the workers created here, the queue and our Redis connections, once the calls under way
+   * have finished (at most `pushTimeoutMs`); a `waitFor` under way rejects with a ClosedError.
+   */
   close(): Promise<void>;
 }

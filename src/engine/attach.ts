@@ -1,15 +1,20 @@
 import type { Job, Worker } from '../bullmq';
 import { log } from '../core/logger';
-import type { Logger } from '../core/types';
-import { closeAfterReconnect } from './worker-close';
+import type { Key, Logger } from '../core/types';
+import { JOB_NAME } from '../storage/job';
+import { closeBounded } from './worker-close';
 
 /** @internal */
 export interface AttachDeps {
   logger: Logger;
   /** How often the sweeps run while a worker is attached. */
   intervalMs: number;
+  /** The batcher's `shutdownTimeoutMs`: a worker's close waits for Redis that long and `CLOSE_REDIS_WAIT_MS` more (see worker-close.ts). */
+  shutdownTimeoutMs: number;
   /** Throws a ClosedError once the batcher is closed (see attach). */
   assertOpen: () => void;
+  /** Lists a key in its recovery index: its job failed, so its ids may have no job. */
+  listForRecovery: (key: Key) => Promise<unknown>;
   /** The recovery sweep: a job for every key that has ids but neither a job nor a running lock. */
   recover: () => Promise<unknown>;
   /** Fair scheduling's aging sweep (see scheduling.ts); undefined with 'fifo'. */
@@ -39,9 +44,19 @@ export class AttachedWorkers {
     this.stopRunsWith(worker);
     worker.on('error', (err) => log(logger, 'error', 'batch-by-key: worker error', { err }));
     // A failed job may be another job name's (a queue shared through a fallback processor): its data is anything.
-    worker.on('failed', (job: Job<{ key?: unknown } | null | undefined> | undefined, err) =>
-      log(logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err }),
-    );
+    worker.on('failed', (job: Job<{ key?: unknown } | null | undefined> | undefined, err) => {
+      log(logger, 'error', 'batch-by-key: job failed; its ids stay pending', { key: job?.data?.key, err });
+      // A key's job that failed (its run threw, or BullMQ's stalled check gave up on it) leaves
+      // its ids with no job: the recovery sweep adds one.
+      const key = job?.name === JOB_NAME ? job.data?.key : undefined;
+      if (typeof key === 'string') {
+        this.deps
+          .listForRecovery(key)
+          .catch((listErr: unknown) =>
+            log(logger, 'warn', 'batch-by-key: could not list a failed key for recovery', { key, err: listErr }),
+          );
+      }
+    });
     const timer = setInterval(() => this.sweep(), this.deps.intervalMs);
     timer.unref();
     this.timers.add(timer);
@@ -75,7 +90,7 @@ export class AttachedWorkers {
   }
 
   private stopRunsWith(worker: Worker): void {
-    closeAfterReconnect(worker);
+    closeBounded(worker, this.deps.shutdownTimeoutMs);
     // BullMQ waits for running jobs on close; cancelling their signals makes our runs stop
     // after the current slice, release the key and requeue it for another worker at once.
     worker.on('closing', () => worker.cancelAllJobs('worker closing'));

@@ -6,7 +6,7 @@ import { normalizeIds, validateKey } from '../core/input';
 import { deadLettersOf, encodeKey, type DeadNames, type Keyspace } from '../storage/keys';
 import { addDeadLetters, removeDeadLetters, trimDeadLetters, undoDeadLetters, type WrittenLetters } from '../storage/batcher-protocol';
 import type { RedisClient } from '../storage/scripts';
-import type { Payloads } from '../storage/protocol';
+import { parsePayloads } from '../storage/protocol';
 import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, Id, Key, Logger, PushItem } from '../core/types';
 
 /** Letters read and moved per round trip by requeue and purge. */
@@ -46,9 +46,10 @@ export class DeadLetterBox implements DeadLetters {
     key: Key,
     plan: FailurePlan,
     error: SerializedError,
-    payloads: Payloads | undefined,
+    payloadsJson: string | undefined,
     own?: readonly SerializedError[],
   ): Promise<WrittenLetters> {
+    const payloads = payloadsJson === undefined ? undefined : parsePayloads(payloadsJson);
     const dataOf = (id: Id) => (payloads && Object.hasOwn(payloads, id) ? JSON.stringify(payloads[id]) : '');
     return addDeadLetters(this.deps.client(), this.names, {
       encodedKey: encodeKey(key),

@@ -1,4 +1,4 @@
-import { safeString, wellFormedText } from '../core/text';
+import { textOf, wellFormedText } from '../core/text';
 import { UnrecoverableError } from '../bullmq';
 import { asError, PermanentError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
@@ -8,8 +8,7 @@ import type { RetrySlice, Traces } from '../storage/protocol';
 import type { KeySession } from '../storage/key-session';
 import { MAX_TICKET_ERRORS } from '../push/progress';
 import type { DeadLetterBox } from './dead-letters';
-import type { Payloads } from '../storage/protocol';
-import type { Backoff, FailureOutcome, Id, Logger, SliceInfo } from '../core/types';
+import type { Backoff, BatcherEvents, FailureOutcome, Id, Logger, SliceInfo } from '../core/types';
 
 export type { RetrySlice };
 
@@ -30,8 +29,8 @@ export interface FailedSlice {
   /** The slice's lane (whose own names the failure's script derives from the key's). */
   lane: number;
   durationMs: number;
-  /** The data the slice's ids carried, for their dead letters. */
-  payloads: Payloads | undefined;
+  /** The data the slice's ids carried, as the claim returned it (see ClaimResult), for their dead letters. */
+  payloadsJson: string | undefined;
   /** The trace context the slice's ids carried, for the parts retried to keep. */
   traces: Traces | undefined;
   /**
@@ -188,7 +187,7 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     : planFailure(slice.ids, failed.previous, error, options, Date.now());
   const serialized = serializeError(error);
   const own = plan.errors && plan.dead.map((id) => serializeError(plan.errors!.get(id)));
-  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloads, own) : undefined;
+  const letters = plan.dead.length > 0 ? await deps.deadLetters.add(slice.key, plan, serialized, failed.payloadsJson, own) : undefined;
   const retry = plan.retry.map((part, i) => ({
     id: `${failed.sliceId}:${i}`,
     delayMs: part.delayMs,
@@ -212,6 +211,8 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
   if (letters) await deps.deadLetters.trim();
   // A slice that reported its failed ids is reported as those ids (its others emit slice:done).
   const ids = failed.failures ? slice.ids.filter((id) => failed.failures!.has(id)) : slice.ids;
+  // Built before slice:failed is emitted: its listeners get `dead` and `errors` to do with as they like.
+  const deaths = deadEvents(slice.key, plan, error);
   const line = failed.failures ? reportedLine(error) : thrownLine(plan.outcome, error);
   log(options.logger, line.level, line.message, {
     ...line.meta,
@@ -232,7 +233,7 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     ...(failed.failures && { errors: new Map([...failed.failures].map(([id, own]) => [id, asError(own)])) }),
     ...(plan.acked !== undefined && { acked: plan.acked }),
   });
-  if (plan.dead.length > 0) deadEvents(events, slice.key, plan, error);
+  for (const death of deaths) events.emit('dead', death);
   return true;
 }
 
@@ -249,12 +250,12 @@ function thrownLine(outcome: FailureOutcome, error: unknown): FailureLine {
  * `slice:failed` event's `errors`, and in its dead letter).
  */
 function reportedLine(first: unknown): FailureLine {
-  const error = first instanceof Error ? first.message : String(first);
+  const error = first instanceof Error ? textOf(() => first.message) : textOf(() => first);
   return { level: 'info', message: 'batch-by-key: ids reported failed', meta: { error } };
 }
 
-/** The `dead` event of a failure: one, or, for ids that died of their own errors, one per error. */
-function deadEvents(events: BatcherEmitter, key: string, plan: FailurePlan, error: unknown): void {
+/** The `dead` events of a failure: none, one, or, for ids that died of their own errors, one per error. */
+function deadEvents(key: string, plan: FailurePlan, error: unknown): BatcherEvents['dead'][0][] {
   const byError = new Map<unknown, Id[]>();
   for (const id of plan.dead) {
     const own = plan.errors ? plan.errors.get(id) : error;
@@ -262,7 +263,7 @@ function deadEvents(events: BatcherEmitter, key: string, plan: FailurePlan, erro
     if (group) group.push(id);
     else byError.set(own, [id]);
   }
-  for (const [own, ids] of byError) events.emit('dead', { key, ids, error: asError(own), attempts: plan.attempts });
+  return [...byError].map(([own, ids]) => ({ key, ids, error: asError(own), attempts: plan.attempts }));
 }
 
 /** Whether a slice that has failed `attempts` runs is retried whole (rather than split or dead). */
@@ -284,17 +285,34 @@ export interface SerializedError {
   stack?: string;
 }
 
-/** What a dead letter (and a ticket's errors) keeps of an error (anything may be thrown): well-formed and capped. */
+/**
+ * What a dead letter (and a ticket's errors) keeps of an error (anything may be thrown): well-formed
+ * and capped. It never throws: an error whose getters throw is still the slice's failure, not
+ * Redis trouble (which would run the slice again as if its run had died).
+ */
 export function serializeError(error: unknown): SerializedError {
   const cap = MAX_ERROR_TEXT;
   if (error instanceof Error) {
+    const stack = textOf(() => error.stack ?? '');
     return {
-      name: wellFormedText(String(error.name), cap.name),
-      message: wellFormedText(String(error.message), cap.message),
-      ...(error.stack && { stack: wellFormedText(error.stack, cap.stack) }),
+      name: wellFormedText(
+        textOf(() => error.name),
+        cap.name,
+      ),
+      message: wellFormedText(
+        textOf(() => error.message),
+        cap.message,
+      ),
+      ...(stack && { stack: wellFormedText(stack, cap.stack) }),
     };
   }
-  return { name: typeof error, message: wellFormedText(safeString(error), cap.message) };
+  return {
+    name: typeof error,
+    message: wellFormedText(
+      textOf(() => error),
+      cap.message,
+    ),
+  };
 }
 
 /** What a backoff function that returns no finite number gets: the default backoff's first delay. */
@@ -306,11 +324,23 @@ const GARBAGE_BACKOFF_MS = 1_000;
  */
 export function backoffDelay(backoff: Backoff, attempt: number, error: unknown): number {
   if (typeof backoff === 'function') {
-    const ms = backoff(attempt, error);
+    const ms = customBackoff(backoff, attempt, error);
     // A custom function that returns garbage must not make a failing key spin.
     return Number.isFinite(ms) ? Math.min(MAX_TIMER_MS, Math.max(0, ms)) : GARBAGE_BACKOFF_MS;
   }
   if (backoff.type === 'fixed') return backoff.delayMs;
   const exp = backoff.delayMs * 2 ** (attempt - 1);
   return Math.min(exp, backoff.maxDelayMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
+}
+
+/**
+ * A custom backoff's answer; NaN (garbage) when it throws: its throw would otherwise fail the
+ * settling of the slice, and the slice would run again as if its run had died, its failure unrecorded.
+ */
+function customBackoff(backoff: (attempt: number, error: unknown) => number, attempt: number, error: unknown): number {
+  try {
+    return backoff(attempt, error);
+  } catch {
+    return Number.NaN;
+  }
 }

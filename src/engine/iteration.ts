@@ -1,7 +1,7 @@
 import { describe, NotInSliceError, SliceTimeoutError } from '../core/errors';
 import { retryAfter } from './flow';
 import { stopReasonOf, type Stop } from './interrupt';
-import type { Payloads, Traces } from '../storage/protocol';
+import { parsePayloads, type Payloads, type Traces } from '../storage/protocol';
 import { MAX_SLICE_LINKS } from '../core/limits';
 import type { EachIteration, Id, IterationContext, Key, KeyJob, SliceInfo, SliceMiddleware } from '../core/types';
 
@@ -41,6 +41,12 @@ function traceparentsOf(traces: Traces | undefined): readonly string[] {
 /**
  * What the handler and the middlewares get for a slice: the slice, its signal, and its ids' data.
  * A class, so a slice costs one object (its methods live on the prototype).
+ *
+ * What it hands out is the handler's own: `ids` is a copy of the slice's ids (the handler's
+ * argument too), and the data is parsed from the claim's text for this context alone, so a
+ * handler may splice, sort or change them. The run's record of the slice (the ids it acks, fails,
+ * retries and counts, the data its dead letters keep) is never handed out, and what `fail`
+ * gathers sits in private fields the handler cannot reach.
  */
 export class SliceContext implements IterationContext, SliceInfo {
   readonly key: Key;
@@ -49,47 +55,50 @@ export class SliceContext implements IterationContext, SliceInfo {
   readonly job: KeyJob;
   /** For the `around` middlewares (see SliceMiddleware). */
   readonly traceparents: readonly string[];
+  /** The run's record of the slice's ids, which `fail` checks against. */
+  readonly #slice: readonly Id[];
+  readonly #stop: Stop;
+  /** The claim's data as JSON (see ClaimResult), parsed at the first read of it. */
+  readonly #payloadsJson: string | undefined;
+  #payloads: Payloads | undefined;
+  /** What `fail` reported, id → its error; undefined until a first call. */
+  #failures: Map<Id, unknown> | undefined;
+  /** The slice's ids as a set, for `fail`'s check: built at its first call (most slices never fail an id). */
+  #members: Set<Id> | undefined;
+  #ended = false;
 
-  constructor(
-    slice: SliceInfo,
-    private readonly stop: Stop,
-    private readonly claimedPayloads: Payloads | undefined,
-    traces: Traces | undefined,
-  ) {
+  constructor(slice: SliceInfo, stop: Stop, payloadsJson: string | undefined, traces: Traces | undefined) {
     this.key = slice.key;
-    this.ids = slice.ids;
+    this.ids = [...slice.ids];
+    this.#slice = slice.ids;
     this.attempt = slice.attempt;
     this.job = slice.job;
     this.traceparents = traceparentsOf(traces);
+    this.#stop = stop;
+    this.#payloadsJson = payloadsJson;
   }
 
   /** Made on first read (see `Stop`). */
   get signal(): AbortSignal {
-    return this.stop.signal;
+    return this.#stop.signal;
   }
 
   retryAfter(ms: number): never {
     return retryAfter(ms);
   }
 
-  /** What `fail` reported, id → its error; undefined until a first call. */
-  private failures: Map<Id, unknown> | undefined;
-  /** The slice's ids as a set, for `fail`'s check: built at its first call (most slices never fail an id). */
-  private members: Set<Id> | undefined;
-  private ended = false;
-
   fail(id: Id | number, error: unknown): void {
     // The slice's fate is settled: a handler abandoned at its timeout or a shutdown may still call
     // this from a callback of its own, where a throw would be uncaught and end the process.
-    if (this.ended) return;
+    if (this.#ended) return;
     const member = typeof id === 'number' ? String(id) : id;
-    this.members ??= new Set(this.ids);
-    if (!this.members.has(member)) {
+    this.#members ??= new Set(this.#slice);
+    if (!this.#members.has(member)) {
       throw new NotInSliceError(
-        `ctx.fail got ${describe(id)}, which is not an id of this slice of key ${JSON.stringify(this.key)} (${this.ids.length} ids): report only the slice's own ids`,
+        `ctx.fail got ${describe(id)}, which is not an id of this slice of key ${JSON.stringify(this.key)} (${this.#slice.length} ids): report only the slice's own ids`,
       );
     }
-    (this.failures ??= new Map()).set(member, error);
+    (this.#failures ??= new Map()).set(member, error);
   }
 
   /**
@@ -97,8 +106,8 @@ export class SliceContext implements IterationContext, SliceInfo {
    * for none (the whole slice succeeded, or its throw decides its fate).
    */
   end(): ReadonlyMap<Id, unknown> | undefined {
-    this.ended = true;
-    return this.failures;
+    this.#ended = true;
+    return this.#failures;
   }
 
   data(id: Id): unknown {
@@ -110,8 +119,9 @@ export class SliceContext implements IterationContext, SliceInfo {
   }
 
   private of(id: Id): readonly unknown[] {
-    const payloads = this.claimedPayloads;
-    return payloads && Object.hasOwn(payloads, id) ? payloads[id]! : NO_PAYLOADS;
+    if (this.#payloadsJson === undefined) return NO_PAYLOADS;
+    const payloads = (this.#payloads ??= parsePayloads(this.#payloadsJson));
+    return Object.hasOwn(payloads, id) ? payloads[id]! : NO_PAYLOADS;
   }
 }
 

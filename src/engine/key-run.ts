@@ -1,11 +1,11 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError } from '../bullmq';
 import { SliceCrashedError } from '../core/errors';
 import { log } from '../core/logger';
-import { isHighKey } from '../core/priority';
 import type { CancelSource } from '../core/stop';
-import { LEVEL } from '../storage/job';
+import { levelsOf } from '../storage/job';
 import type { KeySession } from '../storage/key-session';
-import type { ClaimCall, ClaimResult, LockRef, Payloads, Released, Traces } from '../storage/protocol';
+import type { ClaimCall, ClaimResult, LockRef, Released, Traces } from '../storage/protocol';
 import {
   afterFailure,
   combine,
@@ -26,7 +26,11 @@ import { KeyLock } from './lock';
 import type { RunEnv } from './run-env';
 import { budgetOf, demote, preemption } from './scheduling';
 import { fillOf, type Fill } from '../core/fill';
+import { incidentBackoffMs } from '../core/limits';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
+
+/** Whether the run of the job under `token` must hand its job back before its next slice, for a lowered concurrency (see ShardWorker.shed). */
+export type Shed = (token: string) => boolean;
 
 /**
  * One run of a key's BullMQ job, and the one place its state lives: the job and its token, the
@@ -46,6 +50,7 @@ import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/ty
  * @internal
  */
 export class KeyRun {
+  /** Its `key` is the run's: read from the job once, before any user code could change `ctx.job.data`. */
   private readonly session: KeySession;
   /** The first claim the fetch of this job made, if it did (see finisher.ts). */
   private readonly fused: ReturnType<JobFinisher['takeFirst']>;
@@ -68,6 +73,7 @@ export class KeyRun {
     private readonly job: KeyJob,
     private readonly token: string,
     private readonly cancel: CancelSource | undefined,
+    private readonly shed?: Shed,
   ) {
     const { options } = env;
     // The fetch of this job may have made its first claim already (see finisher.ts).
@@ -81,12 +87,12 @@ export class KeyRun {
   async run(): Promise<void> {
     const { env, job, session } = this;
     const { options } = env;
-    const key = job.data.key;
+    const key = session.key;
     let lock: KeyLock | undefined;
+    const sentAt = this.fused?.sentAt ?? Date.now();
     try {
       const rate = (this.rate = rateLimitOf(options.rateLimit, key));
       const fill = (this.fill = fillOf(options.fill, key, options.sliceSize));
-      const sentAt = this.fused?.sentAt ?? Date.now();
       // Takes the lock, recovers what a dead run left in any lane, and claims the first slice.
       const first = this.fused?.claim
         ? await session.adopt(this.fused.claim)
@@ -111,7 +117,13 @@ export class KeyRun {
         stopped(stop),
         maxRuntime(Date.now(), budgetOf(key, options.maxRuntimeMs, options.weight, options.logger)),
         ...(options.scheduling === 'fair'
-          ? [preemption(env.client, env.queueLists, options.logger, { level: Number(job.priority ?? 0), startedAt: Date.now() })]
+          ? [
+              preemption(env.client, env.queueLists, options.logger, {
+                level: Number(job.priority ?? 0),
+                light: levelsOf(options.priority).light,
+                startedAt: Date.now(),
+              }),
+            ]
           : []),
       ];
       const outcome = await this.lanes(first);
@@ -126,7 +138,9 @@ export class KeyRun {
       // by its value) even if only the first claim's lost reply took it, or the key would wait
       // out its TTL.
       log(options.logger, 'warn', 'batch-by-key: run interrupted by an error; retrying the key', { err, key });
-      await session.release('keep').catch(() => undefined);
+      lock?.stop();
+      await this.releaseAfterError(lock?.expiresAt ?? sentAt + options.lockTtlMs);
+      await this.listForRecovery();
       return await this.requeue(backoffDelay(options.backoff, 1, err));
     } finally {
       lock?.stop();
@@ -213,9 +227,10 @@ export class KeyRun {
       if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
       // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore. A run
       // stopped before its slice starts (its job was fetched as the worker began closing or
-      // pausing) hands the slice back unrun.
+      // pausing), or sent away by a lowered concurrency, hands the slice back unrun: asked here,
+      // with nothing awaited until the handler starts, no slice starts past a new concurrency.
       const outcome =
-        stoppedFor(stopReasonOf(this.stop), true) ??
+        stoppedFor(stopReasonOf(this.stop) ?? this.shedNow(), true) ??
         (await this.slice(lane, signal, claimed, sliceId)) ??
         (this.stoppedBy && { ...this.stoppedBy, restore: false }) ??
         stoppedFor(firstReason(this.interrupts, { full: claimed.ids.length >= sliceSize }));
@@ -228,6 +243,10 @@ export class KeyRun {
     }
   }
 
+  private shedNow(): 'concurrency_lowered' | undefined {
+    return this.shed?.(this.token) ? 'concurrency_lowered' : undefined;
+  }
+
   /** Settles a stopped lane's last slice (see decisions.ts `stoppedSlice`): how long the key is held, or undefined when the lock was lost. */
   private settle(lane: number, claimId: string, s: SliceSettle): Promise<number | undefined> {
     return this.session.settle({ lane, claimId, how: s.how, holdMs: s.holdMs });
@@ -237,11 +256,11 @@ export class KeyRun {
   private async slice(
     lane: number,
     signal: Stop,
-    claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloads?: Payloads; traces?: Traces },
+    claimed: { ids: Id[]; retry?: RetrySlice; waitedMs?: number; payloadsJson?: string; traces?: Traces },
     sliceId: string,
   ): Promise<RunOutcome | undefined> {
     const { env, job } = this;
-    const key = job.data.key;
+    const key = this.session.key;
     const slice: SliceInfo = { key, ids: claimed.ids, attempt: (claimed.retry?.attempts ?? 0) + 1, job };
     // A failed slice run again carries its ids' trace context in its JSON; pending ids, in the claim's reply.
     const traces = claimed.retry ? claimed.retry.traces : claimed.traces;
@@ -253,15 +272,27 @@ export class KeyRun {
         `the run of this slice of key ${JSON.stringify(key)} died before it finished (a crash, an OOM kill, a lost lock)`,
       );
       const previous = { ...crashed, attempts: crashed.attempts - 1 };
-      const stands = await this.failed({ slice, previous, error, sliceId, lane, durationMs: 0, payloads: claimed.payloads, traces });
+      const stands = await this.failed({
+        slice,
+        previous,
+        error,
+        sliceId,
+        lane,
+        durationMs: 0,
+        payloadsJson: claimed.payloadsJson,
+        traces,
+      });
       return stands ? undefined : { kind: 'lock_lost' };
     }
     const started = performance.now();
     try {
-      const failures = await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloads, traces), signal);
+      const failures = await runHandler(this.handler, env.options, new SliceContext(slice, signal, claimed.payloadsJson, traces), signal);
       const durationMs = performance.now() - started;
       const acked = failures
-        ? await this.partly({ slice, previous: claimed.retry, sliceId, lane, durationMs, payloads: claimed.payloads, traces }, failures)
+        ? await this.partly(
+            { slice, previous: claimed.retry, sliceId, lane, durationMs, payloadsJson: claimed.payloadsJson, traces },
+            failures,
+          )
         : slice.ids;
       if (!acked) return { kind: 'lock_lost' };
       if (acked.length === 0) return undefined;
@@ -288,7 +319,7 @@ export class KeyRun {
         sliceId,
         lane,
         durationMs: performance.now() - started,
-        payloads: claimed.payloads,
+        payloadsJson: claimed.payloadsJson,
         traces,
       };
       if (!(await this.failed(failed))) return { kind: 'lock_lost' };
@@ -322,7 +353,7 @@ export class KeyRun {
   private async conclude(outcome: RunOutcome): Promise<void> {
     const { env, job, session } = this;
     const { options } = env;
-    const key = job.data.key;
+    const key = session.key;
     const c = conclusion(outcome, options.scheduling);
     if (outcome.kind === 'drained' && outcome.finished) return this.completed(outcome.finished);
     if (c.interrupted) {
@@ -332,6 +363,8 @@ export class KeyRun {
         log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: c.interrupted });
       }
       env.events.emit('interrupted', { key, job, reason: c.interrupted });
+      // Handed back on a shutdown or a lost lock: the job may not outlive its worker.
+      if (c.interrupted === 'shutdown' || c.interrupted === 'lock_lost') await this.listForRecovery();
     }
     // Puts the slice in flight back in front of the pending ids (and holds the key, for a retryAfter).
     const heldMs = c.settle ? await this.settle(0, `${session.lock.value}:restore`, c.settle) : undefined;
@@ -345,8 +378,8 @@ export class KeyRun {
         // A hold's wait is what the settle reports (its floor and backoff included; nothing is due before).
         return this.delayUntilReady(move.held ? (heldMs ?? move.waitMs) : move.waitMs);
       case 'requeued':
-        // A high-priority key keeps its first level: it never waits behind others for a turn.
-        if (move.demote && !isHighKey(key, options.priority, options.logger)) await demote(job);
+        // A high-priority key keeps the wait list: it never waits behind others for a turn.
+        if (move.demote) await demote(job, env.level(key, 'hadTurn'));
         return this.requeue(0);
     }
   }
@@ -358,12 +391,13 @@ export class KeyRun {
    */
   private async completed({ reply, settled, finish, sentAt }: Finished): Promise<void> {
     const { env, job } = this;
+    const { key } = this.session;
     if (job.id) this.finisher?.completed(job.id, finish, reply, sentAt);
     if (settled.length === 0) return;
-    await env.outbox.hand(job.data.key, settled).catch((err: unknown) =>
+    await env.outbox.hand(key, settled).catch((err: unknown) =>
       log(env.options.logger, 'warn', 'batch-by-key: could not add ticket callbacks; the recovery sweep will', {
         err,
-        key: job.data.key,
+        key,
       }),
     );
   }
@@ -376,6 +410,46 @@ export class KeyRun {
       });
     }
     return released;
+  }
+
+  /**
+   * Lists the key in its recovery index before a hand-back its job may not survive (its worker
+   * closing, Redis trouble): the key's ids are then found by the sweep whatever becomes of it.
+   */
+  private async listForRecovery(): Promise<void> {
+    const key = this.session.key;
+    await this.env
+      .listForRecovery(key)
+      .catch((err: unknown) =>
+        log(this.env.options.logger, 'warn', 'batch-by-key: could not list a handed-back key for recovery', { err, key }),
+      );
+  }
+
+  /**
+   * Gives the lock back after Redis trouble, which most likely refuses this release too (out of
+   * memory, a busy script, a lost connection): the fenced release is retried, with the incident
+   * backoff, until Redis answers or the lock has expired anyway (`expiresAt`, at most
+   * `lockTtlMs` away). A run that gave up on its release left a lock with no run behind it, which
+   * kept every id of the key waiting for the lock's TTL once Redis was back. A worker's close
+   * waits for this too (README: Guarantees).
+   */
+  private async releaseAfterError(expiresAt: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.session.release('keep');
+        return;
+      } catch (err) {
+        const waitMs = incidentBackoffMs(attempt);
+        if (Date.now() + waitMs >= expiresAt) {
+          log(this.env.options.logger, 'warn', 'batch-by-key: could not release the key lock; the key waits for its TTL', {
+            err,
+            lock: this.session.names.lock,
+          });
+          return;
+        }
+        await sleep(waitMs);
+      }
+    }
   }
 
   /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
@@ -393,9 +467,12 @@ export class KeyRun {
     const { job, token } = this;
     const { options } = this.env;
     // A wait is no turn: when it ends (a rate limit's window, a retryAfter, a backoff, a zset
-    // time) the key lines up with light keys, which running keys yield to, rather than behind
-    // every heavy key (where it could wait a whole budget for a slot).
-    if (options.scheduling === 'fair' && Number(job.priority ?? 0) !== LEVEL.light) await job.changePriority({ priority: LEVEL.light });
+    // time) the key lines up with light keys (a high key in the wait list), which running keys
+    // yield to, rather than behind every heavy key (where it could wait a whole budget for a slot).
+    if (options.scheduling === 'fair') {
+      const light = this.env.level(this.session.key, 'light');
+      if (Number(job.priority ?? 0) !== light) await job.changePriority({ priority: light });
+    }
     await job.moveToDelayed(Date.now() + waitMs, token);
     let delayMs = waitMs;
     try {
@@ -406,7 +483,7 @@ export class KeyRun {
       }
     } catch (err) {
       // The job is delayed already; at worst a push that raced with it waits for its earlier time.
-      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: job.data.key });
+      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: this.session.key });
     }
     if (delayMs <= PROMPT_WAKE_MS) wakeWhenDue(job, delayMs);
     throw new DelayedError();

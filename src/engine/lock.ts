@@ -54,6 +54,11 @@ export class KeyLock {
     return this.lock.value;
   }
 
+  /** When the lock expires unless renewed (redlock's count: drift taken off). */
+  get expiresAt(): number {
+    return this.lock.expiration;
+  }
+
   /** Stops renewing; the lock itself is released, fenced, by the claim that finds nothing or by `release` (protocol.ts). */
   stop(): void {
     this.stopped = true;

@@ -1,6 +1,6 @@
 import type { JobCancels } from './cancels';
 import type { JobFinisher } from './finisher';
-import { KeyRun } from './key-run';
+import { KeyRun, type Shed } from './key-run';
 import type { RunEnv } from './run-env';
 import { runTicketCallback } from './ticket-callback';
 import type { CancelSource } from '../core/stop';
@@ -26,14 +26,15 @@ export function keyProcessor(env: RunEnv, fallback?: FallbackProcessor): KeyProc
 /**
  * `createWorker`'s processor: two declared parameters, so BullMQ builds no AbortController per
  * job (see cancels.ts); the worker's cancelJob and cancelAllJobs reach its runs through `cancels`,
- * and its runs complete their jobs in their last claim through `finisher` (see finisher.ts).
+ * its runs complete their jobs in their last claim through `finisher` (see finisher.ts), and ask
+ * `shed` before each slice whether a lowered concurrency sends them away (see shard-worker.ts).
  */
-export function workerKeyProcessor(env: RunEnv, cancels: JobCancels, finisher: JobFinisher): KeyProcessor {
+export function workerKeyProcessor(env: RunEnv, cancels: JobCancels, finisher: JobFinisher, shed: Shed): KeyProcessor {
   return async function processKeyJob(job, token): Promise<void> {
     const id = job.id!;
     const cancel = cancels.open(id);
     try {
-      return await runJob(env, finisher, job, token ?? '', cancel);
+      return await runJob(env, finisher, job, token ?? '', cancel, shed);
     } finally {
       cancels.close(id);
     }
@@ -46,6 +47,7 @@ async function runJob(
   job: KeyJob,
   token: string,
   cancel: CancelSource | undefined,
+  shed?: Shed,
 ): Promise<void> {
   if (job.name === TICKET_JOB_NAME) {
     const { onTicketSettled, sliceTimeoutMs, logger } = env.options;
@@ -55,5 +57,5 @@ async function runJob(
   // A worker on another store than the pushers' must touch nothing: the job fails (logged),
   // the ids stay, and the recovery sweep tries again once the deployment is fixed.
   await env.agree();
-  await new KeyRun(env, finisher, job, token, cancel).run();
+  await new KeyRun(env, finisher, job, token, cancel, shed).run();
 }

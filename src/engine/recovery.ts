@@ -1,4 +1,5 @@
-import { ensureJob, JOB_NAME, type KeyQueue } from '../storage/job';
+import { Cluster } from 'ioredis';
+import { ensureJob, JOB_NAME, type KeyLevel, type KeyQueue } from '../storage/job';
 import { dedupIdsOf, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
 import type { TicketOutbox } from '../storage/ticket-outbox';
@@ -37,6 +38,8 @@ export interface RecoveryDeps {
   graceMs: number;
   /** The TTL a key lock without one gets (see sweepOne). */
   lockTtlMs: number;
+  /** The level of a key's job (a stranded key's is light, as a newcomer's; see scheduling.ts). */
+  level: KeyLevel;
   logger: Logger;
 }
 
@@ -83,6 +86,41 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
   return recovered;
 }
 
+/** Names read per SCAN call of the full sweep. */
+const SCAN_COUNT = 1000;
+
+/**
+ * The full sweep's first half: lists in its recovery index every key that has any name in Redis
+ * (a SCAN of the batcher's key names, on every master of a Cluster), so that the sweep that
+ * follows looks at each. The way back for keys no path listed: a key whose job an operator
+ * removed by hand (a push that adds its key's job lists it nowhere). Listed as oldest (score 0,
+ * NX: an entry listed already keeps its time). Returns how many keys it found.
+ */
+export async function listEveryKey(deps: Pick<RecoveryDeps, 'client' | 'keyspace' | 'shards'>): Promise<number> {
+  const { client, keyspace, shards } = deps;
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  const found = new Set<string>();
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, names] = await node.scan(cursor, 'MATCH', keyspace.keyNamesPattern, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      const byIndex = new Map<string, (string | number)[]>();
+      for (const name of names) {
+        const key = keyspace.keyOfName(name);
+        if (key === undefined || found.has(key)) continue;
+        found.add(key);
+        const { index } = shards.forKey(key);
+        let members = byIndex.get(index);
+        if (!members) byIndex.set(index, (members = []));
+        members.push(0, key);
+      }
+      await Promise.all([...byIndex].map(([index, members]) => client.zadd(index, 'NX', ...members)));
+    } while (cursor !== '0');
+  }
+  return found.size;
+}
+
 /** Looks at one index entry: drops a drained key, adds a job to a stranded one (true), moves the rest behind. */
 async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: string, key: string, seenScore: string): Promise<boolean> {
   const { client, keyspace } = deps;
@@ -113,7 +151,7 @@ async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: st
   // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
   // paused until resumed (resume adds its job): fine.
   if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.shards.ofKeyIn(counts, key), key))) {
-    await ensureJob(client, deps.shards.of(key), key, 0);
+    await ensureJob(client, deps.shards.of(key), key, 0, deps.level(key, 'light'));
     recovered = true;
   }
   // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.

@@ -4,6 +4,7 @@ import type { FailureDeps } from './failures';
 import type { RunOptions } from './run-options';
 import type { BatcherEmitter } from '../core/events';
 import type { QueueLists } from '../storage/batcher-protocol';
+import { keyLevels, type KeyLevel } from '../storage/job';
 import { KeySession, type SessionEnv } from '../storage/key-session';
 import type { Keyspace } from '../storage/keys';
 import type { LockRef } from '../storage/protocol';
@@ -28,14 +29,19 @@ export class RunEnv implements SessionEnv, FailureDeps {
   readonly handler: () => EachIteration;
   readonly deadLetters: DeadLetterBox;
   readonly events: BatcherEmitter;
-  /** BullMQ's wait and active lists of the batcher's shard queues (fair scheduling reads them). */
+  /** BullMQ's wait, active, delayed and prioritized structures of the batcher's shard queues (fair scheduling reads them). */
   readonly queueLists: () => readonly QueueLists[];
   /** Resolves when this worker's store is the batcher's (checked at the first run; see agreement.ts). */
   readonly agree: () => Promise<void>;
+  /** Lists a key in its recovery index (storage/batcher-protocol.ts `listForRecovery`). */
+  readonly listForRecovery: (key: Key) => Promise<void>;
+  /** The level of a key's job (`priority(key)` ranks keys; see scheduling.ts). */
+  readonly level: KeyLevel;
 
-  constructor(parts: Omit<RunEnv, 'store' | 'session'>) {
+  constructor(parts: Omit<RunEnv, 'store' | 'level' | 'session'>) {
     this.client = parts.client;
     this.store = parts.options.store;
+    this.level = keyLevels(parts.options.priority, parts.options.logger);
     this.outbox = parts.outbox;
     this.redlock = parts.redlock;
     this.keyspace = parts.keyspace;
@@ -45,6 +51,7 @@ export class RunEnv implements SessionEnv, FailureDeps {
     this.events = parts.events;
     this.queueLists = parts.queueLists;
     this.agree = parts.agree;
+    this.listForRecovery = parts.listForRecovery;
   }
 
   /** A run's session of `key` under its lock. */

@@ -1,4 +1,5 @@
 import {
+  fetchBeforeBlocking,
   markNotDrained,
   Worker,
   type BackendFactory,
@@ -32,6 +33,11 @@ const FORWARDED = ['active', 'completed', 'failed', 'progress', 'stalled', 'erro
  * followers, closed, paused, resumed and run with it, their job events re-emitted on it. The
  * leader's `concurrency` is the budget's size. With one shard there are no followers and the
  * budget is the leader's own concurrency: a plain BullMQ worker.
+ *
+ * A concurrency lowered while jobs run is honoured at each run's next slice boundary: before
+ * every slice a run asks `shed`, and the runs beyond the new concurrency hand their job back
+ * instead (see slots.ts), so the slices that start after the change never run more at once than
+ * it allows, and once the slices running at the change have ended, no more run at all.
  */
 export class ShardWorker extends Worker<KeyJobData, void, string> implements KeyWorker {
   /** Set only after the constructor (which may call `run`): by shard, `${count}.${index}`. */
@@ -40,6 +46,8 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
   private readonly ending = new Set<string>();
   /** Jobs this worker fetched (each with a slot) that BullMQ's loop has not started yet. */
   private unstarted = 0;
+  /** The tokens of jobs whose runs end for a lowered concurrency (see `shed`). */
+  private readonly leaving = new Set<string>();
 
   constructor(
     name: string,
@@ -103,7 +111,12 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
     await Promise.all([paused, ...this.others().map((w) => w.pause(doNotWaitActive))]);
   }
 
+  /**
+   * Resumes every shard's worker, each looking for a job at once: a delayed job that came due
+   * during the pause (a zset time, a wait to fill) runs now, not after BullMQ's blocking wait.
+   */
   override async resume(): Promise<void> {
+    fetchBeforeBlocking(this);
     await Promise.all([super.resume(), ...this.others().map((w) => w.resume())]);
   }
 
@@ -151,7 +164,7 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
     this.unstarted--;
     this.ending.add(token);
     try {
-      next = await super.processJob(job, token, () => fetchNextCallback() && !this.slots.contended);
+      next = await super.processJob(job, token, () => fetchNextCallback() && this.mayFetchNext(token));
       if (next) {
         this.unstarted++;
         // The completion fetched it (with this job's slot) while this worker's loop may wait for
@@ -161,13 +174,31 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
       return next;
     } finally {
       this.ending.delete(token);
+      if (this.leaving.delete(token)) this.slots.left();
       if (!next) this.slots.give();
     }
   }
 
-  /** Whether a completion in a claim (see finisher.ts) may fetch a next job: not while another shard waits for a slot. */
-  mayFetchNext(): boolean {
-    return !(this.closing || this.isPaused() || this.slots.contended);
+  /**
+   * Whether the completion of the job under `token` (BullMQ's, or one in a claim: see
+   * finisher.ts) may fetch a next job with its slot: not while closing or paused, while another
+   * shard waits for a slot, while a lowered concurrency leaves more slots in use than it allows,
+   * nor for a job whose run ended for that.
+   */
+  mayFetchNext(token: string): boolean {
+    return !(this.closing || this.isPaused() || this.slots.contended || this.slots.over || this.leaving.has(token));
+  }
+
+  /**
+   * Whether the run of the job under `token` must hand its job back before its next slice, to
+   * honour a concurrency lowered while it runs (its key's job is requeued, the slice it claimed
+   * restored unrun). Asked before every slice; once true, true until the job ends.
+   */
+  shed(token: string): boolean {
+    if (this.leaving.has(token)) return true;
+    if (!this.slots.shed()) return false;
+    this.leaving.add(token);
+    return true;
   }
 
   private others(): ShardWorker[] {

@@ -1,5 +1,5 @@
 import { DelayedError, type Job } from '../bullmq';
-import { CallbackTimeoutError, InvalidOptionError, ShutdownError } from '../core/errors';
+import { CallbackFailedError, CallbackTimeoutError, describe, InvalidOptionError, ShutdownError } from '../core/errors';
 import { withDeadline } from '../core/deadline';
 import { Stop, type CancelSource } from '../core/stop';
 import { log } from '../core/logger';
@@ -37,7 +37,14 @@ export async function runTicketCallback(
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
   });
-  const call = Promise.resolve().then(() => callback({ ...p, ticket, success: p.failed === 0 }, ticket, signal));
+  const call = Promise.resolve()
+    .then(() => callback({ ...p, ticket, success: p.failed === 0 }, ticket, signal))
+    .catch((thrown: unknown) => {
+      // BullMQ's failure handling reads the error's fields: a bare `undefined` would break it.
+      throw thrown instanceof Error
+        ? thrown
+        : new CallbackFailedError(`onTicketSettled for ticket ${ticket} threw ${describe(thrown)}`, thrown);
+    });
   const ended = await withDeadline(Promise.race([call.then(() => 'done' as const), closing]), options.timeoutMs, () => {
     const error = new CallbackTimeoutError(`onTicketSettled for ticket ${ticket} ran longer than sliceTimeoutMs (${options.timeoutMs} ms)`);
     stop.abort(error);

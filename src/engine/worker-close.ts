@@ -1,28 +1,71 @@
-import { aroundClose, blockingClientOf, type Worker } from '../bullmq';
-
-/** The longest a closing worker waits for its blocking connection to finish reconnecting. */
-export const RECONNECT_WAIT_MS = 10_000;
+import { aroundClose, blockingClientOf, ownClientsOf, type Worker } from '../bullmq';
+import { Cluster, type Redis } from 'ioredis';
+import { endClient } from '../core/connection';
 
 /**
- * Works around a window of BullMQ 6.7 with ioredis 5: `Worker.close()` disconnects the worker's
- * blocking connection and waits for ioredis' 'end' event, but ioredis never emits it when
- * `disconnect()` comes while it waits to reconnect (its stream is closed already and the reconnect
- * timer is cleared). So a close within about a second of Redis dropping the worker's connections
- * (a failover, `CLIENT KILL`) never resolved. The worker's `close` first waits, at most
- * `RECONNECT_WAIT_MS`, for that connection to be back. If Redis stays away longer, BullMQ's own
- * wait remains (README: Guarantees).
+ * How long a closing worker waits for Redis beyond `shutdownTimeoutMs` (the longest a slice of
+ * its runs goes on after the signal) before it drops its connections and returns.
  */
-export function closeAfterReconnect(worker: Worker): void {
-  aroundClose(worker, async (close, force) => {
-    await blockingReady(worker);
-    const closing = close(force);
-    const stuck = setTimeout(() => void unstickBlocking(worker), BLOCKING_DISCONNECT_WAIT_MS);
-    try {
-      return await closing;
-    } finally {
-      clearTimeout(stuck);
-    }
+export const CLOSE_REDIS_WAIT_MS = 10_000;
+
+/**
+ * Bounds a worker's `close()` (BullMQ 6.7 with ioredis 5), whether Redis is there or not:
+ *
+ * - BullMQ's close disconnects the worker's blocking connection and waits for ioredis' 'end'
+ *   event, which ioredis never emits when `disconnect()` comes while it waits to reconnect (its
+ *   stream is closed already; only its retry timer is cleared, so it never reconnects either). A
+ *   close begun while Redis was away (a failover, `CLIENT KILL`, an outage) waited for ever, even
+ *   once Redis was back. Such a connection is ended here first (see `endClient`): BullMQ's close
+ *   then goes on as soon as Redis answers the rest. (A Cluster's is waited for instead, at most
+ *   CLUSTER_RECONNECT_WAIT_MS.)
+ * - A close still waiting `shutdownTimeoutMs + CLOSE_REDIS_WAIT_MS` after it began waits on a
+ *   Redis that is away (or does not answer): the worker's own connections are ended, which fails
+ *   what they still queued, and `close()` returns. Its keys come back as after a crash (their
+ *   locks expire within `lockTtlMs`).
+ *
+ * Every call of the worker's `close` gets the first one's promise.
+ */
+export function closeBounded(worker: Worker, shutdownTimeoutMs: number): void {
+  let closing: Promise<void> | undefined;
+  aroundClose(worker, (close, force) => (closing ??= bounded(worker, () => close(force), shutdownTimeoutMs + CLOSE_REDIS_WAIT_MS)));
+}
+
+async function bounded(worker: Worker, close: () => Promise<void>, limitMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), limitMs)));
+  const blocking: Redis | Cluster | undefined = await blockingClientOf(worker);
+  if (blocking?.status === 'reconnecting') {
+    // A Cluster client reaches 'end' only through its nodes, which it has none of now: it gets
+    // CLUSTER_RECONNECT_WAIT_MS to come back (a failover takes seconds), and the bound after.
+    if (blocking instanceof Cluster) await readyWithin(blocking, CLUSTER_RECONNECT_WAIT_MS);
+    else endClient(blocking);
+  }
+  const closing = close();
+  const stuck = setTimeout(() => void unstickBlocking(worker), BLOCKING_DISCONNECT_WAIT_MS);
+  try {
+    if ((await Promise.race([closing, late])) !== 'late') return;
+    // BullMQ's close goes on: it ends once the connections below fail what they queued.
+    closing.catch(() => undefined);
+    for (const client of await ownClientsOf(worker)) endClient(client);
+  } finally {
+    clearTimeout(stuck);
+    clearTimeout(timer);
+  }
+}
+
+/** The longest a closing worker waits for its blocking Cluster connection to finish reconnecting. */
+export const CLUSTER_RECONNECT_WAIT_MS = 10_000;
+
+async function readyWithin(client: Cluster, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let onReady: (() => void) | undefined;
+  await new Promise<void>((resolve) => {
+    onReady = resolve;
+    client.once('ready', onReady);
+    timer = setTimeout(resolve, ms);
   });
+  clearTimeout(timer);
+  if (onReady) client.removeListener('ready', onReady);
 }
 
 /** How long a closing worker's blocking connection may stay connected before it is disconnected here. */
@@ -41,18 +84,4 @@ export const BLOCKING_DISCONNECT_WAIT_MS = 2_000;
 async function unstickBlocking(worker: Worker): Promise<void> {
   const client = await blockingClientOf(worker);
   if (client && (client.status === 'ready' || client.status === 'connect')) client.disconnect();
-}
-
-async function blockingReady(worker: Worker): Promise<void> {
-  const client = await blockingClientOf(worker);
-  if (!client || (client.status !== 'reconnecting' && client.status !== 'connecting')) return;
-  let timer: NodeJS.Timeout | undefined;
-  let onReady: (() => void) | undefined;
-  await new Promise<void>((resolve) => {
-    onReady = resolve;
-    client.once('ready', onReady);
-    timer = setTimeout(resolve, RECONNECT_WAIT_MS);
-  });
-  clearTimeout(timer);
-  if (onReady) client.removeListener('ready', onReady);
 }

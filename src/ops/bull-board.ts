@@ -1,7 +1,7 @@
 import type { Job, Queue } from '../bullmq';
 import { boardReadsOf, type BoardReads } from './board-reads';
 import { describe, InvalidOptionError } from '../core/errors';
-import { JOB_NAME, LEVEL, type Level } from '../storage/job';
+import { JOB_NAME, WAIT_LIST, type Level, type LevelName } from '../storage/job';
 import { formatMs } from './html';
 import { log } from '../core/logger';
 import type { Batcher, Key, KeyStats } from '../core/types';
@@ -31,7 +31,8 @@ export interface KeyJobView {
    * The job's place in fair scheduling, which bull-board shows as its BullMQ priority (0, 1, 2:
    * lower runs first), and which says nothing of the key's importance: `'light'` (a first push
    * that fits in a slice, or lifted by aging), `'heavy'` (a first push bigger than a slice),
-   * `'had its turn'` (its run used its budget and requeued it behind the others).
+   * `'had its turn'` (its run used its budget and requeued it behind the others); with
+   * `priority(key)`, `'high'`: a high key's lane, before every normal key (or lifted there by aging).
    */
   level: KeyJobLevel;
   inFlight: number;
@@ -45,13 +46,18 @@ export interface KeyJobView {
 type AnyJob = Job<unknown, unknown, string>;
 
 /** See `KeyJobView.level`. */
-export type KeyJobLevel = 'light' | 'heavy' | 'had its turn';
+export type KeyJobLevel = 'high' | 'light' | 'heavy' | 'had its turn';
 
-const LEVEL_NAMES: Record<Level, KeyJobLevel> = { [LEVEL.light]: 'light', [LEVEL.heavy]: 'heavy', [LEVEL.hadTurn]: 'had its turn' };
+const LEVEL_NAMES: Record<LevelName, KeyJobLevel> = { light: 'light', heavy: 'heavy', hadTurn: 'had its turn' };
 
-/** A key job's level, from the BullMQ priority it was added with (none: the wait list, light). */
-function levelOf(job: AnyJob): KeyJobLevel {
-  return LEVEL_NAMES[(job.opts.priority ?? LEVEL.light) as Level] ?? 'light';
+/**
+ * A key job's level, from the BullMQ priority it was added with: one of the batcher's normal
+ * levels, or, with `priority(key)`, the wait list (none), a high key's lane (or a job aging lifted).
+ */
+function levelOf(job: AnyJob, levels: Readonly<Record<LevelName, Level>>): KeyJobLevel {
+  const priority = job.opts.priority ?? WAIT_LIST;
+  for (const name of Object.keys(LEVEL_NAMES) as LevelName[]) if (levels[name] === priority) return LEVEL_NAMES[name];
+  return 'high';
 }
 
 /**
@@ -143,7 +149,7 @@ async function showKeys(own: BoardReads, jobs: readonly (AnyJob | null | undefin
   }
   const { at, keys } = read;
   const byKey = new Map(keys.map((k) => [k.key, k]));
-  for (const { job, key } of keyed) job.data = { ...(job.data as object), ...view(byKey.get(key)!, levelOf(job), at) };
+  for (const { job, key } of keyed) job.data = { ...(job.data as object), ...view(byKey.get(key)!, levelOf(job, own.levels), at) };
 }
 
 function view({ key, pending, inFlight, retrying, oldestPendingAgeMs }: KeyStats, level: KeyJobLevel, at: number): KeyJobView {

@@ -1,6 +1,6 @@
 import { describe, InvalidOptionError, NotPausedError } from '../core/errors';
 import { validateKey } from '../core/input';
-import { ensureJob, type KeyQueue } from '../storage/job';
+import { ensureJob, type KeyLevel, type KeyQueue } from '../storage/job';
 import type { Keyspace } from '../storage/keys';
 import { MAX_TIMER_MS } from '../core/limits';
 import { duration, onlyKnownOptions, optionNames } from '../core/validate';
@@ -29,6 +29,8 @@ export interface PauseDeps {
   store: StoreKind;
   /** The key's wait to fill (see core/fill.ts): a resumed key's job waits for it. */
   fill: (key: Key) => Fill | undefined;
+  /** The level of a key's job (a resumed key's is light: a wait is no turn; see engine/scheduling.ts). */
+  level: KeyLevel;
 }
 
 /** Ms the pause lasts (undefined: until resumed), from the options; throws before anything is written. */
@@ -76,7 +78,7 @@ export async function resume(deps: PauseDeps, rawKey: Key): Promise<void> {
   if (!wasPaused) throw new NotPausedError(`key ${JSON.stringify(key)} is not paused`);
   // A key paused until resumed has no job (its last run completed it); a timed one waits delayed.
   const due = await dueIn(client, deps.store, names, fill);
-  if (due >= 0) await ensureJob(client, deps.queue(key), key, due);
+  if (due >= 0) await ensureJob(client, deps.queue(key), key, due, deps.level(key, 'light'));
 }
 
 /** Index entries read per page by `paused()`; each page's markers are read in one round trip (standalone). */

@@ -1,9 +1,7 @@
+import { LIVE_STATES } from '../storage/job';
 import type { ShardQueues } from '../storage/shard-queues';
 import type { RedisClient } from '../storage/scripts';
 import type { ShardCount } from '../core/types';
-
-/** The job states a shard's queue holds a key's job in before it completes (a paused queue's jobs count as waiting). */
-const LIVE_STATES = ['waiting', 'prioritized', 'delayed', 'active'] as const;
 
 /**
  * Each of these shard counts, with the jobs its queues hold (one job-counts read per queue) and

@@ -19,8 +19,10 @@ export interface StatsDeps {
   client: RedisClient;
   keyspace: Keyspace;
   store: Store;
-  /** The recovery indexes of every shard (see storage/shards.ts): keys with recent pushes. */
+  /** The recovery indexes of every shard (see storage/shards.ts): keys that may have ids but no job. */
   indexes: () => Promise<readonly string[]>;
+  /** The keys of up to `limit` key jobs that have not ended, on every shard's queue (a push that adds its key's job lists it nowhere else). */
+  jobKeys: (limit: number) => Promise<readonly Key[]>;
   deadCount: () => Promise<number>;
   pausedKeys: () => Promise<PausedKey[]>;
 }
@@ -58,9 +60,10 @@ export async function readKeyStats(
 }
 
 /**
- * Reads the batcher's indexes of keys with recent pushes (one per shard) in pages (never a SCAN)
- * and each key's counts and oldest push mark, all O(1) reads but the retry slices (at most a few
- * per key). A key listed in two indexes (its shard changed with the shard count) counts once.
+ * Reads the batcher's recovery indexes (one per shard) in pages (never a SCAN), then the keys of
+ * the key jobs that have not ended, and each key's counts and oldest push mark, all O(1) reads but
+ * the retry slices (at most a few per key). A key listed twice (in two indexes, its shard changed
+ * with the shard count, or in an index and by its job) counts once.
  */
 export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promise<Stats> {
   if (typeof options !== 'object' || options === null)
@@ -79,24 +82,31 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
   const keys: KeyStats[] = [];
   const seen = new Set<string>();
   let scanned = 0;
+  // `scanned` counts index entries read, and keys of jobs not listed in an index.
+  const readPage = async (listed: readonly Key[], counted: 'entries' | 'new keys') => {
+    const page = listed.filter((key) => !seen.has(key));
+    scanned += counted === 'entries' ? listed.length : page.length;
+    for (const key of page) seen.add(key);
+    const read = await readKeys(
+      client,
+      store,
+      page.map((key) => keyspace.forKey(key)),
+    );
+    for (const [i, reading] of read.entries()) {
+      if (reading.pending + reading.inFlight + reading.retrying > 0) keys.push(keyStatsOf(page[i]!, reading, now));
+    }
+  };
   for (const [n, index] of indexes.entries()) {
     for (let start = 0; start < sizes[n]! && scanned < maxKeys;) {
       const listed = await client.zrange(index, start, start + Math.min(PAGE, maxKeys - scanned) - 1);
       if (listed.length === 0) break;
       start += listed.length;
-      scanned += listed.length;
-      const page = listed.filter((key) => !seen.has(key));
-      for (const key of page) seen.add(key);
-      const read = await readKeys(
-        client,
-        store,
-        page.map((key) => keyspace.forKey(key)),
-      );
-      for (const [i, reading] of read.entries()) {
-        if (reading.pending + reading.inFlight + reading.retrying > 0) keys.push(keyStatsOf(page[i]!, reading, now));
-      }
+      await readPage(listed, 'entries');
     }
   }
+  const room = maxKeys - scanned;
+  const byJob = room > 0 ? await deps.jobKeys(room) : [];
+  for (let start = 0; start < byJob.length; start += PAGE) await readPage(byJob.slice(start, start + PAGE), 'new keys');
   const sum = (field: 'pending' | 'inFlight' | 'retrying') => keys.reduce((total, k) => total + k[field], 0);
   const first = (compare: (a: KeyStats, b: KeyStats) => number, list = keys) => [...list].sort(compare).slice(0, top);
   return {
@@ -114,7 +124,8 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
       keys.filter((k) => k.pending > 0),
     ),
     scannedKeys: scanned,
-    truncated: indexed > maxKeys,
+    // With room left, a full read of job keys may have left some out.
+    truncated: indexed > maxKeys || (room > 0 && byJob.length >= room),
     paused,
   };
 }

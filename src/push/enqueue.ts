@@ -1,30 +1,20 @@
 import { Cluster } from 'ioredis';
-import { currentKey } from './context';
 import { withDeadline } from '../core/deadline';
-import { connectionCloses, isReplyError } from '../core/connection';
-import {
-  describe,
-  InvalidOptionError,
-  MissingKeyError,
-  PushOutcomeUnknownError,
-  PushTimeoutError,
-  TicketSealedError,
-  UnknownTicketError,
-} from '../core/errors';
-import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
+import { PushTimeoutError } from '../core/errors';
 import { activeTraceparent } from '../core/trace-context';
-import { isHighKey, isHighPush } from '../core/priority';
-import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
-import { ensureJob, LEVEL, queuePrefixOf, standardAdd, type KeyQueue } from '../storage/job';
+import type { NormalizedPush } from '../core/input';
+import { ensureJob, queuePrefixOf, standardAdd, WAIT_LIST, type KeyLevel, type KeyQueue, type Level } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
-import { newTicket, parseTicket } from './progress';
-import { checkBacklog, dueIn, push, type PushCall, type PushResult } from '../storage/protocol';
-import { backlogFullError, maxPendingOf } from './backlog';
+import { planPush, type StoreHow } from './plan';
+import { checkBacklog, dueIn, type PushCall } from '../storage/protocol';
+import type { Committer } from './committer';
+import { jobAddFailed, outcomeOf } from './outcomes';
+import { backlogFullError } from './backlog';
 import { openTicket, sealTicket } from './tickets';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Store } from '../storage/store';
-import { fillOf, type Fill, type FillOption } from '../core/fill';
+import type { Fill, FillOption } from '../core/fill';
 import type {
   BatchByKeyOptions,
   Key,
@@ -33,7 +23,6 @@ import type {
   MergePolicy,
   PerformOptions,
   PerformResult,
-  Priority,
   PushItem,
   Ticket,
 } from '../core/types';
@@ -50,8 +39,8 @@ export interface EnqueueDeps {
   ticketTtlMs: number;
   /** Fair scheduling: a new key's job whose first push is more than a slice waits behind light ones (see scheduling.ts). */
   fair: boolean;
-  /** `priority(key)`: a high-priority key's job is always light (see scheduling.ts). */
-  keyPriority: ((key: Key) => Priority) | undefined;
+  /** The level of a key's new job (see storage/job.ts `keyLevels`): `priority(key)` ranks keys. */
+  level: KeyLevel;
   logger: Logger;
   sliceSize: number;
   /** Wait to fill (`minSliceSize`, `maxWaitMs`; see core/fill.ts). */
@@ -67,13 +56,12 @@ export interface EnqueueDeps {
   /** Whether a tracked push asks for a callback when it settles, unless it says (the batcher has onTicketSettled). */
   callbacks: boolean;
   tickets: TicketOutbox;
+  /** Sends the push's script call, shared with the pushes that arrive while one is in flight (group commit). */
+  committer: Committer;
 }
 
-/** Every name `PerformOptions` has (the compiler holds the list to the type). */
-const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback', 'priority']);
-
 /**
- * Validates everything, then stores the ids in one call (see push.lua), which also tells whether
+ * Validates everything (plan.ts), then stores the ids in one call (see push.lua), which also tells whether
  * a run that holds the key's lock, or the key's waiting job, will claim them. Unless one will,
  * the key's job is added (by that same call on a standalone Redis, after it on a Cluster or for a
  * job that must wait), deduplicated by key with `keepLastIfActive`: if the
@@ -82,74 +70,32 @@ const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track'
  * never trusted: it may be between its last (empty) claim and its completion, and the add, which
  * BullMQ keeps as the next job, is what covers that window. Waits at most `timeoutMs` for Redis.
  * Once the script call may have gone out, a failure that is not Redis's own answer rejects with a
- * PushOutcomeUnknownError (see pushOnce): only then may a rejected push have stored its ids.
+ * PushOutcomeUnknownError (see outcomes.ts): only then may a rejected push have stored its ids.
  */
-
 export async function performBatchLater(
   deps: EnqueueDeps,
   items: ReadonlyArray<PushItem>,
   options: PerformOptions = {},
 ): Promise<PerformResult> {
-  if (typeof options === 'object' && options !== null) onlyKnownOptions('performBatchLater options', options, PERFORM_OPTIONS);
-  const { ids, payloads } = normalizeItems(items);
-  const delayMs = validateDelay(deps.store, options.delayMs);
-  const high = isHighPush(options.priority);
-  const track = boolean('options.track', options.track, false);
-  const callback = options.callback === undefined ? deps.callbacks : boolean('options.callback', options.callback, false);
-  const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
-  if (open && track) throw new InvalidOptionError('pass either track: true (a ticket of its own) or ticket (an open ticket), not both');
-  const key = open ? keyOfTicket(open.key, options.key) : await resolveKey(deps.resolver, options.key);
-  const fill = fillOf(deps.fill, key, deps.sliceSize);
-  const names = deps.keyspace.forKey(key);
-  const within = <T>(work: Promise<T>) => withDeadline(work, deps.timeoutMs, () => pushTimedOut(key, deps.timeoutMs));
-  if (track && ids.length === 0) {
+  const startedAt = Date.now();
+  const plan = await planPush(deps, items, options);
+  const { key } = plan;
+  // From the call on: a push that waits for a shared call (see committer.ts) waits within it.
+  const within = <T>(work: Promise<T>) =>
+    withDeadline(work, Math.max(0, deps.timeoutMs - (Date.now() - startedAt)), () => pushTimedOut(key, deps.timeoutMs));
+  if (plan.emptyTicket) {
     // Nothing to wait for: a ticket that is settled at once (and so calls back, if asked).
-    const ticket = await within(emptyTicket(deps, key, callback));
+    const ticket = await within(emptyTicket(deps, key, plan.emptyTicket.callback));
     return { key, pushed: 0, ticket };
   }
-  const ticket = track ? newTicket(key) : undefined;
-  const result: PerformResult = {
-    key,
-    pushed: ids.length,
-    ...(ticket && { ticket: ticket.ticket }),
-    ...(open && { ticket: options.ticket! }),
-  };
-  if (ids.length === 0) return result;
-  const maxPending = maxPendingOf(deps.maxPending, key);
-  const tracked = ticket
-    ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
-    : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
-  const how: StoreHow = { delayMs, ticket: tracked || undefined, maxPending, fill, high };
-  await within(store(deps, key, names, { ids, ...(payloads && { payloads }) }, how));
-  return result;
+  if (plan.store) await within(store(deps, key, plan.store.names, plan.store.push, plan.store.how));
+  return plan.result;
 }
 
 async function emptyTicket(deps: EnqueueDeps, key: Key, callback: boolean): Promise<Ticket> {
   const ticket = await openTicket(deps.tickets, key, callback);
   await sealTicket(deps.tickets, ticket);
   return ticket;
-}
-
-/** A push to an open ticket goes to the ticket's key; a `key` given too must be the same. */
-function keyOfTicket(ticketKey: Key, given: Key | undefined): Key {
-  if (given !== undefined && validateKey(given, 'options.key') !== ticketKey) {
-    throw new InvalidOptionError(
-      `options.key ${JSON.stringify(given)} is not the key of options.ticket (${JSON.stringify(ticketKey)}); a ticket belongs to one key`,
-    );
-  }
-  return ticketKey;
-}
-
-/** How a push is stored, beside its ids: everything its options and the batcher's decided for its key. */
-interface StoreHow {
-  delayMs: number;
-  ticket: PushCall['ticket'];
-  /** The key's maxPendingPerKey, if it has one. */
-  maxPending: number | undefined;
-  /** The key's wait to fill, if it waits. */
-  fill: Fill | undefined;
-  /** A push with priority 'high'. */
-  high: boolean;
 }
 
 /** Everything a push sends to Redis, once its input is valid. */
@@ -190,19 +136,19 @@ async function store(
     ...(fill && { fill }),
     ...(high && { high }),
   };
-  // A light newcomer queues FIFO before keys whose first push is bigger than a slice.
-  // A high-priority key never waits behind others for its turn.
-  const level = deps.fair && ids.length > deps.sliceSize && !isHighKey(key, deps.keyPriority, deps.logger) ? LEVEL.heavy : LEVEL.light;
+  // A light newcomer queues FIFO before keys whose first push is bigger than a slice, and a
+  // high-priority key's job before both.
+  const level = deps.level(key, deps.fair && ids.length > deps.sliceSize ? 'heavy' : 'light');
   // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
   // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built). A
   // key that waits to fill needs a delayed job (added after the call), unless this push fills it
   // by itself (or a high push, whose ids never wait to fill): building BullMQ's add costs the
   // pusher CPU on every push.
   const startsNow = !fill || high || ids.length >= fill.minSliceSize;
-  const add = !cluster && kind !== 'zset' && level === LEVEL.light && startsNow ? standardAdd(queue, key) : undefined;
+  const add = !cluster && kind !== 'zset' && level === WAIT_LIST && startsNow ? standardAdd(queue, key) : undefined;
   // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
-  // to the one time the call was sent says what happened (see pushOnce).
-  const pushed = await pushOnce(client, key, () => push(client, names, { ...call, ...(add && { add: add.call }) }));
+  // to the one time the call was sent says what happened (see outcomes.ts).
+  const pushed = outcomeOf(key, await deps.committer.commit({ names, call: { ...call, ...(add && { add: add.call }) } }));
   // The ids are stored; the key is in its recovery index, so a workers' sweep serves it if the job add fails.
   try {
     await add?.done(pushed.added ?? null);
@@ -214,58 +160,10 @@ async function store(
     // or brings the job forward itself. Only when that lands between this push's call and this add
     // to a job that was active or delayed past this push's time can this add move it back, to this
     // push's time: the key then starts at most maxWaitMs late.
-    if (kind === 'zset') await bringForward(deps.client, queue, key, names, waitMs, fill);
+    if (kind === 'zset') await bringForward(deps.client, queue, key, level, names, waitMs, fill);
   } catch (err) {
-    throw new PushOutcomeUnknownError(
-      `performBatchLater for key ${JSON.stringify(key)} stored its ids, but adding the key's job failed (${messageOf(err)}); ` +
-        `the workers' recovery sweep serves the key. ${RETRY}`,
-      { cause: err },
-    );
+    throw jobAddFailed(key, err);
   }
-}
-
-/** What a retry of a push whose outcome is unknown does, for the messages that say so. */
-const RETRY = 'A retry is at least once: the set and zset stores keep one copy of a pending id, the list store stores it twice';
-
-/**
- * The push script's call, whose answer is definite only when it is Redis's to the one time the
- * call was sent: a result (a refusal of an open ticket writes nothing), or an error reply (a
- * script error, OOM, a missing permission; push.lua writes the ids before anything else, so a
- * call that failed wrote nothing). Anything else, once the call may have gone out, leaves its
- * outcome unknown: the connection closed (Redis may have run the call before), ioredis gave up
- * retrying on a Cluster, or a connection of the client closed meanwhile, after which ioredis may
- * have sent the call again and this answer is the second one's. Then the push rejects with a
- * PushOutcomeUnknownError carrying what ended it.
- */
-async function pushOnce(client: RedisClient, key: Key, send: () => Promise<PushResult>): Promise<PushResult> {
-  const closes = connectionCloses(client);
-  const unknown = (cause: unknown) =>
-    new PushOutcomeUnknownError(
-      `performBatchLater for key ${JSON.stringify(key)} cannot tell whether Redis stored its ids (its script call was sent, then: ` +
-        `${messageOf(cause)}). They may have been stored, and then they run. ${RETRY}`,
-      { cause },
-    );
-  let pushed: PushResult;
-  try {
-    pushed = await send();
-  } catch (err) {
-    throw isReplyError(err) && connectionCloses(client) === closes ? err : unknown(err);
-  }
-  const { refused } = pushed;
-  if (refused === undefined) return pushed;
-  const refusal =
-    refused.reason === 'backlog_full'
-      ? backlogFullError(key, refused)
-      : refused.reason === 'unknown_ticket'
-        ? new UnknownTicketError(
-            `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
-          )
-        : new TicketSealedError('the open ticket of this push is sealed: open a new one; nothing was written');
-  throw connectionCloses(client) === closes ? refusal : unknown(refusal);
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /**
@@ -292,6 +190,7 @@ async function bringForward(
   client: RedisClient,
   queue: KeyQueue,
   key: Key,
+  level: Level,
   names: KeyNames,
   waitMs: number,
   fill: Fill | undefined,
@@ -301,28 +200,6 @@ async function bringForward(
     const readyIn = await dueIn(client, 'zset', names, fill);
     if (readyIn < 0 || Date.now() + readyIn >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     dueAt = Date.now() + readyIn;
-    await ensureJob(client, queue, key, readyIn);
+    await ensureJob(client, queue, key, readyIn, level);
   }
-}
-
-function validateDelay(store: Store, delayMs: unknown): number {
-  if (delayMs === undefined) return 0;
-  if (store.kind !== 'zset') {
-    throw new InvalidOptionError(`delayMs needs store 'zset'; this batcher uses '${store.kind}'`);
-  }
-  if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0) {
-    throw new InvalidOptionError(`delayMs must be an integer >= 0, got ${describe(delayMs)}`);
-  }
-  return delayMs;
-}
-
-async function resolveKey(resolver: BatchByKeyOptions['key'], given: Key | undefined): Promise<Key> {
-  if (given !== undefined) return validateKey(given, 'options.key');
-  const resolved = resolver ? await resolver() : undefined;
-  if (resolved !== undefined) return validateKey(resolved, 'the key resolver (options.key) result');
-  const fromContext = currentKey();
-  if (fromContext !== undefined) return fromContext;
-  throw new MissingKeyError(
-    'no key: pass { key } to performBatchLater, set a key resolver in the options, or call it inside withKey(key, fn)',
-  );
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from '../core/errors';
+import { ClosedError, describe, InvalidOptionError, UnknownTicketError, WaitTimeoutError } from '../core/errors';
+import { withDeadline } from '../core/deadline';
 import { onlyKnownOptions, optionNames, positiveMs } from '../core/validate';
 import { encodeKey, ticketChannel, ticketErrors, ticketHash, type Keyspace } from '../storage/keys';
 import type { TicketChannel } from './ticket-channel';
@@ -61,7 +62,8 @@ const sameCounts = (a: Progress | undefined, b: Progress): boolean =>
 /**
  * Reads progress() until nothing is pending, each time the scripts announce a change of the
  * ticket (see ticket-channel.ts), and every `pollMs` in case an announcement was lost; a
- * WaitTimeoutError (with the last progress) after `timeoutMs`.
+ * WaitTimeoutError (with the last progress read, if any) after `timeoutMs`, whether Redis answers
+ * or not, and a ClosedError as soon as `closed` aborts (the batcher closed).
  */
 export async function waitFor(
   client: RedisClient,
@@ -69,6 +71,7 @@ export async function waitFor(
   channel: TicketChannel,
   ticket: Ticket,
   options: WaitForOptions = {},
+  closed?: AbortSignal,
 ): Promise<Progress> {
   if (typeof options === 'object' && options !== null) onlyKnownOptions('waitFor options', options, WAIT_FOR_OPTIONS);
   const timeoutMs = positiveMs('waitFor options.timeoutMs', options.timeoutMs, 60_000);
@@ -79,6 +82,15 @@ export async function waitFor(
   }
   const { key, id } = parseTicket(ticket);
   const deadline = Date.now() + timeoutMs;
+  const left = () => Math.max(0, deadline - Date.now());
+  let last: Progress | undefined;
+  const timedOut = () =>
+    new WaitTimeoutError(
+      last
+        ? `ticket ${ticket} still has ${last.pending} pending ids after ${timeoutMs} ms`
+        : `ticket ${ticket}: Redis gave no reading of it within ${timeoutMs} ms`,
+      last,
+    );
   // Set by an announcement; a read clears it first, so one that lands during the read is not lost.
   let changed: boolean;
   let wake: (() => void) | undefined;
@@ -86,30 +98,49 @@ export async function waitFor(
     changed = true;
     wake?.();
   });
+  const { ended, stop } = endedBy(closed, ticket);
   try {
-    let last: Progress | undefined;
     for (let read = 0; ; read++) {
       // The first read goes while the subscription is made: a ticket settled already costs one read.
       // The second waits for it, so no change announced after that read is missed.
-      if (read === 1) await subscribed(Math.min(pollMs, Math.max(0, deadline - Date.now())));
+      if (read === 1) await Promise.race([subscribed(Math.min(pollMs, left())), ended]);
       changed = false;
-      const current = await progress(client, keyspace, ticket);
+      // A read Redis does not answer (it is away; ioredis queues the command) ends at the deadline.
+      const current = await withDeadline(Promise.race([progress(client, keyspace, ticket), ended]), left(), timedOut);
       if (onProgress && !sameCounts(last, current)) onProgress(current);
       last = current;
       if (current.pending <= 0 && current.sealed) return current;
-      if (Date.now() >= deadline) {
-        throw new WaitTimeoutError(`ticket ${ticket} still has ${current.pending} pending ids after ${timeoutMs} ms`, current);
-      }
+      if (Date.now() >= deadline) throw timedOut();
       if (read === 0 || changed) continue;
       let timer: NodeJS.Timeout | undefined;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        timer = setTimeout(resolve, Math.min(pollMs, Math.max(0, deadline - Date.now())));
-      });
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          wake = resolve;
+          timer = setTimeout(resolve, Math.min(pollMs, left()));
+        }),
+        ended,
+      ]);
       clearTimeout(timer);
       wake = undefined;
     }
   } finally {
+    stop();
     unlisten();
   }
+}
+
+/**
+ * A promise that rejects with a ClosedError once `closed` aborts (never, without a signal), for
+ * a wait to race; `stop` forgets the signal.
+ */
+function endedBy(closed: AbortSignal | undefined, ticket: Ticket): { ended: Promise<never>; stop: () => void } {
+  let onAbort: (() => void) | undefined;
+  const ended = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new ClosedError(`waitFor(${ticket}) ended: the batcher was closed`));
+    if (closed?.aborted) onAbort();
+    else closed?.addEventListener('abort', onAbort, { once: true });
+  });
+  // Raced by every wait, it may reject while none is racing it.
+  ended.catch(() => undefined);
+  return { ended, stop: () => onAbort && closed?.removeEventListener('abort', onAbort) };
 }

@@ -1,4 +1,5 @@
 import { Redis, type Cluster } from 'ioredis';
+import { endClient } from '../core/connection';
 import { log } from '../core/logger';
 import type { Logger } from '../core/types';
 import type { RedisClient } from '../storage/scripts';
@@ -69,8 +70,8 @@ export class TicketChannel {
     this.subscribed.clear();
     if (!subscriber) return;
     // Like the command connection's close: nothing to flush on a connection that is not ready.
-    if (subscriber.status === 'ready') await subscriber.quit().catch(() => subscriber.disconnect());
-    else subscriber.disconnect();
+    if (subscriber.status === 'ready') await subscriber.quit().catch(() => endClient(subscriber));
+    else endClient(subscriber);
   }
 
   /** Subscribes `channel`: true once Redis confirmed it, false when it refused (logged once). */

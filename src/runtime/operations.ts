@@ -1,19 +1,32 @@
-import { ShardsInUseError } from '../core/errors';
+import { describe, InvalidOptionError, ShardsInUseError } from '../core/errors';
 import { validateKey } from '../core/input';
-import { requiredInteger } from '../core/validate';
+import { boolean, onlyKnownOptions, optionNames, requiredInteger } from '../core/validate';
 import { fillOf } from '../core/fill';
 import { DeadLetterBox } from '../engine/dead-letters';
-import { recoverStrandedKeys, type RecoveryDeps } from '../engine/recovery';
+import { listEveryKey, recoverStrandedKeys, type RecoveryDeps } from '../engine/recovery';
 import { readHistory } from '../ops/history';
 import { pause, paused, resume, type PauseDeps } from '../ops/pause';
 import { shardCounts } from '../ops/shard-counts';
 import { readKeyStats, stats } from '../ops/stats';
 import { forgetShardCount, setPausedAll } from '../storage/agreement';
+import { keyLevels } from '../storage/job';
 import { MAX_SHARDS } from '../storage/shards';
+import { liveJobKeys } from '../storage/job';
 import { backlog } from '../storage/store';
 import type { Producer } from './producer';
 import type { BatcherRuntime } from './runtime';
-import type { Backlog, History, Key, KeyStats, PausedKey, PauseOptions, ShardCount, Stats, StatsOptions } from '../core/types';
+import type {
+  Backlog,
+  History,
+  Key,
+  KeyStats,
+  PausedKey,
+  PauseOptions,
+  RecoverOptions,
+  ShardCount,
+  Stats,
+  StatsOptions,
+} from '../core/types';
 
 /** What an operator reads and does: stats, history, backlogs, pauses, dead letters, shard counts, recovery. */
 export class Operations {
@@ -41,6 +54,14 @@ export class Operations {
         keyspace: runtime.keyspace,
         store: runtime.store,
         indexes: async () => runtime.shards.indexes(await runtime.counts()),
+        jobKeys: async (limit) => {
+          const keys: Key[] = [];
+          for (const queue of runtime.shards.all(await runtime.counts())) {
+            if (keys.length >= limit) break;
+            keys.push(...(await liveJobKeys(queue, limit - keys.length)));
+          }
+          return keys;
+        },
         deadCount: () => this.deadLetters.count(),
         // Async, so that a closed batcher rejects here rather than throws while stats() builds its reads (whose rejections would go unhandled).
         pausedKeys: async () => paused(this.pauseDeps()),
@@ -62,9 +83,15 @@ export class Operations {
     return backlog(this.runtime.client(), this.runtime.store, this.runtime.keyspace.forKey(validateKey(key, 'key')));
   }
 
-  /** One recovery sweep; `graceMs` 0 from `recover()`, the recovery interval from a worker's timer. */
-  async recover(graceMs = 0): Promise<number> {
-    return recoverStrandedKeys(this.recoveryDeps(graceMs));
+  /**
+   * One recovery sweep; `graceMs` 0 from `recover()`, the recovery interval from a worker's timer;
+   * with `full`, every key in Redis is listed first (see recovery.ts `listEveryKey`).
+   */
+  async recover(graceMs = 0, options?: RecoverOptions): Promise<number> {
+    const { full } = recoverOptions(options);
+    const deps = this.recoveryDeps(graceMs);
+    if (full) await listEveryKey(deps);
+    return recoverStrandedKeys(deps);
   }
 
   async shardCounts(): Promise<ShardCount[]> {
@@ -89,6 +116,7 @@ export class Operations {
       throw new ShardsInUseError(
         `shard count ${count} was checked by a process that may still push to it without checking again for ${leftMs} ms ` +
           '(its recoveryIntervalMs plus pushTimeoutMs): retire it once no process has used it for that long',
+        leftMs,
       );
     runtime.forgetCountsRead();
     // Its queues were opened for the check above only (up to 64 connections): not kept until close.
@@ -128,6 +156,7 @@ export class Operations {
       queue: (key) => runtime.queueOf(key),
       store: opts.store,
       fill: (key) => fillOf(opts.fill, key, opts.sliceSize),
+      level: keyLevels(opts.priority, opts.logger),
     };
   }
 
@@ -142,7 +171,16 @@ export class Operations {
       store: runtime.store,
       graceMs,
       lockTtlMs: runtime.opts.lockTtlMs,
+      level: keyLevels(runtime.opts.priority, runtime.opts.logger),
       logger: runtime.opts.logger,
     };
   }
+}
+
+/** `recover`'s options, checked before anything reaches Redis. */
+function recoverOptions(options: RecoverOptions = {}): { full: boolean } {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`recover options must be an object, got ${describe(options)}`);
+  onlyKnownOptions('recover options', options, optionNames<RecoverOptions>()(['full']));
+  return { full: boolean('recover full', options.full, false) };
 }

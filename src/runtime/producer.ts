@@ -1,8 +1,10 @@
 import { describe, InvalidOptionError } from '../core/errors';
 import { validateKey } from '../core/input';
 import { performBatchLater, type EnqueueDeps } from '../push/enqueue';
+import { Committer } from '../push/committer';
 import { progress, waitFor } from '../push/progress';
 import { openTicket, sealTicket } from '../push/tickets';
+import { keyLevels } from '../storage/job';
 import type { BatcherRuntime } from './runtime';
 import type { Key, PerformOptions, PerformResult, Progress, PushItem, Ticket, WaitForOptions } from '../core/types';
 
@@ -18,12 +20,17 @@ export class Producer {
     return result;
   }
 
+  /** At close: pushes lingering for others (pushLingerMs) go out before the connection closes. */
+  flush(): void {
+    this.enqueueDepsBuilt?.committer.flush();
+  }
+
   async progress(ticket: Ticket): Promise<Progress> {
     return progress(this.runtime.client(), this.runtime.keyspace, ticket);
   }
 
   async waitFor(ticket: Ticket, options?: WaitForOptions): Promise<Progress> {
-    return waitFor(this.runtime.client(), this.runtime.keyspace, this.runtime.ticketChannel, ticket, options);
+    return waitFor(this.runtime.client(), this.runtime.keyspace, this.runtime.ticketChannel, ticket, options, this.runtime.closedSignal);
   }
 
   async openTicket(key: Key, options?: { callback?: boolean }): Promise<Ticket> {
@@ -51,7 +58,7 @@ export class Producer {
       resolver: opts.key,
       ticketTtlMs: opts.ticketTtlMs,
       fair: opts.scheduling === 'fair',
-      keyPriority: opts.priority,
+      level: keyLevels(opts.priority, opts.logger),
       logger: opts.logger,
       sliceSize: opts.sliceSize,
       fill: opts.fill,
@@ -61,6 +68,7 @@ export class Producer {
       maxPending: opts.maxPendingPerKey,
       callbacks: opts.onTicketSettled !== undefined,
       tickets: runtime.ticketOutbox(),
+      committer: new Committer(client, { maxPushes: opts.pushesPerCall, lingerMs: opts.pushLingerMs }),
     });
   }
 }

@@ -1,6 +1,6 @@
 import Redlock from 'redlock';
 import { Queue, type ConnectionOptions } from '../bullmq';
-import { commandClient, fromUrl } from '../core/connection';
+import { commandClient, endClient, fromUrl } from '../core/connection';
 import { ClosedError } from '../core/errors';
 import { BatcherEmitter } from '../core/events';
 import { log } from '../core/logger';
@@ -39,6 +39,10 @@ export class BatcherRuntime {
   private redlockOfClient: Redlock | undefined;
   private outbox: TicketOutbox | undefined;
   private closed = false;
+  /** Aborted when the batcher is marked closed: what a caller waits on for long (waitFor) ends then. */
+  private readonly closing = new AbortController();
+  /** The calls of the batcher's methods under way (see `track`). */
+  private readonly underWay = new Set<Promise<unknown>>();
   /** The shard counts last read: a run's preemption reads the wait lists of every count served. */
   private servedCounts: readonly number[];
   /** A read of the counts under way: calls made meanwhile share it (a worker's sweep asks three times at once). */
@@ -143,16 +147,39 @@ export class BatcherRuntime {
     this.reading = undefined;
   }
 
-  /** Closes the queues, the ticket channel and our own connection; the user's client stays theirs. */
+  /** Aborted once the batcher is marked closed. */
+  get closedSignal(): AbortSignal {
+    return this.closing.signal;
+  }
+
+  /**
+   * Counts `call` as under way until it settles: `close` lets it finish before it closes the
+   * connection (a call of several round trips, a pause's library load and script call say, found
+   * it closed midway).
+   */
+  track<T>(call: Promise<T>): Promise<T> {
+    this.underWay.add(call);
+    const settled = () => void this.underWay.delete(call);
+    call.then(settled, settled);
+    return call;
+  }
+
+  /**
+   * Closes the queues, the ticket channel and our own connection (the user's client stays theirs),
+   * once the calls under way have settled, or `pushTimeoutMs` after it began waiting for them
+   * (Redis away: they fail then, as the connection closes).
+   */
   async close(): Promise<void> {
+    await settledWithin([...this.underWay], this.opts.pushTimeoutMs);
     await Promise.all(this.shards.opened().map((queue) => queue.close()));
     await this.ticketChannel.close();
     if (this.redis?.owned) {
       const own = this.redis.client;
       // QUIT waits in the offline queue while Redis is away (ioredis retries it for ~10 s): a
       // connection that is not ready has nothing to flush, so it is dropped at once.
-      if (own.status === 'ready') await own.quit().catch(() => own.disconnect());
-      else own.disconnect();
+      // Ended, not only disconnected: what it still queued (a worker's fetch) fails instead of waiting for ever.
+      if (own.status === 'ready') await own.quit().catch(() => endClient(own));
+      else endClient(own);
     }
   }
 
@@ -160,6 +187,15 @@ export class BatcherRuntime {
   markClosed(): boolean {
     if (this.closed) return false;
     this.closed = true;
+    this.closing.abort();
     return true;
   }
+}
+
+/** Waits until every one of `calls` has settled, at most `ms`. */
+async function settledWithin(calls: readonly Promise<unknown>[], ms: number): Promise<void> {
+  if (calls.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled(calls), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }

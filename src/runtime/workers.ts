@@ -11,12 +11,13 @@ import { age, budgetOf } from '../engine/scheduling';
 import { ShardWorker, type ShardRef } from '../engine/shard-worker';
 import { SlotBudget } from '../engine/slots';
 import { HistorySampler } from '../ops/history';
-import { bullKeysOf } from '../storage/job';
+import { listForRecovery } from '../storage/batcher-protocol';
+import { bullKeysOf, prioritizedLevels } from '../storage/job';
 import { WORKER_DEFAULTS } from '../options';
 import { bullConnection, type BatcherRuntime } from './runtime';
 import type { Operations } from './operations';
 import { checkCreateWorkerOptions, FOLLOWER_CONCURRENCY, refuseWorkerOptions } from './worker-options';
-import type { CreateWorkerOptions, EachIteration, FallbackProcessor, KeyProcessor, KeyWorker } from '../core/types';
+import type { CreateWorkerOptions, EachIteration, FallbackProcessor, Key, KeyProcessor, KeyWorker } from '../core/types';
 
 /**
  * The workers of one batcher in this process: those `createWorker` made (each leading the
@@ -50,7 +51,9 @@ export class Workers {
       : undefined;
     this.attached = new AttachedWorkers({
       logger: opts.logger,
+      listForRecovery: (key) => this.listForRecovery(key),
       intervalMs: opts.recoveryIntervalMs,
+      shutdownTimeoutMs: opts.shutdownTimeoutMs,
       assertOpen: () => runtime.assertOpen(),
       // The sweep adds jobs on this process's count's queues: agreed first, so that they are paused under pauseAll.
       recover: async () => {
@@ -62,7 +65,9 @@ export class Workers {
           ? async () =>
               Promise.all(
                 (await runtime.allQueues()).map((queue) =>
-                  age(queue, opts.maxRuntimeMs, (key) => budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger)),
+                  age(queue, prioritizedLevels(opts.priority), opts.maxRuntimeMs, (key) =>
+                    budgetOf(key, opts.maxRuntimeMs, opts.weight, opts.logger),
+                  ),
                 ),
               )
           : undefined,
@@ -117,9 +122,10 @@ export class Workers {
         config && { client: () => runtime.client(), config, agree: () => runtime.agreement.check('worker') },
       );
       const cancels = new JobCancels();
-      const worker = new ShardWorker(
+      const worker: ShardWorker = new ShardWorker(
         opts.name,
-        workerKeyProcessor(this.runEnv(), cancels, finisher),
+        // A run asks its own worker (made just below) before each slice.
+        workerKeyProcessor(this.runEnv(), cancels, finisher, (token) => worker.shed(token)),
         {
           ...WORKER_DEFAULTS,
           ...workerOptions,
@@ -186,7 +192,14 @@ export class Workers {
       events: runtime.events,
       queueLists,
       agree: () => runtime.agreement.check('worker'),
+      listForRecovery: (key) => this.listForRecovery(key),
     }));
+  }
+
+  /** Lists a key in its shard's recovery index (see storage/batcher-protocol.ts `listForRecovery`). */
+  private listForRecovery(key: Key): Promise<void> {
+    const { runtime } = this;
+    return listForRecovery(runtime.client(), runtime.shards.forKey(key).index, key);
   }
 
   /** Once per batcher: 'auto' found the installed BullMQ unlike the one this version fuses runs into. */

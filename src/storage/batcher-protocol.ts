@@ -72,6 +72,15 @@ export async function removeDeadLetters(
   return Number(await runScript(client, 'dead-remove', deadKeys(names), [onlyUnchanged ? '1' : '0', ...fieldsAndTimes]));
 }
 
+/**
+ * Lists `key` in its recovery index, for a path that may leave its ids with no job (a run that
+ * failed or was handed back; a push lists its key itself, see push.lua): the next recovery sweep
+ * looks at it.
+ */
+export async function listForRecovery(client: RedisClient, index: string, key: Key): Promise<void> {
+  await client.zadd(index, Date.now(), key);
+}
+
 /** Drops `key` from the recovery index if its score is still the one seen (see forget-key.lua). */
 export async function forgetKey(client: RedisClient, index: string, key: Key, seenScore: string): Promise<void> {
   await runScript(client, 'forget-key', [index], [key, seenScore]);
@@ -82,30 +91,36 @@ export interface QueueLists {
   wait: string;
   active: string;
   delayed: string;
+  prioritized: string;
   /** A job's hash is this followed by its id. */
   jobPrefix: string;
 }
 
 /**
- * Jobs waiting at level 0 (the wait list and due delayed jobs, at most `dueLookedAt` of them per
- * queue) and jobs active, summed over the batcher's shard queues: one call per queue, whose
- * BullMQ keys share one slot (see queue-load.lua).
+ * Jobs waiting in the wait list, and at `light` (normal light keys' BullMQ priority; 0: they wait
+ * in the wait list, and `waitingLight` is 0), due delayed jobs included (at most `dueLookedAt` of
+ * them per queue), and jobs active, summed over the batcher's shard queues: one call per queue,
+ * whose BullMQ keys share one slot (see queue-load.lua).
  */
 export async function queueLoad(
   client: RedisClient,
   queues: readonly QueueLists[],
   dueLookedAt: number,
-): Promise<{ waiting: number; active: number }> {
+  light: number,
+): Promise<{ waiting: number; waitingLight: number; active: number }> {
   const loads = await Promise.all(
     queues.map(
       async (lists) =>
-        (await runScript(client, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix], [Date.now(), dueLookedAt])) as [
-          number,
-          number,
-        ],
+        (await runScript(
+          client,
+          'queue-load',
+          [lists.wait, lists.active, lists.delayed, lists.jobPrefix, lists.prioritized],
+          [Date.now(), dueLookedAt, light],
+        )) as [number, number, number],
     ),
   );
-  return { waiting: loads.reduce((sum, [w]) => sum + w, 0), active: loads.reduce((sum, [, a]) => sum + a, 0) };
+  const sum = (at: number) => loads.reduce((total, load) => total + load[at]!, 0);
+  return { waiting: sum(0), active: sum(1), waitingLight: sum(2) };
 }
 
 /**

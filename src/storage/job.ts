@@ -3,7 +3,8 @@ import { addKeysDerivable, bullmqCall, type BullmqCall } from './protocol';
 import { runScript, type RedisClient } from './scripts';
 import { argv } from './scripts/args';
 import { BULLMQ_PUSH_READS, dedupIdsOf, JOB_NAME } from './keys';
-import type { Key, KeyJobData } from '../core/types';
+import { isHighKey } from '../core/priority';
+import type { Key, KeyJobData, Logger, Priority } from '../core/types';
 
 /**
  * BullMQ's adds of a key's job (by the name its backend calls each; no key job has a parent),
@@ -26,26 +27,67 @@ export type KeyQueue = Queue<KeyJobData, void, string>;
 
 /**
  * Fair scheduling's levels, as BullMQ priorities (see scheduling.ts). Workers take BullMQ's wait
- * list (priority 0) first, FIFO, then the prioritized set by priority, FIFO within one.
+ * list (priority 0) first, FIFO, then the prioritized set by priority, FIFO within one. The wait
+ * list is the first level, where aging lifts jobs. Without `priority(key)` it is the light keys'
+ * level too; a batcher with one ranks its keys: the wait list is its high keys' lane, before
+ * every normal key's, and its normal keys' levels are one further down (see `LEVELS`).
  */
-export const LEVEL = {
-  /** A new job whose first push fits in one slice, and a job lifted by aging: the wait list. */
-  light: 0,
-  /** A new job whose first push is bigger than a slice. */
-  heavy: 1,
-  /** A job whose run used its turn (its budget, or its quantum before it was preempted). */
-  hadTurn: 2,
-} as const;
+export const WAIT_LIST = 0;
 
-export type Level = (typeof LEVEL)[keyof typeof LEVEL];
+/** A level of a key that `priority(key)` does not make high. */
+export type LevelName = 'light' | 'heavy' | 'hadTurn';
+
+/** A BullMQ priority: `WAIT_LIST` or one of `LEVELS`'. */
+export type Level = number;
+
+/** Normal keys' levels, without (`plain`) and with `priority(key)` (`ranked`). */
+const LEVELS: Readonly<Record<'plain' | 'ranked', Readonly<Record<LevelName, Level>>>> = {
+  /**
+   * `light`: a new job whose first push fits in one slice, or one back from a wait; `heavy`: a new
+   * job whose first push is bigger than a slice; `hadTurn`: a job whose run used its turn (its
+   * budget, or its quantum before it was preempted).
+   */
+  plain: { light: WAIT_LIST, heavy: 1, hadTurn: 2 },
+  ranked: { light: 1, heavy: 2, hadTurn: 3 },
+};
+
+/** A batcher's normal keys' levels: ranked when it has `priority(key)`. */
+export function levelsOf(priority: ((key: Key) => Priority) | undefined): Readonly<Record<LevelName, Level>> {
+  return priority ? LEVELS.ranked : LEVELS.plain;
+}
+
+/** A batcher's levels in BullMQ's prioritized set, from the first: what aging looks at. */
+export function prioritizedLevels(priority: ((key: Key) => Priority) | undefined): Level[] {
+  return Object.values(levelsOf(priority)).filter((level) => level !== WAIT_LIST);
+}
+
+/**
+ * A batcher's level of a key's job: `priority(key)`'s high keys (when it has one) wait in the
+ * wait list whatever `level`, the others at `level` of their batcher's levels.
+ */
+export type KeyLevel = (key: Key, level: LevelName) => Level;
+
+export function keyLevels(priority: ((key: Key) => Priority) | undefined, logger: Logger): KeyLevel {
+  const levels = levelsOf(priority);
+  return (key, level) => (isHighKey(key, priority, logger) ? WAIT_LIST : levels[level]);
+}
 
 /**
  * BullMQ's key names fair scheduling reads (queue-load.lua), from BullMQ's own `queue.keys`, never
- * spelled here: its wait, active and delayed structures, and the prefix of a job's hash.
+ * spelled here: its wait, active, delayed and prioritized structures, and the prefix of a job's hash.
  */
-export function bullKeysOf(queue: KeyQueue): { wait: string; active: string; delayed: string; jobPrefix: string } {
+export function bullKeysOf(queue: KeyQueue): { wait: string; active: string; delayed: string; prioritized: string; jobPrefix: string } {
   const keys = queue.keys;
-  return { wait: keys.wait!, active: keys.active!, delayed: keys.delayed!, jobPrefix: queue.toKey('') };
+  return { wait: keys.wait!, active: keys.active!, delayed: keys.delayed!, prioritized: keys.prioritized!, jobPrefix: queue.toKey('') };
+}
+
+/** The states a key's job is in until it ends (a paused queue's jobs count as waiting). */
+export const LIVE_STATES = ['waiting', 'prioritized', 'delayed', 'active'] as const;
+
+/** The keys of up to `limit` key jobs on `queue` that have not ended (each job's data is read). */
+export async function liveJobKeys(queue: KeyQueue, limit: number): Promise<Key[]> {
+  const jobs = await queue.getJobs([...LIVE_STATES], 0, limit - 1, true);
+  return jobs.flatMap((job) => (job?.name === JOB_NAME && typeof job.data?.key === 'string' ? [job.data.key] : []));
 }
 
 /**
@@ -85,7 +127,7 @@ function jobOptions(key: Key, delayMs: number, level: Level): JobsOptions {
   return {
     deduplication: { id: dedupIdsOf(key).own, keepLastIfActive: true, reschedule: true },
     delay: delayMs,
-    ...(level !== LEVEL.light && { priority: level }),
+    ...(level !== WAIT_LIST && { priority: level }),
     // A run never fails for a slice.
     attempts: 1,
     removeOnComplete: true,
@@ -137,13 +179,7 @@ function capturedAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level): 
  * job not ours is taken for the key's job or moved. A BullMQ that builds no add this code knows
  * gets its own add, under the key's own id.
  */
-export async function ensureJob(
-  client: RedisClient,
-  queue: KeyQueue,
-  key: Key,
-  delayMs: number,
-  level: Level = LEVEL.light,
-): Promise<void> {
+export async function ensureJob(client: RedisClient, queue: KeyQueue, key: Key, delayMs: number, level: Level): Promise<void> {
   const add = capturedAdd(queue, key, delayMs, level);
   if (!add) {
     await queue.add(JOB_NAME, { key }, jobOptions(key, delayMs, level));
@@ -159,7 +195,7 @@ export async function ensureJob(
 }
 
 /**
- * BullMQ's add of a light key's job that may start now, built by BullMQ (`capturedAdd`) but not
+ * BullMQ's add of a job to the wait list that may start now, built by BullMQ (`capturedAdd`) but not
  * sent: `call` is its addStandardJob call (arguments; its keys are the ones push.lua derives
  * from the queue prefix), for a push to make in its own script call (push.lua), and `done` takes
  * that script's reply as BullMQ's and resolves when BullMQ has read it. Undefined when BullMQ did
@@ -169,7 +205,7 @@ export async function ensureJob(
  */
 export function standardAdd(queue: KeyQueue, key: Key): { call: BullmqCall; done: (reply: unknown) => Promise<void> } | undefined {
   if (addsDerivable.get(queue) === false) return undefined;
-  const add = capturedAdd(queue, key, 0, LEVEL.light);
+  const add = capturedAdd(queue, key, 0, WAIT_LIST);
   if (add && add.kind === 'standard' && !addsDerivable.has(queue)) {
     const prefix = queuePrefixOf(queue);
     addsDerivable.set(queue, prefix !== undefined && addKeysDerivable(add.call, prefix));

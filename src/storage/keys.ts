@@ -265,9 +265,31 @@ export class Keyspace {
     return { series: base, claim: `${base}:claim`, processed: `${base}:processed` };
   }
 
+  /** A SCAN pattern that matches every name of every key's (`forKey`), and a few others (`keyOfName` tells). */
+  get keyNamesPattern(): string {
+    return `${this.root.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}:{*`;
+  }
+
+  /** The key whose name (one of `forKey`'s) this is; undefined for a name of no key's. */
+  keyOfName(name: string): Key | undefined {
+    const head = `${this.root}:{`;
+    if (!name.startsWith(head)) return undefined;
+    const end = name.indexOf('}', head.length);
+    const encoded = end === -1 ? '' : name.slice(head.length, end);
+    // The dead letters' and history's tag holds a ':', which an encoded key never does.
+    if (encoded === '' || encoded.includes(':')) return undefined;
+    try {
+      return decodeURIComponent(encoded);
+    } catch {
+      return undefined;
+    }
+  }
+
   /**
-   * Keys that had pushes recently, scored by the time of the last push (recovery sweeps it): the
-   * index of a batcher with one shard; with more, each shard has its own (see shards.ts).
+   * Keys whose ids may have no job, scored by when they were listed (recovery sweeps it): the
+   * index of a batcher with one shard; with more, each shard has its own (see shards.ts). A push
+   * lists its key unless it adds the key's job in the same call; so do a run that fails or is
+   * handed back, and the full sweep (`recover({ full: true })`).
    */
   get index(): string {
     return `${this.root}:keys`;

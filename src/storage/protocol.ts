@@ -119,6 +119,32 @@ export type PayloadMode = 'list' | 'replace' | 'keep' | 'all';
 
 /** Stores one push, whole, in one call (see push.lua). */
 export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
+  const { keys, args } = pushArgs(names, p);
+  return pushReply(p, await runScript(client, 'push', keys, args));
+}
+
+/** One push of a shared call (see pushMany): its key's names and what it stores. */
+export interface PushOfMany {
+  names: KeyNames;
+  call: PushCall;
+}
+
+/**
+ * Stores several pushes in one call (see push-many.lua), each whole, each with its own outcome:
+ * its result, or the error reply Redis gave it (it then wrote nothing). The pushes all have a
+ * `job` (standalone) or none (a Cluster, all of one slot). The call itself rejects as push does.
+ */
+export async function pushMany(client: RedisClient, pushes: readonly PushOfMany[]): Promise<Array<PushResult | Error>> {
+  const built = pushes.map(({ names, call }) => pushArgs(names, call));
+  const keys = built.flatMap((b) => b.keys);
+  const args: ScriptArg[] = [pushes.length, built[0]!.keys.length, ...built.map((b) => b.args.length)];
+  for (const b of built) for (const arg of b.args) args.push(arg);
+  const replies = (await runScript(client, 'push-many', keys, args)) as unknown[];
+  return replies.map((reply, i) => (reply instanceof Error ? reply : pushReply(pushes[i]!.call, reply)));
+}
+
+/** push.lua's KEYS and ARGV for one push. */
+function pushArgs(names: KeyNames, p: PushCall): { keys: string[]; args: ScriptArg[] } {
   const job = p.job;
   // BullMQ's add keys are derived in the script from its prefix (job.ts standardAdd builds an add
   // only where they are what the installed BullMQ builds).
@@ -148,11 +174,12 @@ export async function push(client: RedisClient, names: KeyNames, p: PushCall): P
     },
     [...p.ids, ...(p.payloads?.json ?? [])],
   );
-  const [covered, waitMs, added] = (await runScript(client, 'push', job ? [names.base, job.index] : [names.base], args)) as [
-    number,
-    number,
-    unknown,
-  ];
+  return { keys: job ? [names.base, job.index] : [names.base], args };
+}
+
+/** What push.lua's reply to a push says. */
+function pushReply(p: PushCall, reply: unknown): PushResult {
+  const [covered, waitMs, added] = reply as [number, number, unknown];
   if (covered === REPLY.unknownTicket) return { refused: { reason: 'unknown_ticket' }, covered: false, waitMs: 0 };
   if (covered === REPLY.sealedTicket) return { refused: { reason: 'sealed_ticket' }, covered: false, waitMs: 0 };
   if (covered === REPLY.backlogFull) return { refused: backlogFull(p.maxPending ?? 0, waitMs, added), covered: false, waitMs: 0 };
@@ -192,6 +219,11 @@ export function addKeysDerivable(add: BullmqCall, queuePrefix: string): boolean 
 
 /** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */
 export type Payloads = Record<Id, unknown[]>;
+
+/** A claim's data (`ClaimResult.payloadsJson`), parsed. */
+export function parsePayloads(json: string): Payloads {
+  return JSON.parse(json) as Payloads;
+}
 
 /** Trace context per id, as a claim returns it and a failed slice keeps it: id → the W3C traceparent of its push. */
 export type Traces = Record<Id, string>;
@@ -275,8 +307,12 @@ export type ClaimResult =
       retry?: RetrySlice;
       /** Ms the slice's oldest id waited before this claim (see `Store.pendingSince`), when known. */
       waitedMs?: number;
-      /** The data pushed with the claimed ids, by id, oldest first (ids pushed without data are absent). */
-      payloads?: Payloads;
+      /**
+       * The data pushed with the claimed ids, by id, oldest first (ids pushed without data are
+       * absent), as JSON (see `Payloads`). Text, so that each reader parses its own copy: what a
+       * handler does to the data it reads never reaches its ids' dead letters.
+       */
+      payloadsJson?: string;
       /** Tickets the ack settled that want a callback (in the key's outbox): add their jobs. */
       settled?: string[];
       /**
@@ -339,7 +375,7 @@ export function claimResult(raw: unknown): ClaimResult {
     ids,
     ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }),
     ...(reply[3] >= 0 && { waitedMs: reply[3] }),
-    ...(reply[4] && { payloads: JSON.parse(reply[4]) as Payloads }),
+    ...(reply[4] && { payloadsJson: reply[4] }),
     ...(reply[5] && { settled: reply[5].split(' ') }),
     ...(reply[6] !== '' && { finished: reply[6] }),
     ...(reply[7] && { traces: JSON.parse(reply[7]) as Traces }),

@@ -25,6 +25,7 @@
 --- @include "bullmq-add-standard-job"
 --- @include "bullmq-add-delayed-job"
 --- @include "bullmq-add-prioritized-job"
+--- @include "key-job-events"
 local ADDS = { standard = bullmqAddStandardJob, delayed = bullmqAddDelayedJob, prioritized = bullmqAddPrioritizedJob }
 local A = addJobArgs()
 local add = ADDS[A.add]
@@ -36,4 +37,7 @@ local _, dedup = keyJobOf(A.queuePrefix, held[1], held[2])
 if not dedup then return nil end
 local args = {unpack(ARGV, A.rest)}
 if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
-return add(KEYS, args)
+holdBullmqEvents()
+local added = add(KEYS, args)
+releaseBullmqEvents(keepNone)
+return added

@@ -19,18 +19,28 @@
   ARGV[rest..] BullMQ's moveToFinished arguments
 
   Returns claim-key.lua's reply; its `finished` field is BullMQ's moveToFinished reply, with the
-  next job's first claim as its fifth element when one was made.
+  next job's first claim as its fifth element when one was made. Writes no entry of a key job's
+  to BullMQ's event stream (see includes/key-job-events.lua).
 ]]
 --- @include "args-claim-and-finish"
 --- @include "fused-claim"
 --- @include "finish-job"
+--- @include "key-job-events"
 local A = claimAndFinishArgs()
 local function finish()
-  local reply = finishJob(2, A.finishKeys, A.rest)
+  holdBullmqEvents()
+  local reply, finished = finishJob(2, A.finishKeys, A.rest)
+  local nextId, nextOurs
   if A.nextLock ~= '' then
-    claimFetched(reply, A.root, firstClaimArgs(A.store, A.nextLock, A.count, A.lockTtlMs, true, A.rateMax, A.rateWindowMs,
-      A.fillMin, A.fillMaxWaitMs))
+    nextId, nextOurs = claimFetched(reply, A.root, firstClaimArgs(A.store, A.nextLock, A.count, A.lockTtlMs, true, A.rateMax,
+      A.rateWindowMs, A.fillMin, A.fillMaxWaitMs))
+  else
+    nextId, nextOurs = fetchedJob(reply)
+    nextOurs = nextOurs ~= nil
   end
+  local known = {[finished] = true}
+  if nextId then known[nextId] = nextOurs end
+  releaseBullmqEvents(keepNotOurs(known))
   return reply
 end
 return claimKey(storeOf(A.store), keyNames(KEYS[1], A.lane), A, finish)

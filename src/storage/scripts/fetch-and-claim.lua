@@ -18,17 +18,21 @@
   ARGV[rest..] BullMQ's moveToActive arguments
 
   Returns BullMQ's reply, with the first claim's reply (claim-key.lua's) as its fifth element
-  when it fetched a key job.
+  when it fetched a key job. Writes no entry of a key job's to BullMQ's event stream (see
+  includes/key-job-events.lua).
 ]]
 --- @include "bullmq-move-to-active"
 --- @include "args-fetch-and-claim"
 --- @include "fused-claim"
+--- @include "key-job-events"
 local F = fetchAndClaimArgs()
+holdBullmqEvents()
 local reply = bullmqMoveToActive(KEYS, {unpack(ARGV, F.rest)})
 -- The claim's includes are top-level: a function library builds them once per server, so a
 -- fetch that finds nothing pays nothing for them. (By EVALSHA, on Redis < 7, every fetch builds
 -- them, a few µs: they used to be built here only when a job came, which cost a fetch with a job
 -- about a quarter of its time under FCALL.)
-claimFetched(reply, F.root, firstClaimArgs(F.store, F.lock, F.count, F.lockTtlMs, F.releaseIfEmpty, F.rateMax, F.rateWindowMs,
-  F.fillMin, F.fillMaxWaitMs))
+local jobId, ours = claimFetched(reply, F.root, firstClaimArgs(F.store, F.lock, F.count, F.lockTtlMs, F.releaseIfEmpty, F.rateMax,
+  F.rateWindowMs, F.fillMin, F.fillMaxWaitMs))
+releaseBullmqEvents(keepNotOurs(jobId and {[jobId] = ours} or {}))
 return reply

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster } from 'ioredis';
-import { isReplyError } from '../../core/connection';
+import { isReplyError } from '../../core/redis-errors';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
 import {
@@ -19,7 +19,7 @@ import {
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 import { argsInclude } from './args';
 
-import { bullmqScript } from '../../bullmq';
+import { bullmqEventsInclude, bullmqScript, withHeldEvents } from '../../bullmq';
 import type { RedisClient } from '../../core/connection';
 
 export type { RedisClient };
@@ -27,6 +27,7 @@ export type { RedisClient };
 /** One name per `.lua` file beside this module. */
 const NAMES = [
   'push',
+  'push-many',
   'backlog-check',
   'add-job',
   'claim',
@@ -72,15 +73,33 @@ function inline(source: string, chain: ReadonlySet<string>, included: Set<string
     if (chain.has(name)) throw new Error(`script include cycle at ${name}`);
     if (included.has(name)) return '';
     included.add(name);
-    if (name.startsWith(BULLMQ)) return bullmqInclude(name.slice(BULLMQ.length), library);
+    if (name === BULLMQ_EVENTS) return bullmqEventsInclude();
+    if (name.startsWith(BULLMQ))
+      return inline(`--- @include "${BULLMQ_EVENTS}"\n`, chain, included) + bullmqInclude(name.slice(BULLMQ.length), library);
     if (name === 'keyspace') return keyspaceInclude();
     if (name.startsWith(ARGS)) return argsInclude(name.slice(ARGS.length));
+    if (name.startsWith(SCRIPT)) return scriptInclude(name.slice(SCRIPT.length), chain, included, library);
     return load(join('includes', `${name}.lua`), new Set([...chain, name]), included, library);
   });
 }
 
 /** `args-<script>`: the script's arguments by name, generated from args.ts. */
 const ARGS = 'args-';
+
+/**
+ * `script-<name>`: another script of ours as a function, so a script can run it per item of its
+ * call (push-many.lua runs push.lua once per push): that script's includes, then its body as
+ * `local function <name>Script(KEYS, ARGV)`, whose KEYS and ARGV are the item's. The script's
+ * `return`s return from the function.
+ */
+const SCRIPT = 'script-';
+
+function scriptInclude(name: string, chain: ReadonlySet<string>, included: Set<string>, library: boolean): string {
+  const { prelude, body } = splitScript(readFileSync(join(__dirname, `${name}.lua`), 'utf8'));
+  const inner = new Set([...chain, `${SCRIPT}${name}`]);
+  const fn = `${name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase())}Script`;
+  return `${inline(prelude, inner, included, library)}\nlocal function ${fn}(KEYS, ARGV)\n${inline(body, inner, included)}\nend\n`;
+}
 
 /**
  * Includes that are not files here: `bullmq-<script>` is the installed BullMQ's script of that
@@ -90,10 +109,16 @@ const ARGS = 'args-';
  */
 const BULLMQ = 'bullmq-';
 
+/**
+ * `bullmq-events`: how BullMQ's scripts inlined here write their queue's event stream (see
+ * bullmq/scripts.ts `bullmqEventsInclude`), included before the first of them.
+ */
+const BULLMQ_EVENTS = 'bullmq-events';
+
 function bullmqInclude(kebab: string, library: boolean): string {
   const name = kebab.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
   const fn = `bullmq${name[0]!.toUpperCase()}${name.slice(1)}`;
-  const content = bullmqScript(name).content;
+  const content = withHeldEvents(name, bullmqScript(name).content);
   const split = library ? bullmqDefinitions(content) : undefined;
   if (!split) return `local function ${fn}(KEYS, ARGV)\n${content}\nend\n`;
   // In the library, the script's helper functions are built once, in a scope of their own (no
@@ -395,7 +420,7 @@ type Caller = Record<string, ((...args: ScriptArg[]) => unknown) | undefined>;
 
 /**
  * How a client runs the scripts: `functions` once the library is loaded (FCALL), `evalsha` on a
- * Redis without functions (before 7.0) or where loading them is refused for good (no such command,
+ * Redis without functions (before 7.0) or where loading or calling them is refused for good (no such command,
  * no permission). Until it is known, `pending` is the look and load under way, and a load Redis
  * refused for now (out of memory, say) leaves the client on EVALSHA until `evalshaUntil`.
  */
@@ -488,7 +513,14 @@ async function callFunction(
   try {
     return await fcall(client, name, keys, args);
   } catch (err) {
-    if (!isReplyError(err) || !FUNCTION_MISSING.test((err as Error).message)) throw err;
+    if (!isReplyError(err)) throw err;
+    const message = (err as Error).message;
+    // Refused, the call did not run: the client goes by EVALSHA for good, as after a refused load.
+    if (FCALL_REFUSED.test(message)) {
+      state.mode = 'evalsha';
+      return evalsha(client, name, keys, args);
+    }
+    if (!FUNCTION_MISSING.test(message)) throw err;
   }
   state.reloading ??= loadLibrary(client, state, true).finally(() => (state.reloading = undefined));
   await state.reloading;
@@ -497,6 +529,13 @@ async function callFunction(
 
 /** What Redis answers a call of a function, or a library, it does not have. */
 const FUNCTION_MISSING = /Function not found|Library .*not found/i;
+
+/**
+ * Redis refused FCALL itself, whatever it was asked to call: a renamed or disabled command, or a
+ * user the ACL denies it but not FUNCTION (the load went through). Not a user denied a key: that
+ * one's EVALSHA is refused too, and its error is the call's.
+ */
+const FCALL_REFUSED = /unknown command 'fcall'|NOPERM.*'fcall' command/i;
 
 /**
  * Redis has no functions (before 7.0: no FUNCTION command; a proxy that does not pass it on), or

@@ -11,7 +11,8 @@
 
   KEYS[1] the key's base name: its names are derived from it (see includes/keyspace, keys.ts);
           a tracked push's ticket hash is its ticket prefix followed by `ticket`
-  KEYS[2] (standalone only) the batcher's index of keys with recent pushes (recovery sweeps it)
+  KEYS[2] (standalone only) the batcher's recovery index: the key is listed there unless this
+          call adds its job
   ARGV    by name, generated from storage/scripts/args.ts (`push`):
     store        'list' | 'set' | 'zset'
     delayMs      ms until the ids are ready (zset; 0 otherwise)
@@ -37,8 +38,9 @@
     maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
     fillMin, fillMaxWaitMs  wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see
                  includes/fill.lua)
-    high         a push with priority 'high': its ids wait in the key's high store, and a set's or
-                 zset's ids waiting at the normal level move up (see includes/priority.lua)
+    high         a push with priority 'high': its ids wait in the key's high store. A set's or
+                 zset's id pushed at both levels waits at high, at the earlier of its two times
+                 (see includes/priority.lua)
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
@@ -67,6 +69,7 @@
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
+--- @include "key-job-events"
 local K = keyNames(KEYS[1], 0)
 -- In the body, not the prelude: its locals are read from each call's ARGV (see args.ts).
 --- @include "args-push"
@@ -112,8 +115,8 @@ else
   end
   chunked('ZADD', W.pending, scored)
 end
--- A high push moves ids waiting at the normal level up (a set or zset keeps one copy of an id).
-if arg_high then dropWaiting(kind, K.pending, ARGV, FIRST, LAST) end
+-- A set or zset keeps one copy of a waiting id: one pushed at both levels waits at high.
+oneCopy(kind, K, ARGV, FIRST, LAST)
 -- A list's or set's pending is not empty now: due at once, unless it waits to fill (a high
 -- push's ids never do; see includes/priority.lua).
 local filling = (arg_high and kind ~= 'zset') and 0 or fillWait(kind, K, arg_fillMin, arg_fillMaxWaitMs)
@@ -144,8 +147,6 @@ if ticket ~= '' then
   redis.call('PEXPIRE', ticketHash, ttl)
 end
 
-if queue ~= '' then redis.call('ZADD', KEYS[2], arg_indexScore, arg_key) end
-
 -- A key paused until resumed needs no job (its resume adds one); a paused or held one waits at
 -- least until that ends. Only a key with extras can be either (see includes/extras.lua).
 local function holding(extras)
@@ -161,6 +162,14 @@ if queue == '' then
   if holding(redis.call('EXISTS', K.extras) == 1) then return {1, waitMs} end
   return {redis.call('EXISTS', K.lock), waitMs}
 end
+-- The key goes in the recovery index unless this call adds its job: the index is the way back
+-- for ids that may be left with no job (the caller adds it after this call, and may die first;
+-- a run or a job that covers the ids may fail). A job added here covers its ids until its run
+-- claims them, and a run that fails lists its key (see engine/recovery.ts).
+local function listed(reply)
+  redis.call('ZADD', KEYS[2], arg_indexScore, arg_key)
+  return reply
+end
 -- One read for the lock, the extras mark and the job ids the key's two deduplication ids hold
 -- (standalone: any keys may share a call). Telling whether a job holding one is ours is one HGET
 -- per job found (includes/key-job.lua): one in the common case, where the spare id holds none.
@@ -168,18 +177,21 @@ local encoded = encodedKeyOf(KEYS[1])
 local spareId = SPARE_DEDUP_PREFIX .. encoded
 local spareKey = queue .. BULLMQ_PUSH_READS.dedup .. spareId
 local got = redis.call('MGET', K.lock, K.extras, queue .. BULLMQ_PUSH_READS.dedup .. encoded, spareKey)
-if holding(got[2]) or got[1] then return {1, waitMs} end
+if holding(got[2]) or got[1] then return listed({1, waitMs}) end
 local jobId, dedup = keyJobOf(queue, got[3], got[4])
 
 -- Not covered: the job is added here, under the deduplication id `dedup` names, when the caller
 -- sent BullMQ's add and it may start now; else the caller adds it (delayed, or at another level).
 -- When jobs not ours hold both ids nothing can be added (the caller's add finds the same).
 local function uncovered()
-  if not arg_addJob or waitMs ~= 0 or not dedup then return {0, waitMs} end
+  if not arg_addJob or waitMs ~= 0 or not dedup then return listed({0, waitMs}) end
   local keys = queueKeys(queue, BULLMQ_ADD_KEYS)
   local args = {arg_addArgs, arg_addData, arg_addOpts}
   if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
-  return {0, 0, bullmqAddStandardJob(keys, args)}
+  holdBullmqEvents()
+  local added = bullmqAddStandardJob(keys, args)
+  releaseBullmqEvents(keepNone)
+  return {0, 0, added}
 end
 
 -- A waiting (or prioritized) job of ours will claim soon. An active one may be between its last
@@ -192,4 +204,4 @@ if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) then return unco
 local delayed = redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId)
 -- A key waiting to fill whose job waits delayed is covered if that job starts by then.
 if delayed and not (filling > 0 and startsBy(delayed, now + waitMs)) then return uncovered() end
-return {1, waitMs}
+return listed({1, waitMs})

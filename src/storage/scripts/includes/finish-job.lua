@@ -7,7 +7,7 @@
 -- or, with nKeys -1, are derived here from its queue prefix (its 7th argument) and the job id
 -- (its 1st) by BULLMQ_FINISH_KEYS (see scripts/index.ts; the caller's worker checked that this
 -- gives the keys BullMQ's backend builds: see engine/finisher.ts), which spares the call 14 key
--- names. The worker takes the reply as its moveToFinished's.
+-- names. The worker takes the reply as its moveToFinished's; the job's id comes second.
 --- @include "bullmq-move-to-finished"
 --- @include "queue-keys"
 local function finishJob(firstKey, nKeys, firstArg)
@@ -18,5 +18,5 @@ local function finishJob(firstKey, nKeys, firstArg)
   else
     keys = {unpack(KEYS, firstKey, firstKey + nKeys - 1)}
   end
-  return bullmqMoveToFinished(keys, args)
+  return bullmqMoveToFinished(keys, args), args[1]
 end

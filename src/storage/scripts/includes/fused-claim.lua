@@ -28,15 +28,24 @@ end
 -- The claim of a fetched key: a function of its arguments, so that pcall needs no closure.
 local function claimFetchedKey(base, A) return claimKey(storeOf(A.store), keyNames(base, 0), A) end
 
-local function claimFetched(reply, root, A)
+-- The job a fetch fetched (`reply` as claimFetched takes it): its id, nil when none, and its
+-- deduplication id when it is a key job of ours (nil otherwise).
+local function fetchedJob(reply)
   local fields = type(reply) == 'table' and reply[1]
-  if type(fields) ~= 'table' then return end
+  if type(fields) ~= 'table' then return nil end
   local name, encoded
   for i = 1, #fields, 2 do
     local field = fields[i]
     if field == 'name' then name = fields[i + 1] elseif field == 'deid' then encoded = fields[i + 1] end
   end
-  if name ~= JOB_NAME or not encoded then return end
+  return reply[2], name == JOB_NAME and encoded or nil
+end
+
+-- Claims for the fetched job when it is a key job; returns its id and whether it is ours (see fetchedJob).
+local function claimFetched(reply, root, A)
+  local jobId, encoded = fetchedJob(reply)
+  if not encoded then return jobId, false end
   local ok, claimed = pcall(claimFetchedKey, keyBase(root, encodedKeyOfDedupId(encoded)), A)
   reply[5] = ok and claimed or {0, type(claimed) == 'table' and claimed.err or tostring(claimed)}
+  return jobId, true
 end

@@ -6,9 +6,11 @@
 -- ids of one level, each level in its store's order (FIFO for a list). Which level the slice in
 -- flight came from is kept (K.inFlightHigh) for a restore to put it back there.
 --
--- The set and zset stores keep one copy of a waiting id: a high push of an id pending at the
--- normal level moves it up, and a claim drops the ids it takes from the other level's store
--- (an id pushed at the normal level while it waited at high, say).
+-- The set and zset stores keep one copy of a waiting id over both levels, so that every count
+-- (backlog, stats, maxPendingPerKey) is of distinct ids: each write of waiting ids (a push, a
+-- restore) ends with `oneCopy`, which leaves an id waiting at both levels at high, at the earlier
+-- of its two times (zset). So a high push of an id waiting at normal moves it up, and an id
+-- pushed at normal while it waits at high stays there.
 --- @include "chunked"
 --- @include "due"
 
@@ -25,13 +27,31 @@ local function highNames(K, kind)
   return setmetatable(names, { __index = K })
 end
 
--- Drops `ids` (args[first..last]) from a set or zset store (a list keeps each push apart).
-local function dropWaiting(kind, pending, args, first, last)
-  if kind == 'set' then
-    chunked('SREM', pending, args, first, last)
-  elseif kind == 'zset' then
-    chunked('ZREM', pending, args, first, last)
+-- After a write of `ids` (args[first..last]) at either level of a set or zset store: an id now
+-- waiting at both stays at high only, at the earlier of its two times (zset). A lookup per 1000
+-- ids, and only while both levels hold ids.
+local function oneCopy(kind, K, args, first, last)
+  if kind == 'list' or redis.call('EXISTS', K.pending) == 0 or redis.call('EXISTS', K.pendingHigh) == 0 then return end
+  local lookup = kind == 'set' and 'SMISMEMBER' or 'ZMSCORE'
+  for i = first, last, 1000 do
+    local chunk = { unpack(args, i, math.min(i + 999, last)) }
+    local atHigh, atNormal = redis.call(lookup, K.pendingHigh, unpack(chunk)), redis.call(lookup, K.pending, unpack(chunk))
+    local both, earlier = {}, {}
+    for j = 1, #chunk do
+      -- SMISMEMBER answers 0 for an absent id, ZMSCORE nil (false in Lua).
+      if atHigh[j] and atHigh[j] ~= 0 and atNormal[j] and atNormal[j] ~= 0 then
+        both[#both + 1] = chunk[j]
+        earlier[#earlier + 1] = atNormal[j]
+        earlier[#earlier + 1] = chunk[j]
+      end
+    end
+    if #both > 0 then
+      redis.call(kind == 'set' and 'SREM' or 'ZREM', K.pending, unpack(both))
+      if kind == 'zset' then redis.call('ZADD', K.pendingHigh, 'LT', unpack(earlier)) end
+    end
   end
+  -- A set's push mark dates its normal ids: none are left to date (see store-set.lua).
+  if kind == 'set' and redis.call('EXISTS', K.pending) == 0 then redis.call('DEL', K.pushMarks) end
 end
 
 -- The next slice's ids and mark, as store.takePending returns them, and the names of the level
@@ -44,16 +64,13 @@ local function takeByLevel(store, K, count, plain, filling)
     local ids, mark = store.takePending(H, count)
     if ids and #ids > 0 then
       redis.call('SET', K.inFlightHigh, '1')
-      dropWaiting(store.kind, K.pending, ids, 1, #ids)
       return ids, mark, H
     end
     -- Only a zset's high ids can wait while pending ones are claimed: none of them is ready yet.
     if filling then return nil end
-    ids, mark = store.takePending(K, count)
-    if ids and #ids > 0 then dropWaiting(store.kind, K.pendingHigh, ids, 1, #ids) end
-    return ids, mark, K
+  elseif filling then
+    return nil
   end
-  if filling then return nil end
   local ids, mark = store.takePending(K, count)
   return ids, mark, K
 end

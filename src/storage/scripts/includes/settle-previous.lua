@@ -92,7 +92,10 @@ local function settlePrevious(store, K, A, log, quiet)
       keepForRetry(K.retryData, K.payloadsInFlight, id, cjson.decode(slice).ids)
       redis.call('DEL', K.inFlight)
     else
+      -- Ids pushed again while in flight may wait at the other level now (see priority.lua).
+      local restored = store.kind ~= 'list' and store.inFlightIds(K.inFlight)
       store.restore(R, K.inFlight, K.inFlightMark)
+      if restored then oneCopy(store.kind, K, restored, 1, #restored) end
     end
     -- Tickets and data go back in front of the waiting ones of the level the slice came from.
     untrackAll(R.tracked, K.trackedInFlight)
