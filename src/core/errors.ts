@@ -169,9 +169,14 @@ export class ThrownValueError extends BatchByKeyError {
   }
 }
 
-/** An event's error: the Error as thrown, or anything else in a ThrownValueError. @internal */
+/**
+ * An event's error: the Error as thrown (one of another realm too, a vm context's, which fails
+ * `instanceof Error` but is one), or anything else in a ThrownValueError. @internal
+ */
 export function asError(value: unknown): Error {
-  return value instanceof Error ? value : new ThrownValueError(value);
+  return value instanceof Error || Object.prototype.toString.call(value) === '[object Error]'
+    ? (value as Error)
+    : new ThrownValueError(value);
 }
 
 /** The batcher was closed; create a new one to push or work again. */
