@@ -12,7 +12,7 @@
   KEYS[1] the key's base name: its names are derived from it (see includes/keyspace, keys.ts);
           a tracked push's ticket hash is its ticket prefix followed by `ticket`
   KEYS[2] (standalone only) the batcher's recovery index: the key is listed there unless this
-          call adds its job
+          call adds its job (and then too for a new ticket that wants a callback)
   ARGV    by name, generated from storage/scripts/args.ts (`push`):
     store        'list' | 'set' | 'zset'
     delayMs      ms until the ids are ready (zset; 0 otherwise)
@@ -191,4 +191,7 @@ local added = ensureKeyJob(queue, pointer, got[3], 0, function()
   return bullmqAddStandardJob(queueKeys(queue, BULLMQ_ADD_KEYS), {arg_addArgs, arg_addData, arg_addOpts})
 end)
 releaseBullmqEvents(keepNone)
+-- A ticket that wants a callback is listed all the same: a worker that dies between settling it
+-- and adding its callback job leaves it in the key's outbox, which only the sweep drains.
+if arg_callback then redis.call('ZADD', KEYS[2], arg_indexScore, arg_key) end
 return {0, 0, added}
