@@ -145,10 +145,10 @@ describe('waitFor hears ticket changes as they happen', () => {
       try {
         const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
         let read = false;
-        const before = b.waitFor(ticket!, { timeoutMs: 3_000, pollMs: 100, onProgress: () => (read = true) }).catch((e: unknown) => e);
+        const before = b.waitFor(ticket, { timeoutMs: 3_000, pollMs: 100, onProgress: () => (read = true) }).catch((e: unknown) => e);
         await waitFor(() => read, { what: 'the first reading' });
         await server.stop();
-        const during = b.waitFor(ticket!, { timeoutMs: 2_000 }).catch((e: unknown) => e);
+        const during = b.waitFor(ticket, { timeoutMs: 2_000 }).catch((e: unknown) => e);
         const [first, second] = await Promise.all([before, during]);
         expect(first).toBeInstanceOf(WaitTimeoutError);
         expect(first).toMatchObject({ progress: { total: 1, pending: 1 } });
