@@ -163,7 +163,7 @@ describe('what other user code gets or throws', () => {
     const { ticket } = await b.performBatchLater(range(2), { key: 'k', track: true });
     expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ failed: 2, pending: 0 });
     await waitFor(() => dead.length === 2, { what: 'a dead event per error' });
-    expect(dead.map((e) => [e.ids, (e.error).message]).sort()).toEqual([
+    expect(dead.map((e) => [e.ids, e.error.message]).sort()).toEqual([
       [['0'], 'bad row 0'],
       [['1'], 'bad row 1'],
     ]);
