@@ -251,7 +251,7 @@ describe('stats()', () => {
       expect(await client.exists(names.pushMarks), store).toBe(1);
       b.createWorker();
       // Settled means the last ack has run: it drops the in-flight mark, and the claims before it took the push marks.
-      expect(await b.waitFor(ticket!)).toMatchObject({ done: 3 });
+      expect(await b.waitFor(ticket)).toMatchObject({ done: 3 });
       expect(await client.exists(names.pushMarks, names.inFlightMark, names.inFlight), store).toBe(0);
       expect((await b.stats()).keys, store).toBe(0);
     }
