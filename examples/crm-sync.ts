@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { batchByKey, parseRetryAfter } from '../src';
+import { batchByKey, parseRetryAfter } from 'batch-by-key';
 import { runMain } from './run-main';
 
 /** A CRM that takes 20 records a second per account and answers 429 past that. */

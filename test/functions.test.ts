@@ -38,7 +38,7 @@ async function commandCalls(admin: Redis): Promise<Record<string, number>> {
 /** Pushes one id to each of `keys` keys, tracked, and runs a worker until every id ran and every ticket settled. */
 async function pushAndRun(b: Batcher, rec: Recorder, keys: number): Promise<void> {
   const tickets = [];
-  for (const key of range(keys, 'k-')) tickets.push((await b.performBatchLater([`${key}:a`], { key, track: true })).ticket!);
+  for (const key of range(keys, 'k-')) tickets.push((await b.performBatchLater([`${key}:a`], { key, track: true })).ticket);
   const worker = b.createWorker({ concurrency: 2 });
   await waitFor(() => rec.all.length === keys, { what: 'every id' });
   for (const ticket of tickets) expect((await b.waitFor(ticket)).done).toBe(1);

@@ -167,13 +167,13 @@ describe('performBatchLater', () => {
   standaloneOnly('a BullMQ that names its keys otherwise gets the two-call push: ids stored, then its job added, and run', async () => {
     const rec = new Recorder();
     const b = track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: rec.handler }));
-    // What a future BullMQ could do: its deduplication keys under another name (a queue's keys
-    // are made once, by QueueKeys, when the batcher's queue is made at its first push).
+    // What a future BullMQ could do: its delayed set under another name (a queue's keys are made
+    // once, by QueueKeys, when the batcher's queue is made at its first push).
     // eslint-disable-next-line @typescript-eslint/unbound-method -- kept to be called with .call(this) below and put back after
     const getKeys = QueueKeys.prototype.getKeys;
     QueueKeys.prototype.getKeys = function (this: QueueKeys, name: string) {
       const keys = getKeys.call(this, name);
-      return { ...keys, de: `${keys.de}-v2` };
+      return { ...keys, delayed: `${keys.delayed}-v2` };
     };
     try {
       const counts = await commandCounts(() => b.performBatchLater(['1', '2'], { key: 'k' }));

@@ -9,7 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { KEY_SUFFIXES, Keyspace, LANE_NAMES, laneNames, ticketHash, deadLettersOf } from '../src/storage/keys';
+import { KEY_SUFFIXES, Keyspace, LANE_NAMES, laneNames, ticketHash, deadLettersOf, JOB_POINTER } from '../src/storage/keys';
 import { ShardLayout } from '../src/storage/shards';
 
 const DOC = join(__dirname, '..', 'docs', 'contributing', 'internals.md');
@@ -32,6 +32,8 @@ function namesInCode(): Set<string> {
   const history = space.history;
   for (const name of [history.series, history.claim, history.processed]) names.add(write(name));
   names.add(space.index).add(space.config).add(space.pausedIndex);
+  // The key's job pointer, on BullMQ's queue prefix (`prefix:name:`; see keys.ts jobPointerOf).
+  names.add(`prefix:name:${JOB_POINTER}E`);
   // A shard's index, its hash tag written as the table does (see shards.ts shardTag).
   names.add(new ShardLayout('prefix', 'name', space, 2).indexes[0]!.replace(/\{name#[^}]+\}/, '{name#N.i.c}'));
   return names;
