@@ -81,7 +81,7 @@ describe('performBatchLater', () => {
     expect(await b.backlog('bulk')).toEqual({ pending: 5000, inFlight: 0, retrying: 0 });
   });
 
-  it.each([
+  it.skipIf(onCluster()).each([
     ['a bulk push', 1000],
     ['a push of a few ids', 3],
   ])('%s to a key of the wrong type rejects with Redis’s error and stores nothing of it', async (_, size) => {
