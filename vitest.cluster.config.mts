@@ -11,6 +11,7 @@ import base from './vitest.config.mts';
  * of a whole application process is skipped there (the child connects by URL).
  */
 export default defineConfig({
+  resolve: base.resolve,
   test: {
     ...base.test,
     globalSetup: ['./test/helpers/global-setup.cluster.ts'],

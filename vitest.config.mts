@@ -1,6 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  // The examples import 'batch-by-key' by name: tsconfig.json's `paths` map it to src/.
+  resolve: { tsconfigPaths: true },
   test: {
     globalSetup: ['./test/helpers/global-setup.ts'],
     setupFiles: ['./test/helpers/setup.ts'],

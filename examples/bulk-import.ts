@@ -3,7 +3,7 @@
  * `npx tsx examples/bulk-import.ts`: against REDIS_URL, or, when it is unset, a throwaway
  * redis-server from your PATH (see run-main.ts).
  */
-import { batchByKey, PermanentError, type IterationContext } from '../src';
+import { batchByKey, PermanentError, type IterationContext } from 'batch-by-key';
 import { runMain } from './run-main';
 
 /**
@@ -39,7 +39,7 @@ export async function main(rowCount = 20_000): Promise<void> {
   const rows = Array.from({ length: rowCount }, (_, i) => String(i));
   const { ticket } = await Importer.performBatchLater(rows, { key: 'customer-7', track: true });
   const worker = Importer.createWorker();
-  const progress = await Importer.waitFor(ticket!, { timeoutMs: 120_000 });
+  const progress = await Importer.waitFor(ticket, { timeoutMs: 120_000 });
   console.log(
     `imported ${progress.done} of ${progress.total} rows; ${progress.failed} rejected, e.g. ${JSON.stringify(progress.errors[0])}`,
   );

@@ -7,7 +7,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { batchByKey, parseRetryAfter } from '../src';
+import { batchByKey, parseRetryAfter } from 'batch-by-key';
 import { runMain } from './run-main';
 
 /**

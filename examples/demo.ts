@@ -7,7 +7,7 @@
  *   REDIS_URL=redis://host:6379 npm run demo
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { batchByKey } from '../src';
+import { batchByKey } from 'batch-by-key';
 import { RedisNotInstalledError, startRedis, type LocalRedis } from '../tools/redis-server';
 
 const NOISY = 'noisy';

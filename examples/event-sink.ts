@@ -4,7 +4,7 @@
  * `npx tsx examples/event-sink.ts`: against REDIS_URL, or, when it is unset, a throwaway
  * redis-server from your PATH (see run-main.ts). The warehouse here is an array.
  */
-import { batchByKey } from '../src';
+import { batchByKey } from 'batch-by-key';
 import { runMain } from './run-main';
 
 /** One insert per slice: the account, its events, and when it ran. */

@@ -1,4 +1,4 @@
-import type { BatchByKeyError } from '../src';
+import type { BatchByKeyError } from 'batch-by-key';
 
 /**
  * The HTTP status a controller that pushes answers a library error with, by its stable `code`:

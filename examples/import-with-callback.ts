@@ -5,7 +5,7 @@
  * The callback is a BullMQ job added exactly once, whatever worker settles the last row, and run
  * at least once: it is keyed by the ticket, so sending the summary twice would be caught there.
  */
-import { batchByKey, PermanentError, type TicketOutcome } from '../src';
+import { batchByKey, PermanentError, type TicketOutcome } from 'batch-by-key';
 import { runMain } from './run-main';
 
 /** Rows are { sku, qty }; a negative quantity is a bad row. */

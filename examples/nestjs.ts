@@ -5,8 +5,6 @@
  * PORT, default 3000), then
  *   curl -X POST localhost:3000/accounts/acct-42/segments/refresh -H 'content-type: application/json' -d '{"ids":[1,2,3]}'
  * Ctrl-C closes the app: running slices finish, the ids left wait in Redis for the next start.
- *
- * In your app, import from 'batch-by-key' and 'batch-by-key/nestjs'.
  */
 import {
   Body,
@@ -27,8 +25,8 @@ import {
 import { APP_FILTER, NestFactory } from '@nestjs/core';
 import type { Response } from 'express';
 import { pathToFileURL } from 'node:url';
-import { BatchByKeyError, PermanentError, type Batcher, type BatcherEvents, type IterationContext } from '../src';
-import { BatchByKeyModule, BatchProcessor, InjectBatcher, OnBatchEvent } from '../src/nestjs';
+import { BatchByKeyError, PermanentError, type Batcher, type BatcherEvents, type IterationContext } from 'batch-by-key';
+import { BatchByKeyModule, BatchProcessor, InjectBatcher, OnBatchEvent } from 'batch-by-key/nestjs';
 import { httpStatusOf } from './http-errors';
 
 export const SEGMENTS = 'nest-segment-refresher';

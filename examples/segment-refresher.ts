@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { batchByKey } from '../src';
+import { batchByKey } from 'batch-by-key';
 
 /**
  * Shared by the web process (which pushes) and the worker process (which runs the slices).

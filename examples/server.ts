@@ -7,7 +7,7 @@
  */
 import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
 import { pathToFileURL } from 'node:url';
-import { BatchByKeyError, withKey } from '../src';
+import { BatchByKeyError, withKey } from 'batch-by-key';
 import { httpStatusOf } from './http-errors';
 import { SegmentRefresher } from './segment-refresher';
 

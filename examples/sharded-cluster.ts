@@ -8,7 +8,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { Cluster } from 'ioredis';
-import { batchByKey, ShardsInUseError, type Batcher } from '../src';
+import { batchByKey, ShardsInUseError, type Batcher } from 'batch-by-key';
 import { startCluster } from '../tools/redis-cluster';
 
 type Nodes = { host: string; port: number }[];

@@ -1,10 +1,11 @@
 import { registerBoardReads } from './ops/board-reads';
+import { levelsOf } from './storage/job';
 import { resolveOptions } from './options';
 import { Operations } from './runtime/operations';
 import { Producer } from './runtime/producer';
 import { BatcherRuntime } from './runtime/runtime';
 import { Workers } from './runtime/workers';
-import type { Batcher, BatchByKeyOptions, CreateWorkerOptions, EachIteration } from './core/types';
+import type { Batcher, BatchByKeyOptions, CreateWorkerOptions, EachIteration, PerformOptions, PushItem } from './core/types';
 
 /** Each batcher's check of createWorker's options (see checkWorkerOptions). */
 const workerOptionChecks = new WeakMap<Batcher, (workerOptions: CreateWorkerOptions, where: string) => void>();
@@ -39,7 +40,9 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
   const track = <T>(call: Promise<T>) => runtime.track(call);
   const batcher: Batcher = {
     name: runtime.opts.name,
-    performBatchLater: async (ids, performOptions) => track(producer.push(ids, performOptions)),
+    // A push with `track: true` or `ticket` always resolves with its ticket (push/enqueue.ts): the overloads tell the caller so.
+    performBatchLater: (async (ids: ReadonlyArray<PushItem>, performOptions?: PerformOptions) =>
+      track(producer.push(ids, performOptions))) as Batcher['performBatchLater'],
     processor: (fallback) => workers.processor(fallback),
     attach: (worker) => workers.attach(worker),
     createWorker: (workerOptions) => workers.createWorker(workerOptions),
@@ -83,6 +86,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
       return runtime.ownQueues();
     },
     readKeys: async (keys) => operations.readKeys(keys),
+    levels: levelsOf(runtime.opts.priority),
     logger: runtime.opts.logger,
   });
   return batcher;

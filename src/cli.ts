@@ -77,8 +77,43 @@ async function storeOf(global: Global, client: RedisClient, configKey: string): 
   return recorded as StoreKind;
 }
 
+/** SCAN calls (of COUNT 1000) made at most to list the batchers in Redis, so a large keyspace still answers soon. */
+const SCAN_CALLS = 200;
+/** A batcher's config key (storage/keys.ts): `<prefix>:<name>:bbk:config`; a name holds no ':'. */
+const CONFIG_KEY = /^(.*):([^:]+):bbk:config$/;
+
+/** Whether a process of the batcher pushed or ran here (its config), or a key was paused or dead-lettered before that. */
+async function hasRecorded(client: RedisClient, keyspace: Keyspace): Promise<boolean> {
+  const names = [keyspace.config, keyspace.pausedIndex, keyspace.dead.entries];
+  // One key a call: names in other slots are one CROSSSLOT error away from a multi-key EXISTS.
+  return (await Promise.all(names.map((name) => client.exists(name)))).some((n) => n > 0);
+}
+
+/**
+ * What the CLI says when the batcher named has recorded nothing in Redis (no producer or worker of
+ * that name and prefix ever ran there: a typo, or another prefix), with the batchers it finds there.
+ */
+async function nothingMatched(client: RedisClient, global: Global, prefix: string): Promise<string> {
+  const found = new Set<string>();
+  let cursor = '0';
+  let calls = 0;
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', '*:bbk:config', 'COUNT', 1000);
+    for (const key of keys) {
+      const [, theirs = '', name = ''] = CONFIG_KEY.exec(key) ?? [];
+      found.add(theirs === prefix.replace(/[{}]/g, '') ? name : `${name} (prefix ${theirs})`);
+    }
+    cursor = next;
+    calls += 1;
+  } while (cursor !== '0' && calls < SCAN_CALLS);
+  const where = `Redis at ${redactUrl(global.redis)} (prefix ${prefix})`;
+  const partly = cursor === '0' ? '' : ` (in the first ${SCAN_CALLS * 1000} keys scanned)`;
+  const others = found.size > 0 ? `batchers found there${partly}: ${[...found].sort().join(', ')}` : `no batcher found there${partly}`;
+  return `batch-by-key: nothing matched: no batcher named ${global.name} has recorded anything in ${where}; ${others}\n`;
+}
+
 /** A producer on the batcher (the CLI never runs slices: it pushes, reads and moves dead letters), on one connection. */
-async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>): Promise<T> {
+async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>, notice?: (text: string) => void): Promise<T> {
   // Fail fast on a bad URL or a server that is down, instead of retrying forever.
   const connection = { ...fromUrl(global.redis), maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5_000 };
   const options = { name: global.name, connection, ...(global.prefix !== undefined && { prefix: global.prefix }) };
@@ -86,7 +121,10 @@ async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>): 
   const { prefix } = resolveOptions(options);
   const { client } = commandClient(connection, silentLogger);
   try {
-    const configKey = new Keyspace(prefix, global.name).config;
+    const keyspace = new Keyspace(prefix, global.name);
+    const configKey = keyspace.config;
+    // Said before the answer, which still comes (zero counts, no letters): a fresh batcher has those too.
+    if (notice && !(await hasRecorded(client, keyspace))) notice(await nothingMatched(client, global, prefix));
     const store = await storeOf(global, client, configKey);
     // Reads cover every recorded shard count whatever this one is; a push (a dead letter's
     // requeue) goes by the largest, the one a change of `shards` most likely moved to.
@@ -212,6 +250,8 @@ function program(io: Io): Command {
     .configureOutput({ writeOut: out, writeErr: (text) => io.stderr.write(text) })
     .showHelpAfterError();
   const global = () => cli.opts<Global>();
+  // Every command that reads says when its name matched nothing; push and pause may well come first.
+  const notice = (text: string) => io.stderr.write(text);
 
   cli
     .command('stats')
@@ -222,15 +262,19 @@ function program(io: Io): Command {
     .option('--top <n>', 'keys listed by backlog and by lag', positive)
     .action(async (o: { watch?: string | true; json?: boolean; maxKeys?: number; top?: number }) => {
       const every = o.watch === undefined ? undefined : o.watch === true ? 2000 : positive(o.watch);
-      await withBatcher(global(), async (b) => {
-        const options = { ...(o.maxKeys && { maxKeys: o.maxKeys }), ...(o.top && { top: o.top }) };
-        for (;;) {
-          const s = await b.stats(options);
-          out(o.json ? `${JSON.stringify(s)}\n` : `${every !== undefined ? `${new Date(s.at).toISOString()} ` : ''}${formatStats(s)}`);
-          if (every === undefined) return;
-          await new Promise((resolve) => setTimeout(resolve, every));
-        }
-      });
+      await withBatcher(
+        global(),
+        async (b) => {
+          const options = { ...(o.maxKeys && { maxKeys: o.maxKeys }), ...(o.top && { top: o.top }) };
+          for (;;) {
+            const s = await b.stats(options);
+            out(o.json ? `${JSON.stringify(s)}\n` : `${every !== undefined ? `${new Date(s.at).toISOString()} ` : ''}${formatStats(s)}`);
+            if (every === undefined) return;
+            await new Promise((resolve) => setTimeout(resolve, every));
+          }
+        },
+        notice,
+      );
     });
 
   const dead = cli.command('dead').description('dead letters');
@@ -246,16 +290,20 @@ function program(io: Io): Command {
     .addOption(new Option('--order <order>', 'time (most recent) or attempts (most)').choices(['time', 'attempts']).default('time'))
     .option('--json', 'print JSON lines')
     .action(async (o: { key?: string; limit: number; order: 'time' | 'attempts'; json?: boolean }) => {
-      await withBatcher(global(), async (b) => {
-        const { letters } = await b.deadLetters.list({ limit: o.limit, order: o.order, ...(o.key !== undefined && { key: o.key }) });
-        for (const l of letters) {
-          out(
-            o.json
-              ? `${JSON.stringify(l)}\n`
-              : `${l.key}\t${l.id}\t${l.attempts}\t${new Date(l.lastFailedAt).toISOString()}\t${l.error.name}: ${l.error.message}\n`,
-          );
-        }
-      });
+      await withBatcher(
+        global(),
+        async (b) => {
+          const { letters } = await b.deadLetters.list({ limit: o.limit, order: o.order, ...(o.key !== undefined && { key: o.key }) });
+          for (const l of letters) {
+            out(
+              o.json
+                ? `${JSON.stringify(l)}\n`
+                : `${l.key}\t${l.id}\t${l.attempts}\t${new Date(l.lastFailedAt).toISOString()}\t${l.error.name}: ${l.error.message}\n`,
+            );
+          }
+        },
+        notice,
+      );
     });
   dead
     .command('requeue')
@@ -263,7 +311,7 @@ function program(io: Io): Command {
     .option('--key <key>', 'only this key')
     .option('--ids <ids>', 'only these ids, comma-separated', list)
     .action(async (o: { key?: string; ids?: string[] }) => {
-      const n = await withBatcher(global(), (b) => b.deadLetters.requeue(query(o)));
+      const n = await withBatcher(global(), (b) => b.deadLetters.requeue(query(o)), notice);
       out(`requeued ${n}\n`);
     });
   dead
@@ -275,7 +323,7 @@ function program(io: Io): Command {
     .action(async (o: { key?: string; ids?: string[]; yes?: boolean }) => {
       if (o.key === undefined && o.ids === undefined && !o.yes)
         throw new UsageError('dead purge without --key or --ids deletes every dead letter: add --yes');
-      const n = await withBatcher(global(), (b) => b.deadLetters.purge(query(o)));
+      const n = await withBatcher(global(), (b) => b.deadLetters.purge(query(o)), notice);
       out(`purged ${n}\n`);
     });
 
@@ -293,7 +341,7 @@ function program(io: Io): Command {
     .description("end a key's pause; its job starts at once if it has ids")
     .requiredOption('--key <key>', 'the key to resume')
     .action(async (o: { key: string }) => {
-      await withBatcher(global(), (b) => b.resume(o.key));
+      await withBatcher(global(), (b) => b.resume(o.key), notice);
       out(`resumed ${o.key}\n`);
     });
   cli
@@ -301,7 +349,7 @@ function program(io: Io): Command {
     .description('list the keys paused now')
     .option('--json', 'print JSON lines')
     .action(async (o: { json?: boolean }) => {
-      const keys = await withBatcher(global(), (b) => b.paused());
+      const keys = await withBatcher(global(), (b) => b.paused(), notice);
       for (const p of keys) out(o.json ? `${JSON.stringify(p)}\n` : `${pausedLine(p).trimStart()}\n`);
     });
 

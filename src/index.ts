@@ -15,7 +15,13 @@ export function batchByKey<Data = unknown>(options: BatchByKeyOptions<Data>): Ba
 
 export { BatchByKey } from './class-form';
 export { dashboard, type DashboardHandler, type DashboardOptions } from './ops/dashboard';
-export { bullBoardAdapters, type BullBoardAdapterClass, type BullBoardQueueAdapter, type KeyJobView } from './ops/bull-board';
+export {
+  bullBoardAdapters,
+  type BullBoardAdapterClass,
+  type BullBoardQueueAdapter,
+  type KeyJobLevel,
+  type KeyJobView,
+} from './ops/bull-board';
 export { prometheusMetrics, type MetricsRegistry, type PrometheusMetrics, type PrometheusOptions } from './ops/metrics';
 export { sliceTracing, SLICE_SPAN } from './ops/tracing';
 export { pinoLogger, type PinoLike } from './core/logger';
@@ -38,6 +44,7 @@ export {
   CallbackFailedError,
   CallbackTimeoutError,
   SliceCrashedError,
+  ThrownValueError,
   PermanentError,
   UnknownTicketError,
   WaitTimeoutError,

@@ -21,7 +21,7 @@ describe('X.close() and the calls under way', () => {
     const { ticket } = await b.performBatchLater(range(2), { key: 'k', track: true });
     let read = 0;
     const onProgress = () => void read++;
-    const waits = [b.waitFor(ticket!, { onProgress }), b.waitFor(ticket!, { pollMs: 10, onProgress })].map((w) =>
+    const waits = [b.waitFor(ticket, { onProgress }), b.waitFor(ticket, { pollMs: 10, onProgress })].map((w) =>
       w.catch((e: unknown) => e as Error | Progress),
     );
     // Both are waiting (neither can end before a worker runs the ids).

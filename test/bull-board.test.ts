@@ -57,6 +57,7 @@ describe('bullBoardAdapters', () => {
       key: 'acct-1',
       pending: 3,
       lag: formatMs(view.oldestPendingAgeMs),
+      level: 'light',
       inFlight: 0,
       retrying: 0,
       oldestPendingAgeMs: expect.any(Number) as number,
@@ -73,6 +74,22 @@ describe('bullBoardAdapters', () => {
     expect((await adapter.getJob(id))!.data).toMatchObject({ key: 'acct-1', pending: 4, inFlight: 0 });
     expect((await adapter.getJob(foreign.id!))!.data).toEqual({ key: 'acct-1', to: 'a@example.com' });
     expect(await adapter.getJob('no-such-job')).toBeUndefined();
+  });
+
+  it("labels a key job's fair-scheduling level, which bull-board shows as its BullMQ priority", async () => {
+    const b = producer();
+    await b.performBatchLater(['1'], { key: 'small' });
+    await b.performBatchLater(
+      Array.from({ length: 150 }, (_, i) => i),
+      { key: 'big' },
+    );
+    const [adapter] = bullBoardAdapters(b, BullMQAdapter) as [BullMQAdapter];
+    const jobs = await adapter.getJobs(WAITING as never[]);
+    const big = jobs.find((j) => (j.data as KeyJobView).key === 'big')!;
+    // A first push bigger than a slice (100): BullMQ priority 1, which reads as "top priority" to a BullMQ user.
+    expect(big.opts.priority).toBe(1);
+    expect(big.data).toMatchObject({ key: 'big', pending: 150, level: 'heavy' });
+    expect(jobs.find((j) => (j.data as KeyJobView).key === 'small')!.data).toMatchObject({ level: 'light' });
   });
 
   it('shows a key being worked on as in flight, and a drained key as zeros', async () => {

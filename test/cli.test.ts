@@ -57,6 +57,25 @@ describe('the batch-by-key CLI', () => {
     expect(JSON.parse(json.stdout) as Stats).toMatchObject({ name: b.name, keys: 1, pending: 3, topKeys: [{ key: 'acct-1', pending: 3 }] });
   });
 
+  it('says when the name matched nothing, naming the batchers it found, and still answers', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(['a'], { key: 'acct-1' });
+    const known = await cli([...on(b), 'stats']);
+    expect(known).toMatchObject({ code: 0, stderr: '' });
+
+    const typo = `${b.name}x`;
+    const stats = await cli(['--redis', redisUrl(), '--name', typo, 'stats']);
+    expect(stats.code).toBe(0);
+    expect(stats.stdout).toMatch(new RegExp(`^${typo}: 0 keys, 0 pending`));
+    expect(stats.stderr).toMatch(
+      new RegExp(
+        `^batch-by-key: nothing matched: no batcher named ${typo} has recorded anything in Redis at \\S+ \\(prefix bull\\); batchers found there: .*\\b${b.name}\\b`,
+      ),
+    );
+    const letters = await cli(['--redis', redisUrl(), '--name', typo, 'dead', 'list']);
+    expect(letters).toMatchObject({ code: 0, stdout: '', stderr: expect.stringContaining(`no batcher named ${typo}`) });
+  });
+
   it('push sends each line as it is, spaces included: only the line ending (LF, or CRLF) goes, and only empty lines are skipped', async () => {
     const rec = new Recorder();
     const b = testBatcher({ eachIteration: rec.handler });

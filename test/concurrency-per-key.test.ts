@@ -55,7 +55,7 @@ describe('concurrencyPerKey', () => {
     b.on('interrupted', (e) => reasons.push(e.reason));
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(120), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, { timeoutMs: 30_000 })).toMatchObject({ done: 120, pending: 0 });
+    expect(await b.waitFor(ticket, { timeoutMs: 30_000 })).toMatchObject({ done: 120, pending: 0 });
     expect(reasons.length).toBeGreaterThan(1);
     expect([...seen].sort()).toEqual(range(120).sort());
   });
@@ -74,7 +74,7 @@ describe('concurrencyPerKey', () => {
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(20), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!)).toMatchObject({ done: 20, failed: 0 });
+    expect(await b.waitFor(ticket)).toMatchObject({ done: 20, failed: 0 });
     expect(seen.size).toBe(20);
     expect(failures).toBe(3);
   });

@@ -257,7 +257,7 @@ describe('connection', () => {
       const { ticket } = await b.performBatchLater(['1', '2'], { key: 'k', track: true });
       b.createWorker();
       await waitFor(() => rec.all.length === 2, { what: 'both ids, as the restricted user' });
-      expect((await b.waitFor(ticket!)).done).toBe(2);
+      expect((await b.waitFor(ticket)).done).toBe(2);
       expect((await b.stats()).pending).toBe(0);
       expect(await b.deadLetters.count()).toBe(0);
       // The user loaded the scripts as functions (FUNCTION LOAD is @scripting, not @dangerous).

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, SliceTimeoutError, type BatcherEvents } from '../src';
+import { DEFAULTS, SliceTimeoutError, ThrownValueError, type BatcherEvents } from '../src';
 import { backoffDelay } from '../src/engine/failures';
 import { MAX_TIMER_MS } from '../src/options';
 import { queueOf, range, Recorder, testBatcher, waitFor } from './helpers/redis';
@@ -141,6 +141,36 @@ describe('sliceTimeoutMs', () => {
     expect((reasons[0] as SliceTimeoutError).code).toBe('ERR_SLICE_TIMEOUT');
     expect(failures[0]).toMatchObject({ ids: ['0', '1'], attempt: 1, outcome: 'retry' });
     expect(failures[0]!.error).toBe(reasons[0]);
+  });
+});
+
+describe('the error of slice:failed and dead', () => {
+  it('is the Error the handler threw or gave ctx.fail, as it was, and any other value in a ThrownValueError', async () => {
+    const failed: BatcherEvents['slice:failed'][0][] = [];
+    const dead: BatcherEvents['dead'][0][] = [];
+    const mine = new TypeError('mine');
+    const b = testBatcher({
+      attempts: 1,
+      eachIteration(ids, ctx) {
+        if (ctx.key === 'thrown') throw 'a plain string'; // eslint-disable-line @typescript-eslint/only-throw-error -- what the test is about
+        ctx.fail(ids[0]!, { status: 404 });
+        ctx.fail(ids[1]!, mine);
+      },
+    });
+    b.on('slice:failed', (event) => failed.push(event)).on('dead', (event) => dead.push(event));
+    b.createWorker();
+    await b.performBatchLater(['x'], { key: 'thrown' });
+    await b.performBatchLater(['a', 'b'], { key: 'reported' });
+    await waitFor(() => dead.length === 3, { what: 'three dead events' });
+
+    const thrown = failed.find((e) => e.key === 'thrown')!.error;
+    expect(thrown).toBeInstanceOf(ThrownValueError);
+    expect(thrown).toMatchObject({ code: 'ERR_THROWN_VALUE', value: 'a plain string', message: 'a plain string' });
+    const reported = failed.find((e) => e.key === 'reported')!;
+    expect(reported.errors!.get('b')).toBe(mine);
+    expect(reported.errors!.get('a')).toMatchObject({ code: 'ERR_THROWN_VALUE', value: { status: 404 } });
+    expect(dead.find((e) => e.ids.includes('b'))!.error).toBe(mine);
+    expect(dead.find((e) => e.ids.includes('a'))!.error).toBeInstanceOf(ThrownValueError);
   });
 });
 

@@ -11,6 +11,23 @@ beforeEach(() => {
   process.env.REDIS_URL = redisUrl();
 });
 
+describe('examples/quickstart.mts', () => {
+  it("is the README's quick start, and runs as it is: the ids of the key, then the ticket's progress", async () => {
+    const { fork } = await import('node:child_process');
+    const { readFileSync } = await import('node:fs');
+    const path = await import('node:path');
+    const file = path.join(__dirname, '..', 'examples', 'quickstart.mts');
+    expect(readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')).toContain(readFileSync(file, 'utf8'));
+
+    const child = fork(file, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, REDIS_URL: redisUrl() }, stdio: 'pipe' });
+    let stdout = '';
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(0);
+    expect(stdout).toBe('acct-42: refreshing s1, s2, s3\n{ total: 3, done: 3, failed: 0, pending: 0, errors: [], sealed: true }\n');
+  });
+});
+
 describe('examples/server.ts', () => {
   /** The example's app on a free port, and a POST of a body for an account. */
   async function startServer() {
@@ -116,7 +133,7 @@ describe('examples/bull-board.ts', () => {
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
     // bull-board's own API, as its page reads it: the queue's waiting jobs.
-    const reply = await fetch(`${base}/admin/board/api/queues?activeQueue=segment-refresher&status=waiting&page=1&jobsPerPage=100`);
+    const reply = await fetch(`${base}/admin/queues/api/queues?activeQueue=segment-refresher&status=waiting&page=1&jobsPerPage=100`);
     expect(reply.status).toBe(200);
     const { queues } = (await reply.json()) as {
       queues: { name: string; readOnlyMode: boolean; jobs: { name: string; data: unknown }[] }[];
@@ -125,7 +142,7 @@ describe('examples/bull-board.ts', () => {
     expect(queue.readOnlyMode).toBe(true);
     expect(queue.jobs.find((job) => (job.data as { key?: string }).key === key)?.data).toMatchObject({ key, pending: 3, inFlight: 0 });
 
-    const page = await fetch(`${base}/admin/queues/`);
+    const page = await fetch(`${base}/admin/batch-by-key/`);
     expect(page.status).toBe(200);
     expect(await page.text()).toContain(key);
   });

@@ -373,18 +373,22 @@ describe('pause and resume', () => {
     }
   });
 
-  it('a paused key missing from the paused index (a resume that raced a pause on a Cluster) is listed again by the sweep', async () => {
-    const b = testBatcher({ eachIteration: () => {} });
-    const redis = redisClient();
-    const keyspace = keyspaceOf(b);
-    await b.performBatchLater(['1'], { key: 'held' });
-    await b.pause('held', { forMs: 600_000 });
-    const [before] = await b.paused();
-    await redis.zrem(keyspace.pausedIndex, 'held');
-    expect(await b.paused()).toEqual([]);
-    await b.recover();
-    expect(await b.paused()).toEqual([before]);
-  });
+  // The race is a Cluster's (marker and index are two calls there), and so is the pause's recovery-index entry.
+  it.runIf(onCluster())(
+    'a paused key missing from the paused index (a resume that raced a pause on a Cluster) is listed again by the sweep',
+    async () => {
+      const b = testBatcher({ eachIteration: () => {} });
+      const redis = redisClient();
+      const keyspace = keyspaceOf(b);
+      await b.performBatchLater(['1'], { key: 'held' });
+      await b.pause('held', { forMs: 600_000 });
+      const [before] = await b.paused();
+      await redis.zrem(keyspace.pausedIndex, 'held');
+      expect(await b.paused()).toEqual([]);
+      await b.recover();
+      expect(await b.paused()).toEqual([before]);
+    },
+  );
 
   it('resume after a timed pause has ended throws NotPausedError, whether or not paused() ran since', async () => {
     const b = testBatcher({ eachIteration: () => {} });

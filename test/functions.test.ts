@@ -1,10 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { batchByKey, type Batcher } from '../src';
+import { batchByKey, PushOutcomeUnknownError, type Batcher } from '../src';
 import { Keyspace } from '../src/storage/keys';
 import { defineScripts, FORCE_EVALSHA_ENV, runScript, scriptLibrary, scriptMode } from '../src/storage/scripts';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
-import { closeTracked, onCluster, Recorder, range, track, uniqueName, waitFor } from './helpers/redis';
+import { closeTracked, keyspaceOf, onCluster, Recorder, range, track, uniqueName, waitFor } from './helpers/redis';
 
 /**
  * How the scripts reach Redis (see storage/scripts/index.ts): on Redis 7+ as FCALLs of one library
@@ -38,7 +38,7 @@ async function commandCalls(admin: Redis): Promise<Record<string, number>> {
 /** Pushes one id to each of `keys` keys, tracked, and runs a worker until every id ran and every ticket settled. */
 async function pushAndRun(b: Batcher, rec: Recorder, keys: number): Promise<void> {
   const tickets = [];
-  for (const key of range(keys, 'k-')) tickets.push((await b.performBatchLater([`${key}:a`], { key, track: true })).ticket!);
+  for (const key of range(keys, 'k-')) tickets.push((await b.performBatchLater([`${key}:a`], { key, track: true })).ticket);
   const worker = b.createWorker({ concurrency: 2 });
   await waitFor(() => rec.all.length === keys, { what: 'every id' });
   for (const ticket of tickets) expect((await b.waitFor(ticket)).done).toBe(1);
@@ -113,6 +113,30 @@ describe('scripts as Redis functions', () => {
       // The one refused (function not found) and the one sent again, then the worker's.
       expect(calls.fcall).toBeGreaterThanOrEqual(3);
       expect((await admin.info('commandstats')).match(/^cmdstat_fcall:.*failed_calls=(\d+)/m)?.[1]).toBe('1');
+    },
+  );
+
+  standaloneOnly(
+    'a bulk push that finds its function gone stored its ids: it rejects with PushOutcomeUnknownError, its key in the recovery index',
+    async () => {
+      const redis = await server();
+      const admin = track(new Redis(redis.port));
+      const client = track(new Redis(redis.port, { maxRetriesPerRequest: null }));
+      const rec = new Recorder();
+      const b = track(batchByKey({ name: uniqueName(), connection: client, eachIteration: rec.handler }));
+      await b.performBatchLater(['first'], { key: 'other' });
+      expect(scriptMode(client)).toBe('functions');
+      await admin.call('FUNCTION', 'FLUSH');
+      // A bulk push's ids go by RPUSH before its script, in one MULTI (storage/protocol.ts bulkPush).
+      const bulk = range(1000);
+      await expect(b.performBatchLater(bulk, { key: 'bulk' })).rejects.toBeInstanceOf(PushOutcomeUnknownError);
+      expect(await b.backlog('bulk')).toEqual({ pending: 1000, inFlight: 0, retrying: 0 });
+      expect(await admin.zscore(keyspaceOf(b).index, 'bulk'), 'the key in the recovery index').not.toBeNull();
+      // The library is loaded again: the next bulk push is whole, and every stored id runs.
+      await b.performBatchLater(range(1000, 'x'), { key: 'bulk' });
+      b.createWorker();
+      await waitFor(() => rec.idsOf('bulk').length === 2000, { what: 'both bulk pushes' });
+      expect(rec.idsOf('bulk')).toEqual([...bulk, ...range(1000, 'x')]);
     },
   );
 

@@ -32,7 +32,7 @@ describe.each(STORES)('a handler that changes its ids array (%s store)', (store)
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(10), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ total: 10, done: 9, failed: 1, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ total: 10, done: 9, failed: 1, pending: 0 });
     expect([...inserted].sort()).toEqual(range(10).filter((id) => id !== '4'));
     expect((await b.deadLetters.list()).letters.map((l) => l.id)).toEqual(['4']);
     expect(await b.backlog('k')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
@@ -55,7 +55,7 @@ describe.each(STORES)('a handler that changes its ids array (%s store)', (store)
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(10), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ total: 10, done: 10, failed: 0, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ total: 10, done: 10, failed: 0, pending: 0 });
     expect(runs.map((r) => r.attempt)).toEqual([1, 2]);
     expect([...runs[1]!.ids].sort()).toEqual(range(10));
   });
@@ -80,7 +80,7 @@ describe.each(STORES)('a handler that changes its ids array (%s store)', (store)
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(3), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ total: 3, done: 2, failed: 1, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ total: 3, done: 2, failed: 1, pending: 0 });
     expect(refused).toHaveLength(1);
     expect(refused[0]).toBeInstanceOf(NotInSliceError);
     // 'zzz' never ran as a retry.
@@ -101,7 +101,7 @@ describe.each(STORES)('a handler that changes its ids array (%s store)', (store)
     b.on('slice:done', (event) => done.push(event));
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(3), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ done: 3, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ done: 3, pending: 0 });
     expect(done.flatMap((e) => e.ids).sort()).toEqual(range(3));
     const redis = redisClient();
     // The history sampler adds the process's processed count at its next tick.
@@ -126,7 +126,7 @@ describe.each(STORES)('a handler that changes its ids array (%s store)', (store)
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater([{ id: 'a', data: { row: 1, tags: ['x'] } }], { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ failed: 1, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ failed: 1, pending: 0 });
     expect((await b.deadLetters.list()).letters.map((l) => [l.id, l.data])).toEqual([['a', { row: 1, tags: ['x'] }]]);
   });
 });
@@ -142,7 +142,7 @@ describe('what other user code gets or throws', () => {
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(3), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ done: 3, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ done: 3, pending: 0 });
     await waitFor(() => settled.length === 1, { what: "the ticket's callback" });
     expect(settled).toEqual([ticket]);
   });
@@ -161,9 +161,9 @@ describe('what other user code gets or throws', () => {
     b.on('dead', (event) => dead.push(event));
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(2), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ failed: 2, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ failed: 2, pending: 0 });
     await waitFor(() => dead.length === 2, { what: 'a dead event per error' });
-    expect(dead.map((e) => [e.ids, (e.error as Error).message]).sort()).toEqual([
+    expect(dead.map((e) => [e.ids, e.error.message]).sort()).toEqual([
       [['0'], 'bad row 0'],
       [['1'], 'bad row 1'],
     ]);
@@ -189,7 +189,7 @@ describe('what other user code gets or throws', () => {
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(2), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ failed: 2, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ failed: 2, pending: 0 });
     const { letters } = await b.deadLetters.list();
     expect(letters.map((l) => [l.id, l.attempts, l.error.message]).sort()).toEqual([
       ['0', 1, '(an unprintable value)'],
@@ -213,7 +213,7 @@ describe('what other user code gets or throws', () => {
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(2), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!, SETTLED)).toMatchObject({ done: 2, failed: 0, pending: 0 });
+    expect(await b.waitFor(ticket, SETTLED)).toMatchObject({ done: 2, failed: 0, pending: 0 });
     expect(runs).toBe(2);
   });
 });

@@ -42,6 +42,40 @@ describe('logger', () => {
     expect(calls[0]).toEqual(['batch-by-key: slice failed', expect.objectContaining({ key: 'acct', outcome: 'retry' })]);
   });
 
+  it('logs ids the handler reported with ctx.fail as one info line per slice, with no stack (a slice that threw warns, above)', async () => {
+    const lines: { level: keyof Logger; message: string; meta: Record<string, unknown> | undefined }[] = [];
+    const capture = (level: keyof Logger) => (message: string, meta?: Record<string, unknown>) => void lines.push({ level, message, meta });
+    const b = testBatcher({
+      logger: { debug: capture('debug'), info: capture('info'), warn: capture('warn'), error: capture('error') },
+      attempts: 1,
+      sliceSize: 100,
+      eachIteration: (ids, ctx) => {
+        for (const id of ids) if (Number(id) % 10 === 3) ctx.fail(id, new Error(`row ${id} failed validation`));
+      },
+    });
+    await b.performBatchLater(
+      Array.from({ length: 300 }, (_, i) => i),
+      { key: 'import' },
+    );
+    b.createWorker({ concurrency: 1 });
+    await waitFor(async () => (await b.deadLetters.count()) === 30 && (await b.backlog('import')).inFlight === 0, {
+      what: 'the reported ids dead-lettered',
+    });
+
+    const failures = lines.filter((l) => l.level !== 'debug');
+    expect(failures).toHaveLength(3);
+    for (const line of failures) {
+      expect(line).toMatchObject({
+        level: 'info',
+        message: 'batch-by-key: ids reported failed',
+        meta: { key: 'import', ids: 10, acked: 90 },
+      });
+      expect(line.meta!.error).toMatch(/^row \d*3 failed validation$/);
+      expect(JSON.stringify(line.meta)).not.toMatch(/\bat .*:\d+:\d+/);
+      expect(line.meta).not.toHaveProperty('err');
+    }
+  });
+
   it('logs a Redis failure once per kind per interval, then its repeats in one line with their count; anything else every time', async () => {
     const lines: [string, Record<string, unknown>][] = [];
     const logger = incidentLogger(

@@ -1,10 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { JOB_NAME } from '../src';
-import { queueOf, range, testBatcher, waitFor } from './helpers/redis';
+import { onCluster, queueOf, range, testBatcher, waitFor } from './helpers/redis';
 import { sleep } from './helpers/time';
 
 describe('one job per key', () => {
-  it('never has two jobs for a key, nor two slices of a key at once, under concurrent pushes', async () => {
+  // Where BullMQ completes a key's job with a call of its own (a Cluster, fastPath 'off'), a push
+  // between the run's last claim (or its fetch) and that completion adds the key's next job at
+  // once: for that moment the key has its finishing job beside its next one, never two runs
+  // (docs/contributing/internals.md, step 1). With the fused completion it has one job, always.
+  const fused = !onCluster() && process.env.BATCH_BY_KEY_FAST_PATH !== 'off';
+  it('never has two jobs for a key waiting (one, on the fused path), nor two slices of a key at once, under concurrent pushes', async () => {
     const active = new Map<string, number>();
     let overlaps = 0;
     const seen: string[] = [];
@@ -24,6 +29,7 @@ describe('one job per key', () => {
     b.createWorker({ concurrency: 8 });
 
     let maxJobsPerKey = 0;
+    let maxWaitingPerKey = 0;
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
@@ -33,6 +39,11 @@ describe('one job per key', () => {
           if (job?.name === JOB_NAME) perKey.set(job.data.key, (perKey.get(job.data.key) ?? 0) + 1);
         }
         maxJobsPerKey = Math.max(maxJobsPerKey, ...perKey.values(), 0);
+        const waiting = new Map<string, number>();
+        for (const job of jobs) {
+          if (job?.name === JOB_NAME && !(await job.isActive())) waiting.set(job.data.key, (waiting.get(job.data.key) ?? 0) + 1);
+        }
+        maxWaitingPerKey = Math.max(maxWaitingPerKey, ...waiting.values(), 0);
         await sleep(5);
       }
     })();
@@ -49,7 +60,8 @@ describe('one job per key', () => {
     await sampler;
 
     expect(overlaps).toBe(0);
-    expect(maxJobsPerKey).toBe(1);
+    expect(maxWaitingPerKey).toBe(1);
+    expect(maxJobsPerKey).toBeLessThanOrEqual(fused ? 1 : 2);
     expect(new Set(seen).size).toBe(1200);
   });
 });

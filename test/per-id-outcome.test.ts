@@ -50,7 +50,7 @@ describe.each<{ label: string; store: StoreKind; concurrencyPerKey?: number; sli
     // Every good id acked by its slice's one call; the bad ones back to pending, none failed yet.
     const between = await waitFor(
       async () => {
-        const p = await b.progress(ticket!);
+        const p = await b.progress(ticket);
         return p.done === 97 && p;
       },
       { what: '97 done' },
@@ -60,7 +60,7 @@ describe.each<{ label: string; store: StoreKind; concurrencyPerKey?: number; sli
     // The failed ids' data waits with them, in the key's retry data (or in flight with their retry).
     expect(await keysMatching(dataKeys)).not.toEqual([]);
     gate.open();
-    const end = await b.waitFor(ticket!);
+    const end = await b.waitFor(ticket);
     expect(end).toMatchObject({ total: 100, done: 97, failed: 3, pending: 0 });
     expect(end.errors.map((e) => [e.id, e.message]).sort()).toEqual([...BAD].sort().map((id) => [id, `bad row ${id}`]));
 
@@ -102,13 +102,13 @@ describe('ctx.fail', () => {
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(['0', '1', '2'], { key: 'k', track: true });
-    expect(await b.waitFor(ticket!)).toMatchObject({ done: 2, failed: 1 });
+    expect(await b.waitFor(ticket)).toMatchObject({ done: 2, failed: 1 });
     expect(thrown).toHaveLength(1);
     expect(thrown[0]).toBeInstanceOf(NotInSliceError);
     expect(thrown[0]).toMatchObject({ code: 'ERR_NOT_IN_SLICE', message: expect.stringContaining('"not-mine"') });
     // A handler's leftover callback: no throw (it would be uncaught), and '0' stays done.
     expect(() => late!('0')).not.toThrow();
-    expect(await b.progress(ticket!)).toMatchObject({ done: 2, failed: 1 });
+    expect(await b.progress(ticket)).toMatchObject({ done: 2, failed: 1 });
     expect((await b.deadLetters.list()).letters).toHaveLength(1);
   });
 
@@ -133,7 +133,7 @@ describe('ctx.fail', () => {
     b.on('slice:done', (e) => done.push([...e.ids]));
     b.createWorker();
     const { ticket } = await b.performBatchLater(['a', 'b', 'c'], { key: 'k', track: true });
-    expect(await b.waitFor(ticket!)).toMatchObject({ done: 2, failed: 1, errors: [{ id: 'b', message: 'b is gone' }] });
+    expect(await b.waitFor(ticket)).toMatchObject({ done: 2, failed: 1, errors: [{ id: 'b', message: 'b is gone' }] });
     // The events follow the call that counted the ticket.
     await waitFor(() => done.length === 1, { what: 'slice:done' });
     // The throw retried the whole slice; its second run reported 'b' dead, acked 'a' and 'c', and nothing ran again.

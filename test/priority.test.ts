@@ -168,10 +168,10 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     );
     const high = await b.performBatchLater([{ id: 'h', data: { n: 99 } }], { key: 'k', track: true, priority: 'high' });
     b.createWorker();
-    const done = await b.waitFor(high.ticket!, { timeoutMs: 10_000 });
+    const done = await b.waitFor(high.ticket, { timeoutMs: 10_000 });
     expect(done).toMatchObject({ total: 1, done: 1, failed: 0 });
     expect(seen[0]).toEqual({ ids: ['h'], data: [{ n: 99 }] });
-    expect(await b.waitFor(normal.ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 5, done: 5, failed: 0 });
+    expect(await b.waitFor(normal.ticket, { timeoutMs: 10_000 })).toMatchObject({ total: 5, done: 5, failed: 0 });
   });
 
   it('list store: a high push of an id also pending at normal keeps its own data and ticket, at the high level', async () => {
@@ -196,9 +196,9 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
     const click = await b.performBatchLater([{ id: 'doc-57', data: { v: 'new' } }], { key: 'k', track: true, priority: 'high' });
     release.open();
     // Its ticket settles with its own slice, the next one, long before the backfill reaches doc-57.
-    expect(await b.waitFor(click.ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 1, done: 1 });
+    expect(await b.waitFor(click.ticket, { timeoutMs: 10_000 })).toMatchObject({ total: 1, done: 1 });
     expect(seen[1]).toEqual({ ids: ['doc-57'], data: [{ v: 'new' }] });
-    expect(await b.waitFor(backfill.ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 100, done: 100, failed: 0 });
+    expect(await b.waitFor(backfill.ticket, { timeoutMs: 10_000 })).toMatchObject({ total: 100, done: 100, failed: 0 });
     const backfilled = seen.slice(2).find((slice) => slice.ids.includes('doc-57'))!;
     expect(backfilled.data[backfilled.ids.indexOf('doc-57')]).toEqual({ v: 'old' });
   });
@@ -219,7 +219,7 @@ describe("performBatchLater(ids, { priority: 'high' })", () => {
       { key: 'k', track: true, priority: 'high' },
     );
     b.createWorker();
-    expect(await b.waitFor(ticket!, { timeoutMs: 10_000 })).toMatchObject({ total: 3, done: 2, failed: 1 });
+    expect(await b.waitFor(ticket, { timeoutMs: 10_000 })).toMatchObject({ total: 3, done: 2, failed: 1 });
     expect(runs[0]).toEqual({ ids: ['h0', 'h1', 'h2'], attempt: 1, data: { n: 1 } });
     expect(runs.find((r) => r.attempt === 2)).toEqual({ ids: ['h1'], attempt: 2, data: { n: 1 } });
     expect((await b.deadLetters.list()).letters.map((d) => [d.id, d.error.message])).toEqual([['h1', 'bad h1']]);

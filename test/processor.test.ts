@@ -1,7 +1,7 @@
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { JOB_NAME } from '../src';
-import { dedupIdsOf } from '../src/storage/keys';
+import { encodeKey, jobPointerOf } from '../src/storage/keys';
 import { keyspaceOf, prefixOf, Recorder, redisClient, testBatcher, testConnection, track, waitFor } from './helpers/redis';
 
 /** BullMQ options for a hand-built Worker or Queue on a test batcher's queue. */
@@ -88,16 +88,17 @@ describe('what a handler returns', () => {
   });
 });
 
-describe("a shared queue: a job of the caller's own whose deduplication id is a key's", () => {
-  // The deduplication ids a key's job may have: the key encoded, its own, and its spare one.
+describe("a shared queue: a job of the caller's own is never the key's job", () => {
   const KEY = 'acct 7';
-  const { own: OWN_ID, spare: SPARE_ID } = dedupIdsOf(KEY);
   const ourJobs = async (queue: Queue) =>
     (await queue.getJobs(['waiting', 'prioritized', 'delayed', 'active'])).filter((job) => job?.name === JOB_NAME);
-  /** A job of the caller's own, delayed a minute, holding deduplication id `id`. */
-  const delayedOwn = (queue: Queue, id: string) => queue.add('reminder', { to: 'a' }, { delay: 60_000, deduplication: { id } });
+  /** A job of the caller's own, delayed a minute; with `id`, it holds that deduplication id. */
+  const delayedOwn = (queue: Queue, id?: string) =>
+    queue.add('reminder', { to: 'a' }, { delay: 60_000, ...(id !== undefined && { deduplication: { id } }) });
+  /** The key's job pointer made to name job `jobId`, as a stale pointer whose id a job of the caller's took could. */
+  const pointTo = (queue: Queue, jobId: string) => redisClient().set(jobPointerOf(queue.toKey(''), KEY), jobId);
 
-  it("takes nothing from the key: a push runs the key's ids at once, and leaves that job delayed as it was", async () => {
+  it("one holding the key's encoded form as its deduplication id takes nothing from the key, and is left as it was", async () => {
     const rec = new Recorder();
     // A sweep far away: only the push can get the ids run within the test.
     const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 600_000 });
@@ -114,7 +115,7 @@ describe("a shared queue: a job of the caller's own whose deduplication id is a 
     );
     b.attach(worker);
     const queue = track(new Queue(b.name, bullOptions(b.name)));
-    const mine = await delayedOwn(queue, OWN_ID);
+    const mine = await delayedOwn(queue, encodeKey(KEY));
     const redis = redisClient();
     const scoreBefore = await redis.zscore(queue.toKey('delayed'), mine.id!);
     await b.performBatchLater(['1', '2'], { key: KEY });
@@ -127,70 +128,52 @@ describe("a shared queue: a job of the caller's own whose deduplication id is a 
     expect(await after!.getState()).toBe('delayed');
     expect(after!.delay).toBe(60_000);
     expect(await redis.zscore(queue.toKey('delayed'), mine.id!)).toBe(scoreBefore);
-    expect(await queue.getDeduplicationJobId(OWN_ID)).toBe(mine.id);
+    expect(await queue.getDeduplicationJobId(encodeKey(KEY))).toBe(mine.id);
     expect(others).toEqual([]);
   });
 
-  it('is no cover for a push, and the key keeps one job of ours however its pushes go, before and after that job is gone', async () => {
+  it('one the key’s pointer names is no cover for a push, and the key keeps one job of ours however its pushes go', async () => {
     const rec = new Recorder();
     const b = testBatcher({ eachIteration: rec.handler, sliceSize: 2, recoveryIntervalMs: 600_000 });
     const queue = track(new Queue(b.name, bullOptions(b.name)));
     // Waiting (no worker yet): a push that took it for the key's job would add none.
-    const mine = await queue.add('reminder', { to: 'a' }, { deduplication: { id: OWN_ID } });
+    const mine = await queue.add('reminder', { to: 'a' });
+    await pointTo(queue, mine.id!);
     await b.performBatchLater(['1'], { key: KEY });
     const [ours, ...more] = await ourJobs(queue);
     expect(more).toEqual([]);
     expect(ours!.data).toEqual({ key: KEY });
-    // The key's job under its spare id, with every other option as under its own.
-    expect(await queue.getDeduplicationJobId(SPARE_ID)).toBe(ours!.id);
-    expect(ours!.opts).toMatchObject({
-      deduplication: { id: SPARE_ID, keepLastIfActive: true, reschedule: true },
-      attempts: 1,
-      removeOnComplete: true,
-      removeOnFail: { count: 1000 },
-    });
-    // A light push, a heavy one (its job added after the push's call) and a push after that job
-    // of the caller's is gone: each finds the key's one job.
+    expect(ours!.opts).toMatchObject({ attempts: 1, removeOnComplete: true, removeOnFail: { count: 1000 } });
+    expect(ours!.opts.deduplication).toBeUndefined();
+    expect(await redisClient().get(jobPointerOf(queue.toKey(''), KEY))).toBe(ours!.id);
+    // A light push and a heavy one (its job added after the push's call): each finds the key's one job.
     await b.performBatchLater(['2'], { key: KEY });
     await b.performBatchLater(['3', '4', '5'], { key: KEY });
-    await mine.remove();
-    expect(await queue.getDeduplicationJobId(OWN_ID)).toBeNull();
-    await b.performBatchLater(['6'], { key: KEY });
     expect((await ourJobs(queue)).map((job) => job.id)).toEqual([ours!.id]);
+    expect(await (await queue.getJob(mine.id!))!.getState()).toBe('waiting');
     b.createWorker();
-    await waitFor(() => rec.all.length === 6, { timeoutMs: 5_000, what: 'every id of the key' });
-    expect([...rec.idsOf(KEY)].sort()).toEqual(['1', '2', '3', '4', '5', '6']);
+    await waitFor(() => rec.all.length === 5, { timeoutMs: 5_000, what: 'every id of the key' });
+    expect([...rec.idsOf(KEY)].sort()).toEqual(['1', '2', '3', '4', '5']);
   });
 
   it('a delayed push (zset) waits its time, not that job’s, and leaves that job as it was', async () => {
     const rec = new Recorder();
     const b = testBatcher({ eachIteration: rec.handler, store: 'zset', recoveryIntervalMs: 600_000 });
     const queue = track(new Queue(b.name, bullOptions(b.name)));
-    const mine = await delayedOwn(queue, OWN_ID);
+    const mine = await delayedOwn(queue);
+    await pointTo(queue, mine.id!);
     await b.performBatchLater(['1'], { key: KEY, delayMs: 200 });
-    expect((await ourJobs(queue)).map((job) => [job.deduplicationId, job.delay])).toEqual([[SPARE_ID, expect.any(Number)]]);
+    expect((await ourJobs(queue)).map((job) => job.data as unknown)).toEqual([{ key: KEY }]);
     b.createWorker();
     await waitFor(() => rec.all.length === 1, { timeoutMs: 5_000, what: 'the delayed id' });
     expect((await queue.getJob(mine.id!))!.delay).toBe(60_000);
   });
 
-  it('a worker from createWorker runs a key job under its spare id: its fetch finds the key', async () => {
-    const rec = new Recorder();
-    const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 600_000 });
-    const queue = track(new Queue(b.name, bullOptions(b.name)));
-    await delayedOwn(queue, OWN_ID);
-    await b.performBatchLater(['1', '2'], { key: KEY });
-    expect(await queue.getDeduplicationJobId(SPARE_ID)).not.toBeNull();
-    b.createWorker();
-    await waitFor(() => rec.all.length === 2, { timeoutMs: 5_000, what: "the key's ids" });
-    expect(rec.idsOf(KEY)).toEqual(['1', '2']);
-    expect(await b.backlog(KEY)).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
-  });
-
   it('the recovery sweep adds a stranded key its job beside that job, once', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const queue = track(new Queue(b.name, bullOptions(b.name)));
-    const mine = await delayedOwn(queue, OWN_ID);
+    const mine = await delayedOwn(queue);
+    await pointTo(queue, mine.id!);
     const redis = redisClient();
     const keyspace = keyspaceOf(b);
     // What a pusher that died before adding the job leaves.
@@ -198,25 +181,7 @@ describe("a shared queue: a job of the caller's own whose deduplication id is a 
     await redis.rpush(keyspace.forKey(KEY).pending, 'x');
     expect(await b.recover()).toBe(1);
     expect(await b.recover()).toBe(0);
-    expect((await ourJobs(queue)).map((job) => ({ data: job.data as unknown, id: job.deduplicationId }))).toEqual([
-      { data: { key: KEY }, id: SPARE_ID },
-    ]);
+    expect((await ourJobs(queue)).map((job) => job.data as unknown)).toEqual([{ key: KEY }]);
     expect((await queue.getJob(mine.id!))!.delay).toBe(60_000);
-  });
-
-  it('with jobs of the caller’s holding both ids, a push adds nothing and moves neither; once one ends, a push is served', async () => {
-    const rec = new Recorder();
-    const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 600_000 });
-    const queue = track(new Queue(b.name, bullOptions(b.name)));
-    const first = await delayedOwn(queue, OWN_ID);
-    const second = await delayedOwn(queue, SPARE_ID);
-    await b.performBatchLater(['1'], { key: KEY });
-    expect(await ourJobs(queue)).toEqual([]);
-    for (const job of [first, second]) expect((await queue.getJob(job.id!))!.delay).toBe(60_000);
-    await second.remove();
-    await b.performBatchLater(['2'], { key: KEY });
-    b.createWorker();
-    await waitFor(() => rec.all.length === 2, { timeoutMs: 5_000, what: "the key's ids" });
-    expect(rec.idsOf(KEY)).toEqual(['1', '2']);
   });
 });

@@ -47,8 +47,8 @@ describe('bulk progress', () => {
     const first = await b.performBatchLater(['a', 'a', 'b'], { key: 'k', track: true });
     const second = await b.performBatchLater(['a', 'c'], { key: 'k', track: true });
     b.createWorker();
-    expect(await b.waitFor(first.ticket!)).toMatchObject({ total: 3, done: 3, failed: 0, pending: 0 });
-    expect(await b.waitFor(second.ticket!)).toMatchObject({ total: 2, done: 2, failed: 0, pending: 0 });
+    expect(await b.waitFor(first.ticket)).toMatchObject({ total: 3, done: 3, failed: 0, pending: 0 });
+    expect(await b.waitFor(second.ticket)).toMatchObject({ total: 2, done: 2, failed: 0, pending: 0 });
     expect(runs.sort()).toEqual(['a', 'b', 'c']);
   });
 
@@ -65,11 +65,11 @@ describe('bulk progress', () => {
     const second = await b.performBatchLater(['a'], { key: 'k', track: true });
     b.createWorker();
     await waitFor(async () => (await b.backlog('k')).inFlight === 1, { what: 'x in flight' });
-    expect(await b.progress(first.ticket!)).toMatchObject({ done: 0, pending: 2 });
-    expect(await b.progress(second.ticket!)).toMatchObject({ done: 0, pending: 1 });
+    expect(await b.progress(first.ticket)).toMatchObject({ done: 0, pending: 2 });
+    expect(await b.progress(second.ticket)).toMatchObject({ done: 0, pending: 1 });
     release();
-    expect(await b.waitFor(first.ticket!)).toMatchObject({ total: 2, done: 2 });
-    expect(await b.waitFor(second.ticket!)).toMatchObject({ total: 1, done: 1 });
+    expect(await b.waitFor(first.ticket)).toMatchObject({ total: 2, done: 2 });
+    expect(await b.waitFor(second.ticket)).toMatchObject({ total: 1, done: 1 });
   });
 
   it('retries and splits keep the counts exact: only ids that end dead count as failed', async () => {
@@ -82,7 +82,7 @@ describe('bulk progress', () => {
     });
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(40), { key: 'k', track: true });
-    expect(await b.waitFor(ticket!)).toEqual({
+    expect(await b.waitFor(ticket)).toEqual({
       total: 40,
       done: 39,
       failed: 1,
@@ -95,14 +95,14 @@ describe('bulk progress', () => {
   it('a push of no ids has a ticket with nothing pending; untracked pushes have none', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const empty = await b.performBatchLater([], { key: 'k', track: true });
-    expect(await b.waitFor(empty.ticket!)).toEqual({ total: 0, done: 0, failed: 0, pending: 0, errors: [], sealed: true });
+    expect(await b.waitFor(empty.ticket)).toEqual({ total: 0, done: 0, failed: 0, pending: 0, errors: [], sealed: true });
     expect((await b.performBatchLater(['1'], { key: 'k' })).ticket).toBeUndefined();
   });
 
   it('waitFor rejects with a WaitTimeoutError carrying the last progress', async () => {
     const b = testBatcher({ eachIteration: () => {} }); // no worker: nothing moves
     const { ticket } = await b.performBatchLater(['1', '2'], { key: 'k', track: true });
-    const error = await b.waitFor(ticket!, { timeoutMs: 200, pollMs: 20 }).catch((e: unknown) => e);
+    const error = await b.waitFor(ticket, { timeoutMs: 200, pollMs: 20 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WaitTimeoutError);
     expect(error).toMatchObject({ code: 'ERR_WAIT_TIMEOUT', progress: { total: 2, pending: 2 } });
   });
@@ -110,17 +110,17 @@ describe('bulk progress', () => {
   it('waitFor refuses a pollMs or timeoutMs past the longest Node timer (which would fire at once)', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
-    await expect(b.waitFor(ticket!, { pollMs: 2 ** 31 })).rejects.toThrow(/waitFor options.pollMs must be a number > 0 and <= 2147483647/);
-    await expect(b.waitFor(ticket!, { timeoutMs: 3e9 })).rejects.toThrow(InvalidOptionError);
+    await expect(b.waitFor(ticket, { pollMs: 2 ** 31 })).rejects.toThrow(/waitFor options.pollMs must be a number > 0 and <= 2147483647/);
+    await expect(b.waitFor(ticket, { timeoutMs: 3e9 })).rejects.toThrow(InvalidOptionError);
   });
 
   it('tickets expire after ticketTtlMs; unknown ones throw UnknownTicketError', async () => {
     const b = testBatcher({ ticketTtlMs: 1000, eachIteration: () => {} });
     const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
-    expect((await b.progress(ticket!)).total).toBe(1);
+    expect((await b.progress(ticket)).total).toBe(1);
     const expired = await waitFor(
       () =>
-        b.progress(ticket!).then(
+        b.progress(ticket).then(
           () => undefined,
           (e: unknown) => e,
         ),
@@ -130,6 +130,6 @@ describe('bulk progress', () => {
     expect((expired as UnknownTicketError).code).toBe('ERR_UNKNOWN_TICKET');
     await expect(b.progress('not a ticket')).rejects.toThrow(InvalidOptionError);
     await expect(b.performBatchLater(['1'], { key: 'k', track: 'yes' as never })).rejects.toThrow(/track must be a boolean/);
-    await expect(b.waitFor(ticket!, { timeoutMs: -1 })).rejects.toThrow(/timeoutMs must be a number > 0/);
+    await expect(b.waitFor(ticket, { timeoutMs: -1 })).rejects.toThrow(/timeoutMs must be a number > 0/);
   });
 });

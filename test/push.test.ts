@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { Queue, QueueKeys } from 'bullmq';
 import { batchByKey, withKey } from '../src';
-import { queuePrefixOf, standardAdd, type KeyQueue } from '../src/storage/job';
+import { pushAdd, queuePrefixOf, WAIT_LIST, type KeyQueue } from '../src/storage/job';
 import { addKeysDerivable } from '../src/storage/protocol';
 import {
   isolatedRedis,
@@ -71,14 +71,30 @@ describe('performBatchLater', () => {
     expect(await keysMatching(`*${b.name}*`)).toEqual([]);
   });
 
-  standaloneOnly('pushes 5,000 ids in one script call of chunked commands, never one command per id', async () => {
+  standaloneOnly('pushes 5,000 ids by native RPUSHes of 1,000 in one MULTI with its script, never one command per id', async () => {
     const b = isolatedBatcher();
     await b.performBatchLater(['warm-up'], { key: 'other' }); // connections and scripts, outside the count
     const counts = await commandCounts(() => b.performBatchLater(range(5000), { key: 'bulk' }));
     expect(counts.rpush).toBe(6); // 5 chunks of ids, and the push's one lag mark (scripts count their commands)
-    expect(counts.scripts).toBe(2); // our push, and BullMQ's add of the new key's job
-    expect(counts.exec).toBeUndefined();
+    expect(counts.exec).toBe(1); // the index, the ids and the push script, in one transaction
+    expect(counts.scripts).toBe(2); // our push, and BullMQ's add of the new key's job (at the heavy level)
     expect(await b.backlog('bulk')).toEqual({ pending: 5000, inFlight: 0, retrying: 0 });
+  });
+
+  it.skipIf(onCluster()).each([
+    ['a bulk push', 1000],
+    ['a push of a few ids', 3],
+  ])('%s to a key of the wrong type rejects with Redis’s error and stores nothing of it', async (_, size) => {
+    const redis = track(new Redis(server().url));
+    const b = isolatedBatcher();
+    await b.performBatchLater(['warm-up'], { key: 'other' }); // the client runs its scripts as functions from here
+    const names = keyspaceOf(b).forKey('k');
+    await redis.set(names.pending, 'a string, so RPUSH fails');
+    await expect(b.performBatchLater(range(size), { key: 'k' })).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.exists(names.pushMarks)).toBe(0);
+    expect(await redis.get(names.pending)).toBe('a string, so RPUSH fails');
+    const jobs = await isolatedQueue(b).getJobs(['waiting', 'prioritized', 'delayed']);
+    expect(jobs.map((job) => (job.data as { key: string }).key)).toEqual(['other']);
   });
 
   standaloneOnly('adds a new light key’s job in the push’s own call: one script call in all', async () => {
@@ -93,6 +109,32 @@ describe('performBatchLater', () => {
     expect(rec.idsOf('fresh')).toEqual(['1', '2']);
   });
 
+  standaloneOnly.each(['list', 'set'] as const)(
+    'adds the delayed job of an idle key that waits to fill in the push’s own call (%s): one script call, and it runs at maxWaitMs',
+    async (store) => {
+      const rec = new Recorder();
+      const maxWaitMs = 800;
+      const b = track(
+        batchByKey({ name: uniqueName(), connection: server().url, store, minSliceSize: 5, maxWaitMs, eachIteration: rec.handler }),
+      );
+      await b.performBatchLater(['warm-up'], { key: 'other' }); // connections and scripts, outside the count
+      const pushedAt = Date.now();
+      const counts = await commandCounts(() => b.performBatchLater(['1', '2'], { key: 'idle' }));
+      expect(counts.scripts).toBe(1); // push.lua ran BullMQ's addDelayedJob inside
+      const delayed = await isolatedQueue(b).getDelayed();
+      expect(delayed.map((job) => job.data as unknown)).toContainEqual({ key: 'idle' });
+      // The next push of the wait finds the job due by then: one call too, and no second job.
+      expect((await commandCounts(() => b.performBatchLater(['3'], { key: 'idle' }))).scripts).toBe(1);
+      expect((await isolatedQueue(b).getDelayed()).filter((job) => (job.data as { key: string }).key === 'idle')).toHaveLength(1);
+      b.createWorker();
+      await waitFor(() => rec.idsOf('idle').length === 3, { what: 'the key once its wait ends' });
+      const slice = rec.calls.find((c) => c.key === 'idle')!;
+      expect(slice.at - pushedAt).toBeGreaterThanOrEqual(maxWaitMs - 5);
+      expect(slice.at - pushedAt).toBeLessThan(maxWaitMs + 5_000);
+      expect([...slice.ids].sort()).toEqual(['1', '2', '3']);
+    },
+  );
+
   standaloneOnly(
     'sends two key names (the key’s base and the index), and derives BullMQ’s as the installed BullMQ names them',
     async () => {
@@ -101,9 +143,15 @@ describe('performBatchLater', () => {
       // If BullMQ ever names these otherwise, pushes take the two-call path (test below): this says what moved.
       const prefix = queuePrefixOf(queue);
       expect(prefix, 'BullMQ names its de:/active/delayed keys as push.lua derives them').toBe(queue.toKey(''));
-      const add = standardAdd(queue, 'k');
-      expect(add && addKeysDerivable(add.call, prefix!), "BullMQ's addStandardJob keys are BULLMQ_ADD_KEYS under its prefix").toBe(true);
-      await add?.done(null);
+      for (const [kind, delayMs] of [
+        ['standard', 0],
+        ['delayed', 1000],
+      ] as const) {
+        const add = pushAdd(queue, 'k', delayMs, WAIT_LIST);
+        expect(add?.kind, `BullMQ's add with a delay of ${delayMs} ms is its ${kind} add, with the keys push.lua derives`).toBe(kind);
+        expect(add && addKeysDerivable(add, prefix!), `BullMQ's ${kind} add's keys are PUSH_ADD_KEYS.${kind} under its prefix`).toBe(true);
+        await add?.done(null);
+      }
       const admin = track(new Redis(server().url));
       await admin.config('SET', 'slowlog-log-slower-than', '0');
       await admin.slowlog('RESET');
@@ -119,13 +167,13 @@ describe('performBatchLater', () => {
   standaloneOnly('a BullMQ that names its keys otherwise gets the two-call push: ids stored, then its job added, and run', async () => {
     const rec = new Recorder();
     const b = track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: rec.handler }));
-    // What a future BullMQ could do: its deduplication keys under another name (a queue's keys
-    // are made once, by QueueKeys, when the batcher's queue is made at its first push).
+    // What a future BullMQ could do: its delayed set under another name (a queue's keys are made
+    // once, by QueueKeys, when the batcher's queue is made at its first push).
     // eslint-disable-next-line @typescript-eslint/unbound-method -- kept to be called with .call(this) below and put back after
     const getKeys = QueueKeys.prototype.getKeys;
     QueueKeys.prototype.getKeys = function (this: QueueKeys, name: string) {
       const keys = getKeys.call(this, name);
-      return { ...keys, de: `${keys.de}-v2` };
+      return { ...keys, delayed: `${keys.delayed}-v2` };
     };
     try {
       const counts = await commandCounts(() => b.performBatchLater(['1', '2'], { key: 'k' }));

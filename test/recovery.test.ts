@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../src';
 import { Gate } from './helpers/gate';
 import { keyspaceOf, onCluster, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { jobPointerOf } from '../src/storage/keys';
 
 const standaloneOnly = it.skipIf(onCluster());
 
@@ -80,7 +81,7 @@ describe('recovery of keys that have ids but no job', () => {
     expect(await redis.zrange(keyspace.index, 0, -1)).toEqual(['busy']);
   });
 
-  it('a key whose job is gone but whose deduplication key survives gets a job from its next push (not only from the sweep)', async () => {
+  it('a key whose job is gone but whose job pointer survives gets a job from its next push (not only from the sweep)', async () => {
     const rec = new Recorder();
     // A sweep far away: only the push can bring the key back within the test.
     const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 600_000 });
@@ -88,10 +89,10 @@ describe('recovery of keys that have ids but no job', () => {
     const queue = queueOf(b);
     await b.performBatchLater(range(3), { key: 'k' });
     const [job] = await queue.getWaiting();
-    // The job vanishes (eviction, a hand DEL) and leaves its deduplication id behind.
+    // The job vanishes (eviction, a hand DEL) and leaves its pointer behind.
     await redis.lrem(queue.toKey('wait'), 0, job!.id!);
     await redis.del(queue.toKey(job!.id!));
-    expect(await queue.getDeduplicationJobId('k')).toBe(job!.id);
+    expect(await redis.get(jobPointerOf(queue.toKey(''), 'k'))).toBe(job!.id);
     await b.performBatchLater(['3'], { key: 'k' });
     b.createWorker();
     await waitFor(() => rec.all.length === 4, { what: 'every id of the key' });

@@ -214,7 +214,7 @@ describe('a batcher with shards', () => {
     });
     const keys = range(6, 'acct-');
     const tickets: string[] = [];
-    for (const key of keys) tickets.push((await b.performBatchLater(['a', 'b'], { key, track: true })).ticket!);
+    for (const key of keys) tickets.push((await b.performBatchLater(['a', 'b'], { key, track: true })).ticket);
     b.createWorker({ concurrency: 2 });
     await waitFor(() => settled.length === keys.length, { what: 'every callback' });
     expect(new Set(settled)).toEqual(new Set(tickets));

@@ -95,14 +95,114 @@ describe('stats()', () => {
     const worker = b.createWorker();
     await waitFor(async () => (await b.backlog('k')).inFlight === 3, { what: 'a slice of 3 in flight' });
     s = await b.stats();
-    // Ids 1-3 are in flight; 4 and 5 came with the second push.
+    // Ids 1-3 are in flight; 4 and 5 came with the second push, before any claim: a push to a
+    // pending list writes no mark, so they read as old as the push that found it empty (the
+    // coarseness allowed: the pushes of one claim interval share its mark).
     expect(s).toMatchObject({ pending: 2, inFlight: 3 });
-    expectLagOf(s.oldestPendingAgeMs, s.at, second);
+    expectLagOf(s.oldestPendingAgeMs, s.at, [first[0], second[1]]);
 
     await worker.close(); // the slice gives up on the shutdown signal and goes back to the head
     s = await b.stats();
     expect(s).toMatchObject({ pending: 5, inFlight: 0 });
     expectLagOf(s.oldestPendingAgeMs, s.at, first);
+  });
+
+  it('list, an idle key: lag is exact, from the push that found pending empty; later pushes write no mark', async () => {
+    const b = testBatcher({ sliceSize: 10, eachIteration: () => {} });
+    const names = keyspaceOf(b).forKey('k');
+    const client = redisClient();
+    const first = await timedPush(b, 'k', ['1']);
+    await waitFor(async () => (await redisNow(client)) > first[1] + 25, { what: 'the Redis clock to move on' });
+    for (const id of ['2', '3', '4']) await b.performBatchLater([id], { key: 'k' });
+    // One mark for the key, not one per push.
+    expect(await client.llen(names.pushMarks)).toBe(1);
+    let s = await b.stats();
+    expectLagOf(s.oldestPendingAgeMs, s.at, first);
+
+    const worker = b.createWorker();
+    await waitFor(async () => (await b.stats()).keys === 0, { what: 'drained' });
+    await worker.close();
+    await waitFor(async () => (await redisNow(client)) > first[1] + 50, { what: 'the Redis clock to move on' });
+    // Drained: the next push dates its ids, exactly.
+    const again = await timedPush(b, 'k', ['5']);
+    s = await b.stats();
+    expectLagOf(s.oldestPendingAgeMs, s.at, again);
+  });
+
+  it('list: ids pushed after a slice went back to an empty pending count from the restore, not from the slice', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const holding = (sliceSize: number) =>
+      testBatcher({
+        name: b.name,
+        sliceSize,
+        async eachIteration(_ids, ctx) {
+          await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+          throw ctx.signal.reason;
+        },
+      });
+    const client = redisClient();
+    const first = await timedPush(b, 'k', ['1']);
+    const c = holding(10);
+    const worker = c.createWorker();
+    await waitFor(async () => (await b.backlog('k')).inFlight === 1, { what: 'the slice in flight' });
+    await waitFor(async () => (await redisNow(client)) > first[1] + 25, { what: 'the Redis clock to move on' });
+    const restoredFrom = await redisNow(client);
+    await worker.close(); // the slice goes back to pending, which was empty
+    const second = await timedPush(b, 'k', ['2']);
+    // A run of slices of one: it takes id 1 back, leaving id 2 (pushed after the restore) at the head.
+    holding(1).createWorker();
+    await waitFor(async () => (await b.backlog('k')).inFlight === 1, { what: 'id 1 in flight again' });
+    const s = await b.stats();
+    const mark = s.at - s.oldestPendingAgeMs;
+    expect(mark).toBeGreaterThanOrEqual(restoredFrom);
+    expect(mark).toBeLessThanOrEqual(second[1]);
+  });
+
+  it('list, a busy key flooded with fresh pushes: lag never reads younger than its oldest id, nor older than the claim before its push', async () => {
+    const gates: Gate[] = [];
+    let flooding = true;
+    const b = testBatcher({
+      sliceSize: 2,
+      async eachIteration() {
+        if (!flooding) return;
+        const gate = new Gate();
+        gates.push(gate);
+        await gate.opened;
+      },
+    });
+    const names = keyspaceOf(b).forKey('k');
+    const client = redisClient();
+    // Each id's push, bracketed by the Redis clock; the earliest a claim after which it was pushed can have run.
+    const pushed = new Map<string, { at: [number, number]; since: number }>();
+    const push = async (ids: string[], since?: number) => {
+      const at = await timedPush(b, 'k', ids);
+      for (const id of ids) pushed.set(id, { at, since: since ?? at[0] });
+    };
+    const clockMovesOn = async () => {
+      const from = await redisNow(client);
+      await waitFor(async () => (await redisNow(client)) > from + 20, { what: 'the Redis clock to move on' });
+    };
+    // A backlog of three slices, so the head is always pushed before the last claim.
+    await push(['a1', 'a2', 'a3', 'a4', 'a5', 'a6']);
+    await clockMovesOn();
+    let claimedFrom = await redisNow(client);
+    b.createWorker();
+    for (let round = 0; round < 6; round++) {
+      await waitFor(() => gates.length === round + 1, { what: `slice ${round} in flight` });
+      await push([`r${round}-1`, `r${round}-2`], claimedFrom);
+      await clockMovesOn();
+      const s = await b.stats();
+      const head = (await client.lindex(names.pending, 0))!;
+      const mark = s.at - s.oldestPendingAgeMs;
+      expect(mark, `round ${round}, head ${head}`).toBeLessThanOrEqual(pushed.get(head)!.at[1]);
+      expect(mark, `round ${round}, head ${head}`).toBeGreaterThanOrEqual(pushed.get(head)!.since);
+      claimedFrom = await redisNow(client);
+      gates[round]!.open();
+    }
+    // The last rounds' heads came from fresh pushes, dated by claims long after the first push.
+    expect((await client.lindex(names.pending, 0))!.startsWith('r')).toBe(true);
+    flooding = false;
+    for (const gate of gates) gate.open();
   });
 
   it('zset: lag is exact from the earliest ready time, 0 while nothing is ready yet', async () => {
@@ -151,7 +251,7 @@ describe('stats()', () => {
       expect(await client.exists(names.pushMarks), store).toBe(1);
       b.createWorker();
       // Settled means the last ack has run: it drops the in-flight mark, and the claims before it took the push marks.
-      expect(await b.waitFor(ticket!)).toMatchObject({ done: 3 });
+      expect(await b.waitFor(ticket)).toMatchObject({ done: 3 });
       expect(await client.exists(names.pushMarks, names.inFlightMark, names.inFlight), store).toBe(0);
       expect((await b.stats()).keys, store).toBe(0);
     }

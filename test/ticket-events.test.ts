@@ -33,7 +33,7 @@ describe('waitFor hears ticket changes as they happen', () => {
     b.createWorker();
     const { ticket } = await b.performBatchLater(range(10), { key: 'k', track: true });
     const readings: Progress[] = [];
-    const waiting = b.waitFor(ticket!, { ...NO_POLL, onProgress: (p) => readings.push(p) });
+    const waiting = b.waitFor(ticket, { ...NO_POLL, onProgress: (p) => readings.push(p) });
     await waitFor(() => readings.length === 1, { what: 'the first reading' });
     gate.open();
     const final = await waiting;
@@ -68,7 +68,7 @@ describe('waitFor hears ticket changes as they happen', () => {
   it('many waiters of one key and of other keys each resolve with their own ticket', async () => {
     const b = testBatcher({ sliceSize: 3, eachIteration: () => {} });
     const pushes = await Promise.all(
-      range(6).map(async (i) => (await b.performBatchLater(range(4, `${i}-`), { key: `k${Number(i) % 2}`, track: true })).ticket!),
+      range(6).map(async (i) => (await b.performBatchLater(range(4, `${i}-`), { key: `k${Number(i) % 2}`, track: true })).ticket),
     );
     const waits = pushes.map((ticket) => b.waitFor(ticket, NO_POLL));
     b.createWorker();
@@ -78,11 +78,11 @@ describe('waitFor hears ticket changes as they happen', () => {
   it('still times out with the last reading, and validates its options before reading', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
-    const timedOut = await b.waitFor(ticket!, { timeoutMs: 200, pollMs: 50 }).catch((e: unknown) => e);
+    const timedOut = await b.waitFor(ticket, { timeoutMs: 200, pollMs: 50 }).catch((e: unknown) => e);
     expect(timedOut).toBeInstanceOf(WaitTimeoutError);
     expect((timedOut as WaitTimeoutError).progress).toMatchObject({ total: 1, pending: 1 });
     // @ts-expect-error: not a function
-    await expect(b.waitFor(ticket!, { onProgress: 'log' })).rejects.toThrow(InvalidOptionError);
+    await expect(b.waitFor(ticket, { onProgress: 'log' })).rejects.toThrow(InvalidOptionError);
   });
 
   it.skipIf(onCluster())(
@@ -92,7 +92,7 @@ describe('waitFor hears ticket changes as they happen', () => {
       const b = track(batchByKey({ name, connection: testConnection() }));
       const { ticket } = await b.performBatchLater(range(40), { key: 'k', track: true });
       const readings: Progress[] = [];
-      const waiting = b.waitFor(ticket!, { ...NO_POLL, onProgress: (p) => readings.push(p) });
+      const waiting = b.waitFor(ticket, { ...NO_POLL, onProgress: (p) => readings.push(p) });
       await waitFor(() => readings.length === 1, { what: 'the first reading, once subscribed' });
 
       const admin = redisClient() as Redis;
@@ -124,7 +124,7 @@ describe('waitFor hears ticket changes as they happen', () => {
       const b = track(batchByKey({ name: uniqueName(), connection: `redis://app:pw@127.0.0.1:${server.port}`, eachIteration: () => {} }));
       const { ticket } = await b.performBatchLater(range(3), { key: 'k', track: true });
       b.createWorker();
-      expect(await b.waitFor(ticket!, { pollMs: 50, timeoutMs: 20_000 })).toMatchObject({ total: 3, done: 3 });
+      expect(await b.waitFor(ticket, { pollMs: 50, timeoutMs: 20_000 })).toMatchObject({ total: 3, done: 3 });
       await b.close();
     } finally {
       await admin.quit();
@@ -145,10 +145,10 @@ describe('waitFor hears ticket changes as they happen', () => {
       try {
         const { ticket } = await b.performBatchLater(['1'], { key: 'k', track: true });
         let read = false;
-        const before = b.waitFor(ticket!, { timeoutMs: 3_000, pollMs: 100, onProgress: () => (read = true) }).catch((e: unknown) => e);
+        const before = b.waitFor(ticket, { timeoutMs: 3_000, pollMs: 100, onProgress: () => (read = true) }).catch((e: unknown) => e);
         await waitFor(() => read, { what: 'the first reading' });
         await server.stop();
-        const during = b.waitFor(ticket!, { timeoutMs: 2_000 }).catch((e: unknown) => e);
+        const during = b.waitFor(ticket, { timeoutMs: 2_000 }).catch((e: unknown) => e);
         const [first, second] = await Promise.all([before, during]);
         expect(first).toBeInstanceOf(WaitTimeoutError);
         expect(first).toMatchObject({ progress: { total: 1, pending: 1 } });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   batchByKey,
   CallbackFailedError,
@@ -7,7 +7,11 @@ import {
   ShutdownError,
   TicketSealedError,
   UnknownTicketError,
+  type Batcher,
+  type PerformResult,
+  type Ticket,
   type TicketOutcome,
+  type TrackedPerformResult,
 } from '../src';
 import { claim, release } from '../src/storage/protocol';
 import { defineScripts } from '../src/storage/scripts';
@@ -21,6 +25,25 @@ function callbacks() {
 
 const ticketJob = async (b: Parameters<typeof queueOf>[0], ticket: string) =>
   queueOf(b).getJob(`bbk-ticket-${ticket.slice(ticket.lastIndexOf('.') + 1)}`);
+
+describe('the types of a tracked push', () => {
+  it('has a string ticket with track: true or an open ticket, and a possibly undefined one otherwise', () => {
+    // Compiled, never called: `npm test` type-checks this file first.
+    const pushes = (b: Batcher, open: Ticket) =>
+      [
+        b.performBatchLater(['1'], { key: 'k', track: true }),
+        b.performBatchLater(['1'], { ticket: open, callback: false }),
+        b.performBatchLater(['1'], { key: 'k' }),
+      ] as const;
+    expectTypeOf(pushes).returns.toEqualTypeOf<
+      readonly [Promise<TrackedPerformResult>, Promise<TrackedPerformResult>, Promise<PerformResult>]
+    >();
+    type Results = ReturnType<typeof pushes>;
+    expectTypeOf<Awaited<Results[0]>['ticket']>().toEqualTypeOf<string>();
+    expectTypeOf<Awaited<Results[1]>['ticket']>().toEqualTypeOf<string>();
+    expectTypeOf<Awaited<Results[2]>['ticket']>().toEqualTypeOf<string | undefined>();
+  });
+});
 
 describe('onTicketSettled', () => {
   it('a callback that never settles does not hold worker.close(): its signal aborts with a ShutdownError, and the job waits for the next worker', async () => {
@@ -43,7 +66,7 @@ describe('onTicketSettled', () => {
     expect(signals[0]!.aborted).toBe(true);
     expect(signals[0]!.reason).toBeInstanceOf(ShutdownError);
     // No attempt spent: the job waits for a worker, which runs the callback again.
-    const job = await ticketJob(b, ticket!);
+    const job = await ticketJob(b, ticket);
     expect(job?.attemptsMade ?? 0).toBe(0);
     const next = track(batchByKey({ ...options, onTicketSettled: () => void signals.push(new AbortController().signal) }));
     next.createWorker();
@@ -104,8 +127,8 @@ describe('onTicketSettled', () => {
     const dirty = await b.performBatchLater(['x', 'bad', 'y'], { key: 'b', track: true });
     await waitFor(() => cb.ran.length === 2, { what: 'both callbacks' });
     const byTicket = Object.fromEntries(cb.ran.map((o) => [o.ticket, o]));
-    expect(byTicket[clean.ticket!]).toMatchObject({ total: 12, done: 12, failed: 0, pending: 0, success: true, sealed: true });
-    expect(byTicket[dirty.ticket!]).toMatchObject({
+    expect(byTicket[clean.ticket]).toMatchObject({ total: 12, done: 12, failed: 0, pending: 0, success: true, sealed: true });
+    expect(byTicket[dirty.ticket]).toMatchObject({
       total: 3,
       done: 2,
       failed: 1,
@@ -131,7 +154,7 @@ describe('onTicketSettled', () => {
       );
     const [one, two] = [make(), make()];
     const tickets: string[] = [];
-    for (let i = 0; i < 30; i++) tickets.push((await one.performBatchLater(range(7, `${i}-`), { key: `k${i % 3}`, track: true })).ticket!);
+    for (let i = 0; i < 30; i++) tickets.push((await one.performBatchLater(range(7, `${i}-`), { key: `k${i % 3}`, track: true })).ticket);
     one.createWorker({ concurrency: 3 });
     two.createWorker({ concurrency: 3 });
     await waitFor(() => cb.ran.length >= 30, { what: '30 callbacks' });
@@ -153,19 +176,19 @@ describe('onTicketSettled', () => {
     const lock = { value: 'dying-run', ttlMs: 60_000 };
     const first = await claim(redis, 'list', names, { lock, claimId: 'c1', settle: 'recover', count: 10, takeLock: true });
     expect(first.held && first.ids).toEqual(range(3));
-    expect((await release(redis, names, lock.value, 'ack')).settled).toEqual([ticket!.slice(ticket!.lastIndexOf('.') + 1)]);
-    expect(await b.progress(ticket!)).toMatchObject({ done: 3, pending: 0 });
-    expect(await ticketJob(b, ticket!)).toBeUndefined();
+    expect((await release(redis, names, lock.value, 'ack')).settled).toEqual([ticket.slice(ticket.lastIndexOf('.') + 1)]);
+    expect(await b.progress(ticket)).toMatchObject({ done: 3, pending: 0 });
+    expect(await ticketJob(b, ticket)).toBeUndefined();
 
     b.createWorker();
     await b.recover();
     await waitFor(() => cb.ran.length === 1, { what: 'the callback' });
-    await waitFor(async () => (await ticketJob(b, ticket!))?.finishedOn !== undefined, { what: 'the callback job to finish' });
+    await waitFor(async () => (await ticketJob(b, ticket))?.finishedOn !== undefined, { what: 'the callback job to finish' });
     expect(await redis.llen(names.settledTickets)).toBe(0);
     // A worker that died after adding the job but before clearing the outbox (its key still
     // indexed: a sweep drains a key's outbox before it drops the key): the next sweep's add finds
     // the completed job and adds nothing.
-    await redis.rpush(names.settledTickets, ticket!.slice(ticket!.lastIndexOf('.') + 1));
+    await redis.rpush(names.settledTickets, ticket.slice(ticket.lastIndexOf('.') + 1));
     await redis.zadd(keyspaceOf(b).index, 0, 'k');
     await b.recover();
     expect(await redis.llen(names.settledTickets)).toBe(0);

@@ -13,7 +13,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { afterAll, describe, expect, it } from 'vitest';
 import { PermanentError, SLICE_SPAN, sliceTracing, type Batcher, type StoreKind } from '../src';
 import { spanContextOf } from '../src/core/trace-context';
-import { tracingWith } from '../src/ops/tracing';
+import { tracingWith } from '../src/ops/otel-spans';
 import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /**
@@ -88,7 +88,7 @@ describe('sliceTracing', () => {
   });
 
   it('is a pass-through without @opentelemetry/api', async () => {
-    const middleware = tracingWith(undefined);
+    const middleware = tracingWith(undefined, SLICE_SPAN);
     let ran = false;
     await middleware({} as never, () => {
       ran = true;

@@ -59,22 +59,40 @@ for (const entry of entries) {
   counts.push(`${entry}: ${names.length}`);
 }
 
-// src/core/redlock.d.ts is an ambient `declare module 'redlock'` for our own build (redlock's types are
-// ESM-only and do not resolve for a CommonJS importer); tsc does not ship it. So no public .d.ts
-// may import 'redlock', or consumers' type checks would fail: refuse to build if one does.
-const reachable = new Set();
-const visit = (file) => {
-  if (reachable.has(file) || !existsSync(file)) return;
-  reachable.add(file);
-  for (const [, spec] of readFileSync(file, 'utf8').matchAll(/\bfrom\s+'(\.{1,2}\/[^']*)'/g)) {
-    const base = join(dirname(file), spec);
-    visit(existsSync(`${base}.d.ts`) ? `${base}.d.ts` : join(base, 'index.d.ts'));
-  }
+// The public .d.ts files an app's type check reads (skipLibCheck: false reads them all) may import
+// only what an app has installed. Not 'redlock': src/core/redlock.d.ts is an ambient module for our
+// own build (redlock's types are ESM-only and do not resolve for a CommonJS importer), and tsc does
+// not ship it. Not an optional peer (package.json's peerDependenciesMeta), which an app may lack,
+// except where the entry is that peer's own (`batch-by-key/nestjs` needs @nestjs/*). Refuse to build
+// if one does; a type that needs one stays in a module no public declaration reaches.
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const optionalPeers = Object.keys(pkg.peerDependenciesMeta ?? {}).filter((name) => pkg.peerDependenciesMeta[name].optional);
+const specifiers = (file) => [...readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s+|\bimport\()'([^']+)'/g)].map(([, spec]) => spec);
+const reachableFrom = (entry) => {
+  const reachable = new Set();
+  const visit = (file) => {
+    if (reachable.has(file) || !existsSync(file)) return;
+    reachable.add(file);
+    for (const spec of specifiers(file).filter((s) => s.startsWith('.'))) {
+      const base = join(dirname(file), spec.replace(/\.js$/, ''));
+      visit(existsSync(`${base}.d.ts`) ? `${base}.d.ts` : join(base, 'index.d.ts'));
+    }
+  };
+  visit(join(cjs, `${entry}.d.ts`));
+  return reachable;
 };
-for (const entry of entries) visit(join(cjs, `${entry}.d.ts`));
-const usesRedlock = [...reachable].filter((f) => /\bfrom\s+'redlock'/.test(readFileSync(f, 'utf8')));
-if (usesRedlock.length > 0) {
-  console.error(`build: public types import 'redlock': ${usesRedlock.map((f) => relative(cjs, f)).join(', ')}`);
+const leaks = [];
+for (const entry of entries) {
+  const own = entry === 'nestjs/index' ? (name) => name.startsWith('@nestjs/') : () => false;
+  const refused = ['redlock', ...optionalPeers.filter((name) => !own(name))];
+  for (const file of reachableFrom(entry)) {
+    for (const spec of specifiers(file)) {
+      if (refused.some((name) => spec === name || spec.startsWith(`${name}/`))) leaks.push(`${relative(cjs, file)} imports '${spec}'`);
+    }
+  }
+}
+if (leaks.length > 0) {
+  console.error(`build: public types import what an app may not have installed: ${[...new Set(leaks)].join(', ')}`);
   process.exit(1);
 }
 

@@ -9,7 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { KEY_SUFFIXES, Keyspace, LANE_NAMES, laneNames, ticketHash, deadLettersOf } from '../src/storage/keys';
+import { KEY_SUFFIXES, Keyspace, LANE_NAMES, laneNames, ticketHash, deadLettersOf, JOB_POINTER } from '../src/storage/keys';
 import { limitKeys } from '../src/storage/limits-protocol';
 import { ShardLayout } from '../src/storage/shards';
 
@@ -34,6 +34,8 @@ function namesInCode(): Set<string> {
   for (const name of [history.series, history.claim, history.processed]) names.add(write(name));
   for (const name of limitKeys(space.limits)) names.add(write(name));
   names.add(space.index).add(space.config).add(space.pausedIndex);
+  // The key's job pointer, on BullMQ's queue prefix (`prefix:name:`; see keys.ts jobPointerOf).
+  names.add(`prefix:name:${JOB_POINTER}E`);
   // A shard's index, its hash tag written as the table does (see shards.ts shardTag).
   names.add(new ShardLayout('prefix', 'name', space, 2).indexes[0]!.replace(/\{name#[^}]+\}/, '{name#N.i.c}'));
   return names;

@@ -89,19 +89,33 @@ function linksOf(line) {
   return targets;
 }
 
+// The package ships README.md, CHANGELOG.md and docs/ (package.json's `files`), not src/, examples/
+// or the tools: a link from a shipped page to those would break in node_modules, so it names the
+// file in the repository (REPO below, checked here as a path of this checkout), never a relative one.
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const REPO = `${pkg.repository.url.replace(/^git\+/, '').replace(/\.git$/, '')}/`;
+const IN_REPO = new RegExp(`^${REPO.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}(?:blob|tree)/main/`);
+const shipped = (path) => ['package.json', 'LICENSE', ...pkg.files].some((entry) => path === entry || path.startsWith(`${entry}/`));
+
 const problems = [];
 let checked = 0;
 for (const file of markdownFiles()) {
   const lines = prose(readFileSync(file, 'utf8'));
   lines.forEach((line, i) => {
     for (const target of linksOf(line)) {
-      if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
+      const inRepo = IN_REPO.test(target);
+      if (!inRepo && /^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
       checked++;
       const where = `${relative(root, file)}:${i + 1}`;
-      const [path, anchor] = target.split('#', 2);
-      const into = path === '' ? file : resolve(dirname(file), decodeURIComponent(path));
+      const [path, anchor] = (inRepo ? target.replace(IN_REPO, '') : target).split('#', 2);
+      const base = inRepo ? root : dirname(file);
+      const into = path === '' ? file : resolve(base, decodeURIComponent(path));
       if (!existsSync(into)) {
         problems.push(`${where}: ${target}: no such file`);
+        continue;
+      }
+      if (!inRepo && shipped(relative(root, file)) && !shipped(relative(root, into))) {
+        problems.push(`${where}: ${target}: not in the package, so broken there: link to ${REPO}blob/main/${relative(root, into)}`);
         continue;
       }
       if (anchor === undefined || anchor === '') continue;
@@ -118,4 +132,4 @@ if (problems.length > 0) {
   console.error(`${problems.length} broken link(s):\n${problems.join('\n')}`);
   process.exit(1);
 }
-console.log(`links: ${checked} relative links checked, all resolve`);
+console.log(`links: ${checked} relative and repository links checked, all resolve`);

@@ -19,5 +19,5 @@ export {
   type QueueBaseOptions,
   type RedisQueueBackend,
 } from './backend';
-export { buildAdd } from './job-add';
+export { buildAdd, PUSH_ADD_KEYS, type PushAddKind } from './job-add';
 export { aroundCancels, aroundClose, blockingClientOf, fetchBeforeBlocking, markNotDrained, ownClientsOf } from './worker';

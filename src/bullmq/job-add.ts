@@ -19,3 +19,17 @@ export function buildAdd<Data, Name extends string>(
   const job = new Job(queue, name, data, opts);
   return job.addJob({ runCommand } as unknown as Parameters<typeof job.addJob>[0]);
 }
+
+/**
+ * The keys of BullMQ's adds a push may make inside its own script call, each the queue's prefix
+ * followed by one of these, in BullMQ's order: as bullmq `src/classes/redis-queue-backend.ts`
+ * `addStandardJobArgs` and `addDelayedJobArgs` build them from `queue.keys`. A push derives
+ * them in Lua, and only where the installed BullMQ built exactly these (storage/job.ts `pushAdd`).
+ */
+export const PUSH_ADD_KEYS = {
+  standard: ['wait', 'paused', 'meta', 'id', 'completed', 'delayed', 'active', 'events', 'marker'],
+  delayed: ['marker', 'meta', 'id', 'delayed', 'completed', 'events'],
+} as const;
+
+/** Which of BullMQ's adds a push makes in its own call (see `PUSH_ADD_KEYS`). */
+export type PushAddKind = keyof typeof PUSH_ADD_KEYS;

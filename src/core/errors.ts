@@ -1,4 +1,5 @@
 import { MAX_TIMER_MS } from './limits';
+import { safeString } from './text';
 import type { Id, Key, Progress } from './types';
 
 /**
@@ -17,6 +18,7 @@ export type ErrorCode =
   | 'ERR_CALLBACK_TIMEOUT'
   | 'ERR_CALLBACK_FAILED'
   | 'ERR_SLICE_CRASHED'
+  | 'ERR_THROWN_VALUE'
   | 'ERR_PERMANENT'
   | 'ERR_UNKNOWN_TICKET'
   | 'ERR_WAIT_TIMEOUT'
@@ -154,6 +156,27 @@ export class SliceCrashedError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_SLICE_CRASHED', message);
   }
+}
+
+/**
+ * What the `slice:failed` and `dead` events carry for a handler that threw, or gave `ctx.fail`, a
+ * value that is not an Error (a string, a plain object): that value is `value`, its text the message.
+ * An Error is carried as it was thrown, so `instanceof` your own classes holds.
+ */
+export class ThrownValueError extends BatchByKeyError {
+  constructor(readonly value: unknown) {
+    super('ERR_THROWN_VALUE', safeString(value));
+  }
+}
+
+/**
+ * An event's error: the Error as thrown (one of another realm too, a vm context's, which fails
+ * `instanceof Error` but is one), or anything else in a ThrownValueError. @internal
+ */
+export function asError(value: unknown): Error {
+  return value instanceof Error || Object.prototype.toString.call(value) === '[object Error]'
+    ? (value as Error)
+    : new ThrownValueError(value);
 }
 
 /** The batcher was closed; create a new one to push or work again. */

@@ -16,3 +16,17 @@ export function wellFormedText(text: string, max: number): string {
   }
   return cut.replace(LONE_SURROGATE, '\uFFFD');
 }
+
+/** String(read()), or a placeholder when reading or printing throws (a getter, or a toString, that throws). */
+export function textOf(read: () => unknown): string {
+  try {
+    return String(read());
+  } catch {
+    return '(an unprintable value)';
+  }
+}
+
+/** String(value), or a placeholder when even that throws (an object whose toString throws). */
+export function safeString(value: unknown): string {
+  return textOf(() => value);
+}

@@ -173,23 +173,25 @@ export interface BatcherEvents {
    * returned after `ctx.fail`, `ids` are the ids it reported, `errors` each one's error (`error` is
    * the first's) and `acked` how many of its other ids were acknowledged (which, when more than
    * none, emit `slice:done` too). `dead`: the ids of `ids` that became dead letters (the others go
-   * to retry), so `outcome` 'dead' may name only some of them.
+   * to retry), so `outcome` 'dead' may name only some of them. An error is the Error the handler
+   * threw or gave `ctx.fail`, as it was (any other value comes in a `ThrownValueError`, as its
+   * `value`), or one of ours: `SliceTimeoutError`, `SliceCrashedError`.
    */
   'slice:failed': [
     SliceInfo & {
       durationMs: number;
-      error: unknown;
+      error: Error;
       outcome: FailureOutcome;
       dead: readonly Id[];
       retryInMs?: number;
-      errors?: ReadonlyMap<Id, unknown>;
+      errors?: ReadonlyMap<Id, Error>;
       acked?: number;
     },
   ];
   /** A run stopped between slices and requeued its key. */
   interrupted: [{ key: Key; job: KeyJob; reason: StopReason }];
-  /** Ids became dead letters. */
-  dead: [{ key: Key; ids: readonly Id[]; error: unknown; attempts: number }];
+  /** Ids became dead letters; `error` is their last, as in `slice:failed` (one event per distinct error). */
+  dead: [{ key: Key; ids: readonly Id[]; error: Error; attempts: number }];
   /** Ids were stored by `performBatchLater` (or a dead-letter requeue) in this process; emitted where they were pushed. */
   pushed: [{ key: Key; count: number }];
 }
@@ -485,8 +487,16 @@ export interface PerformResult {
   key: Key;
   /** Ids sent to Redis (after stringifying; the set and zset stores may hold fewer). */
   pushed: number;
-  /** With `track: true`. */
+  /** With `track: true` (a new ticket) or `ticket` (that open ticket). */
   ticket?: Ticket;
+}
+
+/** A push that names its ticket: `track: true` (a new one) or `ticket` (an open one). */
+export type TrackedPerformOptions = PerformOptions & ({ track: true } | { ticket: Ticket });
+
+/** What a push with `track: true` or `ticket` resolves with: its `ticket` is always there. */
+export interface TrackedPerformResult extends PerformResult {
+  ticket: Ticket;
 }
 
 /**
@@ -711,7 +721,8 @@ export type FallbackProcessor = (job: Job<unknown, unknown, string>, token?: str
 export interface Batcher<Data = unknown> {
   /** The queue name given in the options. */
   readonly name: string;
-  /** Push ids for a key and make sure one job serves it. */
+  /** Push ids for a key and make sure one job serves it; with `track: true` or `ticket`, the result has its `ticket`. */
+  performBatchLater(ids: ReadonlyArray<PushItem<Data>>, options: TrackedPerformOptions): Promise<TrackedPerformResult>;
   performBatchLater(ids: ReadonlyArray<PushItem<Data>>, options?: PerformOptions): Promise<PerformResult>;
   /**
    * A BullMQ Worker that serves this batcher's keys: with `shards` > 1, the worker of shard 0,

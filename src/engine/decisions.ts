@@ -13,9 +13,10 @@ import type { StopReason } from '../core/types';
 export type RunOutcome =
   /**
    * No id left: the last slice is acked; `released` when that claim released the lock too, and
-   * `finished` (BullMQ's reply) when it completed the job as well (see finisher.ts).
+   * `finished` (BullMQ's reply) when it completed the job as well (see finisher.ts);
+   * `pausedUntilResumed` when its ids stay, their key paused until resumed (its job ends all the same).
    */
-  | { kind: 'drained'; released: boolean; finished?: Finished }
+  | { kind: 'drained'; released: boolean; finished?: Finished; pausedUntilResumed?: true }
   /**
    * Ids are pending but none is due for `waitMs` (a zset time, a failed slice's backoff); the last
    * slice is acked. `limited`: a batcher-wide limit refused the lane's next claim (see
@@ -85,7 +86,8 @@ export function afterFailure(stop: 'lock_lost' | 'shutdown' | undefined, error: 
 
 /** A lane's end when its claim found nothing: waiting `waitMs` for something due, or drained (0). */
 export function nothingClaimed(waitMs: number, released: boolean): RunOutcome {
-  return waitMs > 0 ? { kind: 'waiting', waitMs, released } : { kind: 'drained', released };
+  if (waitMs > 0) return { kind: 'waiting', waitMs, released };
+  return waitMs < 0 ? { kind: 'drained', released, pausedUntilResumed: true } : { kind: 'drained', released };
 }
 
 /** The run's outcome from a stop reason (a lost lock is no stop: nothing may be settled). */
@@ -110,7 +112,9 @@ export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
     stopped ??
     (waits.length > 0
       ? { kind: 'waiting', waitMs: Math.min(...waits), released: false, ...(limited && { limited: true as const }) }
-      : { kind: 'drained', released: false })
+      : outcomes.some((o) => o.kind === 'drained' && o.pausedUntilResumed)
+        ? { kind: 'drained', released: false, pausedUntilResumed: true }
+        : { kind: 'drained', released: false })
   );
 }
 

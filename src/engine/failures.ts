@@ -1,6 +1,6 @@
-import { wellFormedText } from '../core/text';
+import { textOf, wellFormedText } from '../core/text';
 import { UnrecoverableError } from '../bullmq';
-import { PermanentError } from '../core/errors';
+import { asError, PermanentError } from '../core/errors';
 import { MAX_TIMER_MS } from '../core/limits';
 import { log } from '../core/logger';
 import type { BatcherEmitter } from '../core/events';
@@ -213,8 +213,9 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
   const ids = failed.failures ? slice.ids.filter((id) => failed.failures!.has(id)) : slice.ids;
   // Built before slice:failed is emitted: its listeners get `dead` and `errors` to do with as they like.
   const deaths = deadEvents(slice.key, plan, error);
-  log(options.logger, plan.outcome === 'retry' ? 'warn' : 'error', 'batch-by-key: slice failed', {
-    err: error,
+  const line = failed.failures ? reportedLine(error) : thrownLine(plan.outcome, error);
+  log(options.logger, line.level, line.message, {
+    ...line.meta,
     key: slice.key,
     ids: ids.length,
     ...(plan.acked !== undefined && { acked: plan.acked }),
@@ -225,15 +226,32 @@ export async function settleFailure(deps: FailureDeps, session: KeySession, fail
     ...slice,
     ids,
     durationMs: failed.durationMs,
-    error,
+    error: asError(error),
     outcome: plan.outcome,
     dead: plan.dead,
     ...(plan.retryInMs !== undefined && { retryInMs: plan.retryInMs }),
-    ...(failed.failures && { errors: failed.failures }),
+    ...(failed.failures && { errors: new Map([...failed.failures].map(([id, own]) => [id, asError(own)])) }),
     ...(plan.acked !== undefined && { acked: plan.acked }),
   });
   for (const death of deaths) events.emit('dead', death);
   return true;
+}
+
+type FailureLine = { level: 'info' | 'warn' | 'error'; message: string; meta: { err: unknown } | { error: string } };
+
+/** A slice that threw (or timed out) is an incident: a warning with the error, and its stack, while it is retried. */
+function thrownLine(outcome: FailureOutcome, error: unknown): FailureLine {
+  return { level: outcome === 'retry' ? 'warn' : 'error', message: 'batch-by-key: slice failed', meta: { err: error } };
+}
+
+/**
+ * Ids the handler reported with `ctx.fail` are an outcome it expected, not an incident: one info
+ * line per slice with the first error's message and no stack (each id's error is in the
+ * `slice:failed` event's `errors`, and in its dead letter).
+ */
+function reportedLine(first: unknown): FailureLine {
+  const error = first instanceof Error ? textOf(() => first.message) : textOf(() => first);
+  return { level: 'info', message: 'batch-by-key: ids reported failed', meta: { error } };
 }
 
 /** The `dead` events of a failure: none, one, or, for ids that died of their own errors, one per error. */
@@ -245,7 +263,7 @@ function deadEvents(key: string, plan: FailurePlan, error: unknown): BatcherEven
     if (group) group.push(id);
     else byError.set(own, [id]);
   }
-  return [...byError].map(([own, ids]) => ({ key, ids, error: own, attempts: plan.attempts }));
+  return [...byError].map(([own, ids]) => ({ key, ids, error: asError(own), attempts: plan.attempts }));
 }
 
 /** Whether a slice that has failed `attempts` runs is retried whole (rather than split or dead). */
@@ -295,15 +313,6 @@ export function serializeError(error: unknown): SerializedError {
       cap.message,
     ),
   };
-}
-
-/** String(read()), or a placeholder when reading or printing throws (a getter, or a toString, that throws). */
-function textOf(read: () => unknown): string {
-  try {
-    return String(read());
-  } catch {
-    return '(an unprintable value)';
-  }
 }
 
 /** What a backoff function that returns no finite number gets: the default backoff's first delay. */

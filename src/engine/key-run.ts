@@ -429,6 +429,9 @@ export class KeyRun {
     const key = session.key;
     const c = conclusion(outcome, options.scheduling);
     if (outcome.kind === 'drained' && outcome.finished) return this.completed(outcome.finished);
+    // A key paused until resumed keeps its ids with no job until `resume` adds one; listed, so
+    // that stats() and the sweep still see it (a push that adds its job lists no key).
+    if (outcome.kind === 'drained' && outcome.pausedUntilResumed) await this.listForRecovery();
     if (c.interrupted) {
       if (c.interrupted === 'lock_lost') {
         log(options.logger, 'warn', 'batch-by-key: lost the key lock; the slice will be retried by the next run', { key });

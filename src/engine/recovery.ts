@@ -1,6 +1,6 @@
 import { Cluster } from 'ioredis';
 import { ensureJob, JOB_NAME, type KeyLevel, type KeyQueue } from '../storage/job';
-import { dedupIdsOf, type Keyspace } from '../storage/keys';
+import { jobPointerOf, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import { forgetKey } from '../storage/batcher-protocol';
@@ -45,16 +45,13 @@ export interface RecoveryDeps {
 
 const FINISHED = new Set(['completed', 'failed', 'unknown']);
 
-/** Whether a job of ours that has not ended holds either deduplication id of the key (a job not ours that holds one is no job of the key's). */
-async function hasLiveJob(queues: readonly KeyQueue[], key: string): Promise<boolean> {
-  const { own, spare } = dedupIdsOf(key);
+/** Whether the key's job pointer on one of `queues` names a job of ours that has not ended (see storage/scripts/includes/key-job.lua). */
+async function hasLiveJob(client: RedisClient, queues: readonly KeyQueue[], key: string): Promise<boolean> {
   for (const queue of queues) {
-    for (const id of [own, spare]) {
-      const jobId = await queue.getDeduplicationJobId(id);
-      if (jobId === null) continue;
-      const job = await queue.getJob(jobId);
-      if (job?.name === JOB_NAME && !FINISHED.has(await job.getState())) return true;
-    }
+    const jobId = await client.get(jobPointerOf(queue.toKey(''), key));
+    if (jobId === null) continue;
+    const job = await queue.getJob(jobId);
+    if (job?.name === JOB_NAME && !FINISHED.has(await job.getState())) return true;
   }
   return false;
 }
@@ -150,7 +147,7 @@ async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: st
   if (inFlight && !locked) await client.mset(names.lanes, '1', names.extras, '1');
   // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
   // paused until resumed (resume adds its job): fine.
-  if (!locked && pausedTtl !== -1 && !(await hasLiveJob(deps.shards.ofKeyIn(counts, key), key))) {
+  if (!locked && pausedTtl !== -1 && !(await hasLiveJob(client, deps.shards.ofKeyIn(counts, key), key))) {
     await ensureJob(client, deps.shards.of(key), key, 0, deps.level(key, 'light'));
     recovered = true;
   }

@@ -1,4 +1,4 @@
-import type { KeyQueue } from '../storage/job';
+import type { Level, LevelName, KeyQueue } from '../storage/job';
 import type { Batcher, Key, KeyStats, Logger } from '../core/types';
 
 /**
@@ -11,6 +11,8 @@ export interface BoardReads {
   queues(): KeyQueue[];
   /** These keys' backlogs and lag, in one batch of reads, and the Redis clock they were read by. */
   readKeys(keys: readonly Key[]): Promise<{ at: number; keys: KeyStats[] }>;
+  /** The BullMQ priority of each level of the batcher's normal keys (see storage/job.ts `levelsOf`). */
+  levels: Readonly<Record<LevelName, Level>>;
   /** Where a failed read is reported: the page is shown without it. */
   logger: Logger;
 }

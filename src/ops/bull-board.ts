@@ -1,7 +1,7 @@
 import type { Job, Queue } from '../bullmq';
 import { boardReadsOf, type BoardReads } from './board-reads';
 import { describe, InvalidOptionError } from '../core/errors';
-import { JOB_NAME } from '../storage/job';
+import { JOB_NAME, WAIT_LIST, type Level, type LevelName } from '../storage/job';
 import { formatMs } from './html';
 import { log } from '../core/logger';
 import type { Batcher, Key, KeyStats } from '../core/types';
@@ -27,6 +27,14 @@ export interface KeyJobView {
   pending: number;
   /** `oldestPendingAgeMs` as the dashboard shows it (`'850 ms'`, `'3.2 s'`, `'4.5 min'`); `'0 ms'` with nothing pending. */
   lag: string;
+  /**
+   * The job's place in fair scheduling, which bull-board shows as its BullMQ priority (0, 1, 2:
+   * lower runs first), and which says nothing of the key's importance: `'light'` (a first push
+   * that fits in a slice, or lifted by aging), `'heavy'` (a first push bigger than a slice),
+   * `'had its turn'` (its run used its budget and requeued it behind the others); with
+   * `priority(key)`, `'high'`: a high key's lane, before every normal key (or lifted there by aging).
+   */
+  level: KeyJobLevel;
   inFlight: number;
   retrying: number;
   /** The age of the key's oldest pending id, by the Redis clock (see `KeyStats`). */
@@ -36,6 +44,21 @@ export interface KeyJobView {
 }
 
 type AnyJob = Job<unknown, unknown, string>;
+
+/** See `KeyJobView.level`. */
+export type KeyJobLevel = 'high' | 'light' | 'heavy' | 'had its turn';
+
+const LEVEL_NAMES: Record<LevelName, KeyJobLevel> = { light: 'light', heavy: 'heavy', hadTurn: 'had its turn' };
+
+/**
+ * A key job's level, from the BullMQ priority it was added with: one of the batcher's normal
+ * levels, or, with `priority(key)`, the wait list (none), a high key's lane (or a job aging lifted).
+ */
+function levelOf(job: AnyJob, levels: Readonly<Record<LevelName, Level>>): KeyJobLevel {
+  const priority = job.opts.priority ?? WAIT_LIST;
+  for (const name of Object.keys(LEVEL_NAMES) as LevelName[]) if (levels[name] === priority) return LEVEL_NAMES[name];
+  return 'high';
+}
 
 /**
  * bull-board adapters for a batcher's queues, one per shard (one without `shards`), each a
@@ -126,9 +149,10 @@ async function showKeys(own: BoardReads, jobs: readonly (AnyJob | null | undefin
   }
   const { at, keys } = read;
   const byKey = new Map(keys.map((k) => [k.key, k]));
-  for (const { job, key } of keyed) job.data = { ...(job.data as object), ...view(byKey.get(key)!, at) };
+  for (const { job, key } of keyed) job.data = { ...(job.data as object), ...view(byKey.get(key)!, levelOf(job, own.levels), at) };
 }
 
-function view({ key, pending, inFlight, retrying, oldestPendingAgeMs }: KeyStats, at: number): KeyJobView {
-  return { key, pending, lag: formatMs(oldestPendingAgeMs), inFlight, retrying, oldestPendingAgeMs, readAt: new Date(at).toISOString() };
+function view({ key, pending, inFlight, retrying, oldestPendingAgeMs }: KeyStats, level: KeyJobLevel, at: number): KeyJobView {
+  const lag = formatMs(oldestPendingAgeMs);
+  return { key, pending, lag, level, inFlight, retrying, oldestPendingAgeMs, readAt: new Date(at).toISOString() };
 }

@@ -6,6 +6,7 @@ import { MAX_TIMER_MS } from '../core/limits';
 import { duration, onlyKnownOptions, optionNames } from '../core/validate';
 import { Cluster } from 'ioredis';
 import { dueIn, pauseKey, resumeKey } from '../storage/protocol';
+import { listForRecovery } from '../storage/batcher-protocol';
 import type { RedisClient } from '../storage/scripts';
 import { redisNow } from './stats';
 import type { Fill } from '../core/fill';
@@ -31,6 +32,8 @@ export interface PauseDeps {
   fill: (key: Key) => Fill | undefined;
   /** The level of a key's job (a resumed key's is light: a wait is no turn; see engine/scheduling.ts). */
   level: KeyLevel;
+  /** The recovery index of the key's shard (a Cluster's pause lists the key there; see `pause`). */
+  index: (key: Key) => string;
 }
 
 /** Ms the pause lasts (undefined: until resumed), from the options; throws before anything is written. */
@@ -62,6 +65,9 @@ export async function pause(deps: PauseDeps, rawKey: Key, options: PauseOptions 
     await pauseKey(client, names, key, ms, keyspace.pausedIndex);
     return;
   }
+  // The recovery index lists the key too: its sweep re-lists a paused key whose paused-index entry
+  // a concurrent resume dropped, and it reads only the keys its index lists.
+  await listForRecovery(client, deps.index(key), key);
   const untilMs = await pauseKey(client, names, key, ms);
   await client.zadd(keyspace.pausedIndex, untilMs ?? '+inf', key);
 }

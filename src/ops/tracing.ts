@@ -1,8 +1,7 @@
 import type * as OtelApi from '@opentelemetry/api';
 import { loadOptional } from '../core/optional';
-import { spanContextOf } from '../core/trace-context';
 import type { SliceMiddleware } from '../core/types';
-import { VERSION } from '../core/version';
+import { tracingWith } from './otel-spans';
 
 /** The span of every slice; one name, so traces group by it (the key is an attribute). */
 export const SLICE_SPAN = 'batch-by-key slice';
@@ -18,32 +17,5 @@ export const SLICE_SPAN = 'batch-by-key slice';
  * usually none.
  */
 export function sliceTracing(): SliceMiddleware {
-  return tracingWith(loadOptional<typeof OtelApi>('@opentelemetry/api'));
-}
-
-/** @internal */
-export function tracingWith(api: typeof OtelApi | undefined): SliceMiddleware {
-  if (!api) return (_slice, next) => next();
-  return (slice, next) => {
-    // Looked up per slice: a TracerProvider registered after the batcher is built still counts.
-    const tracer = api.trace.getTracer('batch-by-key', VERSION);
-    const attributes = { 'batch_by_key.key': slice.key, 'batch_by_key.ids': slice.ids.length, 'batch_by_key.attempt': slice.attempt };
-    const links = slice.traceparents.flatMap((traceparent) => {
-      const context = spanContextOf(traceparent);
-      return context ? [{ context }] : [];
-    });
-    const options = { kind: api.SpanKind.CONSUMER, attributes, ...(links.length > 0 && { links }) };
-    return tracer.startActiveSpan(SLICE_SPAN, options, async (span) => {
-      try {
-        await next();
-        span.setStatus({ code: api.SpanStatusCode.OK });
-      } catch (error) {
-        span.recordException(error instanceof Error ? error : String(error));
-        span.setStatus({ code: api.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
-        throw error;
-      } finally {
-        span.end();
-      }
-    });
-  };
+  return tracingWith(loadOptional<typeof OtelApi>('@opentelemetry/api'), SLICE_SPAN);
 }

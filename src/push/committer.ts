@@ -2,7 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import { connectionCloses } from '../core/connection';
 import { isReplyError } from '../core/redis-errors';
-import { push, pushMany, type PushOfMany, type PushResult } from '../storage/protocol';
+import { isBulk, push, pushMany, type PushOfMany, type PushResult } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 
 /**
@@ -55,6 +55,8 @@ export class Committer {
 
   /** Sends `p` in the lane's next call. Never rejects: the outcome says what happened. */
   commit(p: PushOfMany): Promise<Committed> {
+    // A bulk push's ids go by native commands, not as a script's arguments: it cannot share a call.
+    if (isBulk(p.call)) return this.call([p]).then(([committed]) => committed!);
     // A call's pushes send as many keys each (see push-many.lua): a push that adds no job in its
     // call (a BullMQ that names its keys otherwise) sends one, and goes in a lane of its own.
     const id = this.client instanceof Cluster ? calculateSlot(p.names.base) : p.call.job ? -1 : -2;

@@ -3,11 +3,12 @@ import { withDeadline } from '../core/deadline';
 import { PushTimeoutError } from '../core/errors';
 import { activeTraceparent } from '../core/trace-context';
 import type { NormalizedPush } from '../core/input';
-import { ensureJob, queuePrefixOf, standardAdd, WAIT_LIST, type KeyLevel, type KeyQueue, type Level } from '../storage/job';
+import { ensureJob, pushAdd, queuePrefixOf, WAIT_LIST, type KeyLevel, type KeyQueue, type Level } from '../storage/job';
 import type { KeyNames, Keyspace } from '../storage/keys';
 import { planPush, type StoreHow } from './plan';
 import { checkBacklog, dueIn, type PushCall } from '../storage/protocol';
 import type { Committer } from './committer';
+import type { FillingKeys } from './filling';
 import { jobAddFailed, outcomeOf } from './outcomes';
 import { backlogFullError } from './backlog';
 import { openTicket, sealTicket } from './tickets';
@@ -58,6 +59,8 @@ export interface EnqueueDeps {
   tickets: TicketOutbox;
   /** Sends the push's script call, shared with the pushes that arrive while one is in flight (group commit). */
   committer: Committer;
+  /** Keys seen waiting to fill, whose pushes need no job add built (see filling.ts). */
+  filling: FillingKeys;
 }
 
 /**
@@ -139,31 +142,44 @@ async function store(
   // A light newcomer queues FIFO before keys whose first push is bigger than a slice, and a
   // high-priority key's job before both.
   const level = deps.level(key, deps.fair && ids.length > deps.sliceSize ? 'heavy' : 'light');
-  // Where BullMQ's add would start the job now, the push carries it: push.lua adds the job in
-  // the same call if the key needs one (BullMQ's own script, with the arguments BullMQ built). A
-  // key that waits to fill needs a delayed job (added after the call), unless this push fills it
-  // by itself (or a high push, whose ids never wait to fill): building BullMQ's add costs the
-  // pusher CPU on every push.
+  // The push carries BullMQ's add of the key's job, for push.lua to make in the same call if the
+  // key needs one, unless this is a Cluster or a zset key (whose job may wait for its earliest id).
   const startsNow = !fill || high || ids.length >= fill.minSliceSize;
-  const add = !cluster && kind !== 'zset' && level === WAIT_LIST && startsNow ? standardAdd(queue, key) : undefined;
+  const filling = cluster || kind === 'zset' || !fill ? undefined : deps.filling;
+  const add = cluster || kind === 'zset' ? undefined : carriedAdd(queue, key, level, startsNow ? undefined : fill, filling);
   // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
   // to the one time the call was sent says what happened (see outcomes.ts).
-  const pushed = outcomeOf(key, await deps.committer.commit({ names, call: { ...call, ...(add && { add: add.call }) } }));
+  const pushed = outcomeOf(key, await deps.committer.commit({ names, call: { ...call, ...(add && { add }) } }));
   // The ids are stored; the key is in its recovery index, so a workers' sweep serves it if the job add fails.
   try {
     await add?.done(pushed.added ?? null);
-    if (pushed.covered || pushed.added !== undefined) return;
-    const waitMs = Math.max(0, pushed.waitMs);
-    await ensureJob(client, queue, key, waitMs, level);
-    // Not for a list's or set's wait to fill, to spare a call on the first push of every wait:
-    // its job's time is its oldest id's, whichever push sets it, and a push that fills the key adds
-    // or brings the job forward itself. Only when that lands between this push's call and this add
-    // to a job that was active or delayed past this push's time can this add move it back, to this
-    // push's time: the key then starts at most maxWaitMs late.
-    if (kind === 'zset') await bringForward(deps.client, queue, key, level, names, waitMs, fill);
+    if (!pushed.covered && pushed.added === undefined) {
+      const waitMs = Math.max(0, pushed.waitMs);
+      await ensureJob(client, queue, key, waitMs, level);
+      // Not for a list's or set's wait to fill, to spare a call: its job's time is its oldest
+      // id's, whichever push sets it, and a push that fills the key adds or brings the job
+      // forward itself. Only when that lands between this push's call and this add to a job that
+      // was active or delayed past this push's time can this add move it back, to this push's
+      // time: the key then starts at most maxWaitMs late.
+      if (kind === 'zset') await bringForward(deps.client, queue, key, level, names, waitMs, fill);
+    }
   } catch (err) {
     throw jobAddFailed(key, err);
   }
+  filling?.saw(key, pushed.waitMs);
+}
+
+/**
+ * BullMQ's add of the key's job a push carries (BullMQ's own script, with the arguments BullMQ
+ * built; see job.ts pushAdd): its standard add where the job may start now (the wait list's
+ * level), its delayed add of `waitsToFill.maxWaitMs` for a list's or set's key that waits to fill
+ * (its push starts no run by itself, nor is high, whose ids never wait), which push.lua makes for
+ * the push that starts the wait. Building it costs the pusher CPU, so a push to a key it saw
+ * waiting with its job builds none (see filling.ts).
+ */
+function carriedAdd(queue: KeyQueue, key: Key, level: Level, waitsToFill: Fill | undefined, filling: FillingKeys | undefined) {
+  if (!waitsToFill) return level === WAIT_LIST ? pushAdd(queue, key, 0, level) : undefined;
+  return filling?.covers(key) ? undefined : pushAdd(queue, key, waitsToFill.maxWaitMs, level);
 }
 
 /**

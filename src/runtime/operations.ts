@@ -174,6 +174,7 @@ export class Operations {
       store: opts.store,
       fill: (key) => fillOf(opts.fill, key, opts.sliceSize),
       level: keyLevels(opts.priority, opts.logger),
+      index: (key) => runtime.shards.forKey(key).index,
     };
   }
 

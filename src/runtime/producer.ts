@@ -2,6 +2,7 @@ import { describe, InvalidOptionError } from '../core/errors';
 import { validateKey } from '../core/input';
 import { performBatchLater, type EnqueueDeps } from '../push/enqueue';
 import { Committer } from '../push/committer';
+import { FillingKeys } from '../push/filling';
 import { progress, waitFor } from '../push/progress';
 import { openTicket, sealTicket } from '../push/tickets';
 import { keyLevels } from '../storage/job';
@@ -69,6 +70,7 @@ export class Producer {
       callbacks: opts.onTicketSettled !== undefined,
       tickets: runtime.ticketOutbox(),
       committer: new Committer(client, { maxPushes: opts.pushesPerCall, lingerMs: opts.pushLingerMs }),
+      filling: new FillingKeys(),
     });
   }
 }

@@ -1,8 +1,8 @@
 import { buildAdd, bullmqScript, type JobsOptions, type Queue } from '../bullmq';
-import { addKeysDerivable, bullmqCall, type BullmqCall } from './protocol';
+import { addKeysDerivable, bullmqCall, type BullmqCall, type PushAdd } from './protocol';
 import { runScript, type RedisClient } from './scripts';
 import { argv } from './scripts/args';
-import { BULLMQ_PUSH_READS, dedupIdsOf, JOB_NAME } from './keys';
+import { BULLMQ_PUSH_READS, encodeKey, JOB_NAME } from './keys';
 import { isHighKey } from '../core/priority';
 import type { Key, KeyJobData, Logger, Priority } from '../core/types';
 
@@ -92,8 +92,8 @@ export async function liveJobKeys(queue: KeyQueue, limit: number): Promise<Key[]
 
 /**
  * BullMQ's queue prefix (`prefix:name:`), when BullMQ names the keys a push reads under it as
- * push.lua derives them (its deduplication key `de:` + id, its active list and delayed set, a
- * job's hash the prefix and the job id); undefined when the installed BullMQ names them
+ * push.lua derives them (its active list and delayed set, a job's hash the prefix and the job
+ * id); undefined when the installed BullMQ names them
  * otherwise, and then pushes take the general path (the job added after the push).
  */
 export function queuePrefixOf(queue: KeyQueue): string | undefined {
@@ -102,11 +102,7 @@ export function queuePrefixOf(queue: KeyQueue): string | undefined {
     const prefix = queue.toKey('');
     prefixes.set(
       queue,
-      `${keys.de}:` === prefix + BULLMQ_PUSH_READS.dedup &&
-        keys.active === prefix + BULLMQ_PUSH_READS.active &&
-        keys.delayed === prefix + BULLMQ_PUSH_READS.delayed
-        ? prefix
-        : undefined,
+      keys.active === prefix + BULLMQ_PUSH_READS.active && keys.delayed === prefix + BULLMQ_PUSH_READS.delayed ? prefix : undefined,
     );
   }
   return prefixes.get(queue);
@@ -115,17 +111,16 @@ export function queuePrefixOf(queue: KeyQueue): string | undefined {
 /** A queue's names never change: checked once per queue, not per push. */
 const prefixes = new WeakMap<KeyQueue, string | undefined>();
 
-/** Whether a queue's addStandardJob keys are the ones push.lua derives (see standardAdd). */
-const addsDerivable = new WeakMap<KeyQueue, boolean>();
+/** Whether a queue's adds of each kind a push makes have the keys push.lua derives (see pushAdd). */
+const addsDerivable = new WeakMap<KeyQueue, Partial<Record<PushAdd['kind'], boolean>>>();
 
 /**
- * The options of a key's job: one per key (deduplicated by key), retries are ours, per slice. Its
- * deduplication id is the key's own; the Lua that sends the add makes it the spare one when a job
- * not ours holds the own one (see scripts/includes/key-job.lua).
+ * The options of a key's job: retries are ours, per slice. One job per key is ours too: the Lua
+ * that sends the add adds it only where the key's job pointer names no job of the key's (see
+ * scripts/includes/key-job.lua).
  */
-function jobOptions(key: Key, delayMs: number, level: Level): JobsOptions {
+function jobOptions(delayMs: number, level: Level): JobsOptions {
   return {
-    deduplication: { id: dedupIdsOf(key).own, keepLastIfActive: true, reschedule: true },
     delay: delayMs,
     ...(level !== WAIT_LIST && { priority: level }),
     // A run never fails for a slice.
@@ -153,7 +148,7 @@ function capturedAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level): 
   let captured: { kind: AddKind; call: BullmqCall } | undefined;
   let answer!: (reply: unknown) => void;
   const reply = new Promise<unknown>((resolve) => (answer = resolve));
-  const added = buildAdd(queue, JOB_NAME, { key }, jobOptions(key, delayMs, level), (command, flat) => {
+  const added = buildAdd(queue, JOB_NAME, { key }, jobOptions(delayMs, level), (command, flat) => {
     const add = ADDS.get(command.slice(0, command.indexOf(':')));
     if (add && flat.length === add.keys + ADD_ARGS) captured = { kind: add.kind, call: bullmqCall(flat, add.keys) };
     return reply;
@@ -175,45 +170,46 @@ function capturedAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level): 
 /**
  * Adds the key's job at `level` unless it has one. An existing delayed job (backing off, or
  * waiting for a zset time) is moved to `delayMs`: for new ids that are ready now, that brings it
- * forward. One call (add-job.lua), which picks the job's deduplication id as push.lua does, so no
- * job not ours is taken for the key's job or moved. A BullMQ that builds no add this code knows
- * gets its own add, under the key's own id.
+ * forward. One call (add-job.lua), which reads and writes the key's job pointer as push.lua does,
+ * so no job not ours is taken for the key's job or moved.
  */
 export async function ensureJob(client: RedisClient, queue: KeyQueue, key: Key, delayMs: number, level: Level): Promise<void> {
   const add = capturedAdd(queue, key, delayMs, level);
-  if (!add) {
-    await queue.add(JOB_NAME, { key }, jobOptions(key, delayMs, level));
-    return;
-  }
-  const args = argv(
-    'add-job',
-    { add: add.kind, queuePrefix: queue.toKey(''), dedupPrefix: `${queue.keys.de}:`, encodedKey: dedupIdsOf(key).own },
-    add.call.args,
-  );
+  if (!add) throw new Error(`the installed BullMQ builds no add of a job that batch-by-key knows`);
+  const args = argv('add-job', { add: add.kind, queuePrefix: queue.toKey(''), encodedKey: encodeKey(key), delayMs }, add.call.args);
   const reply = await runScript(client, 'add-job', add.call.keys, args);
   await add.done(reply);
 }
 
 /**
- * BullMQ's add of a job to the wait list that may start now, built by BullMQ (`capturedAdd`) but not
- * sent: `call` is its addStandardJob call (arguments; its keys are the ones push.lua derives
- * from the queue prefix), for a push to make in its own script call (push.lua), and `done` takes
- * that script's reply as BullMQ's and resolves when BullMQ has read it. Undefined when BullMQ did
- * not build the call at once, or builds its keys otherwise than push.lua derives them (checked at
- * a queue's first add, not per push): then nothing is sent or pending, and the caller adds the
- * job the usual way.
+ * BullMQ's add of the key's job for a push to make in its own script call (push.lua), built by
+ * BullMQ (`capturedAdd`) but not sent: at `level`, its standard add of a job that may start now
+ * (`delayMs` 0, the wait list), or its delayed add of one that waits `delayMs` (a key waiting to
+ * fill its maxWaitMs). `done` takes that script's reply as BullMQ's and resolves when BullMQ has
+ * read it. Undefined when BullMQ did not build one of these at once, or builds its keys otherwise
+ * than push.lua derives them (checked at a queue's first add of each kind, not per push): then
+ * nothing is sent or pending, and the caller adds the job the usual way.
  */
-export function standardAdd(queue: KeyQueue, key: Key): { call: BullmqCall; done: (reply: unknown) => Promise<void> } | undefined {
-  if (addsDerivable.get(queue) === false) return undefined;
-  const add = capturedAdd(queue, key, 0, WAIT_LIST);
-  if (add && add.kind === 'standard' && !addsDerivable.has(queue)) {
-    const prefix = queuePrefixOf(queue);
-    addsDerivable.set(queue, prefix !== undefined && addKeysDerivable(add.call, prefix));
-  }
+export function pushAdd(
+  queue: KeyQueue,
+  key: Key,
+  delayMs: number,
+  level: Level,
+): (PushAdd & { done: (reply: unknown) => Promise<void> }) | undefined {
+  let derivable = addsDerivable.get(queue);
+  if (!derivable) addsDerivable.set(queue, (derivable = {}));
+  // BullMQ adds a job with a delay by its delayed add (Job.addJob): known not to fit, it is not built.
+  if (derivable[delayMs > 0 ? 'delayed' : 'standard'] === false) return undefined;
+  const add = capturedAdd(queue, key, delayMs, level);
   if (!add) return undefined;
-  if (add.kind !== 'standard' || !addsDerivable.get(queue)) {
+  const kind = add.kind === 'prioritized' ? undefined : add.kind;
+  if (kind && derivable[kind] === undefined) {
+    const prefix = queuePrefixOf(queue);
+    derivable[kind] = prefix !== undefined && addKeysDerivable({ kind, call: add.call }, prefix);
+  }
+  if (!kind || !derivable[kind]) {
     void add.done(null).catch(() => undefined);
     return undefined;
   }
-  return add;
+  return { kind, call: add.call, done: add.done };
 }

@@ -53,12 +53,16 @@ export interface KeyNames {
   /** The same for the ids of the slice in flight. */
   trackedInFlight: string;
   /**
-   * When the pending ids were pushed, for lag. List store: a list of `pushMs count`, one per
-   * push, oldest first, consumed by claims. Set store: a string, the time pending last went from
+   * When the pending ids were pushed, for lag. List store: a list of `sinceMs count`, oldest
+   * first, started by the push that finds pending empty and written by claims, never by the
+   * pushes between (see includes/marks.lua). Set store: a string, the time pending last went from
    * empty to non-empty. Zset store: unused (the scores are the ready times).
    */
   pushMarks: string;
-  /** The push time of the oldest id of the slice in flight (by `pushMarks`), for a restore to put back. */
+  /**
+   * The mark of the oldest id of the slice in flight (by `pushMarks`), for a restore to put back:
+   * the list store's, a list of it alone (moved there by LMOVE); the others', a string.
+   */
   inFlightMark: string;
   /** The JSON of the failed slice in flight, if it is one: a run that dies keeps its history. */
   inFlightSlice: string;
@@ -131,19 +135,32 @@ export const BULLMQ_FINISH_KEYS = [
 ] as const;
 
 /**
- * BullMQ's addStandardJob keys, as its queue prefix followed by each of these: what its backend
- * builds today. A push derives them in Lua (see push.lua) when they match what the installed
- * BullMQ builds (checked per call, protocol.ts `push`); else the key's job is added after it.
+ * The BullMQ names a push reads to tell what state the key's job is in, as its queue prefix
+ * followed by these (a job's own hash is the prefix and its id): its active list and delayed set.
+ * A push derives them in Lua (see push.lua) when the installed BullMQ names them so (job.ts
+ * `queuePrefixOf`).
  */
-export const BULLMQ_ADD_KEYS = ['wait', 'paused', 'meta', 'id', 'completed', 'delayed', 'active', 'events', 'marker'] as const;
+export const BULLMQ_PUSH_READS = { active: 'active', delayed: 'delayed' } as const;
 
 /**
- * The BullMQ names a push reads to tell whether the key's job will claim its ids, as its queue
- * prefix followed by these (a job's own hash is the prefix and its id): a deduplication key is
- * `dedup` followed by a deduplication id (one of the key's two: `dedupIdsOf`). A push derives
- * them in Lua (see push.lua) when the installed BullMQ names them so (job.ts `queuePrefixOf`).
+ * BullMQ's changeDelay keys, as its queue prefix followed by each of these: what an add of ours
+ * sends when it brings the key's delayed job forward (scripts/includes/key-job.lua).
  */
-export const BULLMQ_PUSH_READS = { dedup: 'de:', active: 'active', delayed: 'delayed' } as const;
+export const BULLMQ_CHANGE_DELAY_KEYS = ['delayed', 'meta', 'marker', 'events'] as const;
+
+/**
+ * A key's job pointer is its BullMQ queue's prefix followed by this and the encoded key: a string,
+ * the id of the key's job, written by the calls that add and complete it. It lives in the queue's
+ * slot, so a Cluster's add writes it with the add. A pointer to a job that is gone, has ended or
+ * is not ours is no job (scripts/includes/key-job.lua): a completion BullMQ makes with its own
+ * call leaves the pointer behind, and the next add overwrites it.
+ */
+export const JOB_POINTER = 'bbk:job:';
+
+/** The pointer to the key's job on the queue whose prefix is `queuePrefix` (see `JOB_POINTER`). */
+export function jobPointerOf(queuePrefix: string, key: Key): string {
+  return `${queuePrefix}${JOB_POINTER}${encodeKey(key)}`;
+}
 
 /**
  * Every per-key name is its key's base (`${root}:{${encodeKey(key)}}`) followed by one of these
@@ -413,25 +430,7 @@ export function deadLettersOf(dead: DeadNames, key: Key): string {
   return `${dead.ofKey}${encodeKey(key)}`;
 }
 
-/** Also the BullMQ deduplication id of the key's job (`dedupIdsOf`). Throws URIError on lone surrogates (validated earlier). */
+/** A key as every name of its keys carries it. Throws URIError on lone surrogates (validated earlier). */
 export function encodeKey(key: Key): string {
   return encodeURIComponent(key);
-}
-
-/**
- * The spare deduplication id of a key's job is this followed by the encoded key: it contains a
- * ':', which no encoded key does, so it is never any key's own id.
- */
-export const SPARE_DEDUP_PREFIX = `${JOB_NAME}:`;
-
-/**
- * The BullMQ deduplication ids of a key's job. On a queue shared with jobs of the caller's own
- * (`processor(fallback)`) any id may be taken by one of theirs, so a job holding the key's id is
- * the key's job only if it is ours (named JOB_NAME). The key's job has its `own` id, the encoded
- * key, unless a job not ours holds that one; then it has the `spare` one, until it ends. Which
- * one is picked in Lua, in the call that adds the job (see scripts/includes/key-job.lua).
- */
-export function dedupIdsOf(key: Key): { own: string; spare: string } {
-  const own = encodeKey(key);
-  return { own, spare: SPARE_DEDUP_PREFIX + own };
 }

@@ -1,7 +1,8 @@
 import { MAX_TIMER_MS } from '../core/limits';
-import { BULLMQ_ADD_KEYS, type KeyNames } from './keys';
+import { PUSH_ADD_KEYS, type PushAddKind } from '../bullmq';
+import type { KeyNames } from './keys';
 import { CLAIM_REPLY_HEAD, REPLY } from './replies';
-import { runScript, type RedisClient, type ScriptArg } from './scripts';
+import { lostFunction, queueScript, runScript, type RedisClient, type ScriptArg } from './scripts';
 import { argv } from './scripts/args';
 import type { Fill } from '../core/fill';
 import type { Id, RateLimit, StoreKind } from '../core/types';
@@ -77,8 +78,8 @@ export interface PushCall {
   ticket?: { id: string; ttlMs: number; open?: boolean; callback?: boolean };
   /** Standalone Redis only; on a Cluster the caller writes the index and adds the job itself. */
   job?: JobKeys;
-  /** With `job`: BullMQ's add of the key's job, made in the same call when one is needed (see job.ts standardAdd). */
-  add?: BullmqCall;
+  /** With `job`: BullMQ's add of the key's job, made in the same call when it fits the key's need (see job.ts pushAdd). */
+  add?: PushAdd;
   /** The W3C traceparent of the pusher's active span, recorded for each id (see includes/traces.lua). */
   traceparent?: string;
   /** The key's wait to fill, if it has one (see includes/fill.lua). */
@@ -87,6 +88,15 @@ export interface PushCall {
   maxPending?: number;
   /** A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua). */
   high?: boolean;
+}
+
+/**
+ * BullMQ's add of a key's job for a push to make in its own call (push.lua): its standard add of a
+ * job that may start now, or its delayed add of a job that waits the key's maxWaitMs to fill.
+ */
+export interface PushAdd {
+  kind: PushAddKind;
+  call: BullmqCall;
 }
 
 /** Why a push wrote nothing: its open ticket is unknown (or expired), or sealed; or the key's backlog is full. */
@@ -117,10 +127,67 @@ export interface PushResult {
 /** How a push's data is kept: one per push (list), or merged per id (set, zset). */
 export type PayloadMode = 'list' | 'replace' | 'keep' | 'all';
 
-/** Stores one push, whole, in one call (see push.lua). */
+/** Stores one push, whole, in one call (see push.lua), or, for a bulk push, one transaction (see `bulkPush`). */
 export async function push(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult> {
+  if (isBulk(p)) {
+    const stored = await bulkPush(client, names, p);
+    if (stored) return stored;
+  }
   const { keys, args } = pushArgs(names, p);
   return pushReply(p, await runScript(client, 'push', keys, args));
+}
+
+/** From this many ids on, a push that may goes as a bulk push (see `bulkPush`). */
+const BULK_IDS = 500;
+
+/**
+ * A push whose ids go by native commands (see `bulkPush`): many ids of the list store, to a
+ * standalone Redis, which push.lua would only append (untracked, without data or trace), and that
+ * Redis cannot refuse after they are written (no maxPending, no open ticket; not high, which
+ * writes the key's other list).
+ */
+export function isBulk(p: PushCall): boolean {
+  return (
+    p.ids.length >= BULK_IDS &&
+    p.store === 'list' &&
+    p.job !== undefined &&
+    !p.payloads &&
+    !p.ticket &&
+    !p.traceparent &&
+    p.maxPending === undefined &&
+    !p.high
+  );
+}
+
+/**
+ * A bulk push, in one MULTI: the key in its recovery index first, its ids by RPUSH (as a raw
+ * pipeline sends them: a script that takes them as arguments costs Redis about twice the CPU,
+ * each id made a Lua string and back), then push.lua for the rest, told how many it stored. A
+ * transaction is all or nothing against other clients, and Redis refuses it whole when out of
+ * memory; a key of the wrong type fails the RPUSH and push.lua alike, so nothing of the push is
+ * written. Only a function Redis lost (a restart, FUNCTION FLUSH) leaves the ids stored and the
+ * rest undone: that push rejects with an error that is no reply of Redis (its outcome is unknown
+ * to its caller), and the index brings the key to the workers' recovery sweep. Undefined, having
+ * sent nothing, when the client does not run the scripts as functions: the push goes as one call.
+ */
+async function bulkPush(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult | undefined> {
+  const transaction = client.multi();
+  transaction.zadd(p.job!.index, Date.now(), p.key);
+  for (let i = 0; i < p.ids.length; i += 1000) transaction.rpush(names.pending, ...p.ids.slice(i, i + 1000));
+  const { keys, args } = pushArgs(names, p, p.ids.length);
+  if (!queueScript(client, transaction, 'push', keys, args)) {
+    transaction.discard();
+    return undefined;
+  }
+  // Null only for a transaction a WATCH aborted: this one watches nothing.
+  const replies = (await transaction.exec())!;
+  // The RPUSHes are all of one key: one fails (a key of the wrong type), all do, and push.lua too.
+  const notStored = replies[1]?.[0];
+  if (notStored) throw notStored;
+  const [err, reply] = replies.at(-1)!;
+  if (!err) return pushReply(p, reply);
+  const lost = lostFunction(client, err) ? 'Redis had lost its functions (they are loaded again)' : err.message;
+  throw new Error(`the push's ids were stored, the rest of it was not (${lost}); its key is in the recovery index`, { cause: err });
 }
 
 /** One push of a shared call (see pushMany): its key's names and what it stores. */
@@ -143,13 +210,13 @@ export async function pushMany(client: RedisClient, pushes: readonly PushOfMany[
   return replies.map((reply, i) => (reply instanceof Error ? reply : pushReply(pushes[i]!.call, reply)));
 }
 
-/** push.lua's KEYS and ARGV for one push. */
-function pushArgs(names: KeyNames, p: PushCall): { keys: string[]; args: ScriptArg[] } {
+/** push.lua's KEYS and ARGV for one push (`stored`: how many of its ids it wrote before, and does not send). */
+function pushArgs(names: KeyNames, p: PushCall, stored = 0): { keys: string[]; args: ScriptArg[] } {
   const job = p.job;
-  // BullMQ's add keys are derived in the script from its prefix (job.ts standardAdd builds an add
+  // BullMQ's add keys are derived in the script from its prefix (job.ts pushAdd builds an add
   // only where they are what the installed BullMQ builds).
   const add = job && p.add;
-  const [addArgs = '', addData = '', addOpts = ''] = add ? add.args : [];
+  const [addArgs = '', addData = '', addOpts = ''] = add ? add.call.args : [];
   const args = argv(
     'push',
     {
@@ -163,7 +230,7 @@ function pushArgs(names: KeyNames, p: PushCall): { keys: string[]; args: ScriptA
       ticketMode: p.ticket?.open ? 'open' : 'new',
       callback: p.ticket?.callback ?? false,
       queuePrefix: job?.queuePrefix ?? '',
-      addJob: add !== undefined,
+      addJob: add?.kind ?? '',
       addArgs,
       addData,
       addOpts,
@@ -171,8 +238,9 @@ function pushArgs(names: KeyNames, p: PushCall): { keys: string[]; args: ScriptA
       maxPending: p.maxPending ?? 0,
       ...fillArgs(p.fill),
       high: p.high ?? false,
+      stored,
     },
-    [...p.ids, ...(p.payloads?.json ?? [])],
+    stored > 0 ? [] : [...p.ids, ...(p.payloads?.json ?? [])],
   );
   return { keys: job ? [names.base, job.index] : [names.base], args };
 }
@@ -212,9 +280,10 @@ function fillArgs(fill: Fill | undefined): { fillMin: number; fillMaxWaitMs: num
   return fill ? { fillMin: fill.minSliceSize, fillMaxWaitMs: fill.maxWaitMs } : { fillMin: 1, fillMaxWaitMs: 0 };
 }
 
-/** Whether BullMQ's addStandardJob call uses the keys push.lua derives from the queue prefix. */
-export function addKeysDerivable(add: BullmqCall, queuePrefix: string): boolean {
-  return add.keys.length === BULLMQ_ADD_KEYS.length && BULLMQ_ADD_KEYS.every((name, i) => add.keys[i] === queuePrefix + name);
+/** Whether BullMQ's add call uses the keys push.lua derives from the queue prefix. */
+export function addKeysDerivable(add: PushAdd, queuePrefix: string): boolean {
+  const names = PUSH_ADD_KEYS[add.kind];
+  return add.call.keys.length === names.length && names.every((name, i) => add.call.keys[i] === queuePrefix + name);
 }
 
 /** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */

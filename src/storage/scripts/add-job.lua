@@ -1,23 +1,22 @@
 --[[
-  Adds a key's BullMQ job unless it has one; one it has is moved as BullMQ's deduplication moves
-  it (a delayed job to this add's delay, an active one gets this add as its next job). The add
-  is BullMQ's own (addStandardJob, addDelayedJob or addPrioritizedJob, inlined), with the keys and
-  arguments BullMQ built for it (storage/job.ts ensureJob), under the deduplication id of the
-  key's job that includes/key-job.lua picks in this same call: so a job not ours that holds an id
-  of the key is never taken for its job, nor moved. Touches BullMQ's keys only (the queue's slot,
-  on a Cluster too).
+  Adds a key's BullMQ job unless it has one (includes/key-job.lua): its waiting job is left as it
+  is, its delayed one is moved to this add's delay (as BullMQ's deduplication `reschedule` moved
+  it), and where its job is active, or it has none, a job is added and the key's job pointer
+  names it. The add is BullMQ's own (addStandardJob, addDelayedJob or addPrioritizedJob,
+  inlined), with the keys and arguments BullMQ built for it (storage/job.ts ensureJob). A job not
+  ours is never taken for the key's job, nor moved. Touches BullMQ's keys and the pointer only
+  (the queue's slot, on a Cluster too).
 
   KEYS    BullMQ's keys of that add, as BullMQ built them
   ARGV    by name, generated from storage/scripts/args.ts (`add-job`):
     add          which add: 'standard' | 'delayed' | 'prioritized'
-    queuePrefix  BullMQ's queue prefix (`prefix:name:`): a job's hash is it followed by the job's id
-    dedupPrefix  BullMQ's deduplication keys' prefix (`prefix:name:de:`): a deduplication key is it
-                 followed by the id
-    encodedKey   the key, encoded: its own deduplication id, the one BullMQ's arguments carry
+    queuePrefix  BullMQ's queue prefix (`prefix:name:`): a job's hash is it followed by the job's
+                 id, and the key's job pointer it followed by JOB_POINTER and the encoded key
+    encodedKey   the key, encoded
+    delayMs      the add's delay: a delayed job of the key's is moved to it
   ARGV[rest..] BullMQ's arguments: its packed arguments, the job's data, its packed options
 
-  Returns BullMQ's reply (the id of the job added, or of the key's job the add went to), or nil
-  when jobs not ours hold both ids of the key (nothing is added).
+  Returns the id of the key's job: the one added, or the one the add went to.
 ]]
 --- @include "args-add-job"
 --- @include "keyspace"
@@ -30,14 +29,10 @@ local ADDS = { standard = bullmqAddStandardJob, delayed = bullmqAddDelayedJob, p
 local A = addJobArgs()
 local add = ADDS[A.add]
 if not add then error('batch-by-key: no BullMQ add ' .. tostring(A.add)) end
-local spareId = SPARE_DEDUP_PREFIX .. A.encodedKey
-local spareKey = A.dedupPrefix .. spareId
-local held = redis.call('MGET', A.dedupPrefix .. A.encodedKey, spareKey)
-local _, dedup = keyJobOf(A.queuePrefix, held[1], held[2])
-if not dedup then return nil end
-local args = {unpack(ARGV, A.rest)}
-if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
+local pointer = A.queuePrefix .. JOB_POINTER .. A.encodedKey
 holdBullmqEvents()
-local added = add(KEYS, args)
+local jobId = ensureKeyJob(A.queuePrefix, pointer, redis.call('GET', pointer), A.delayMs, function()
+  return add(KEYS, {unpack(ARGV, A.rest)})
+end)
 releaseBullmqEvents(keepNone)
-return added
+return jobId

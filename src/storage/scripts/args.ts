@@ -94,8 +94,9 @@ export const SCRIPT_ARGS = {
       ticketMode: 'str',
       callback: 'flag',
       queuePrefix: 'str',
-      addJob: 'flag',
-      // BullMQ's addStandardJob arguments (see job.ts standardAdd), '' when not sent.
+      // Which of BullMQ's adds follows ('standard' or 'delayed', see job.ts pushAdd), '' for none.
+      addJob: 'str',
+      // Its arguments, '' when not sent.
       addArgs: 'raw',
       addData: 'raw',
       addOpts: 'raw',
@@ -107,6 +108,8 @@ export const SCRIPT_ARGS = {
       fillMaxWaitMs: 'int',
       // A push with priority 'high': its ids wait in the key's high store (see includes/priority.lua).
       high: 'flag',
+      // How many ids the push wrote before this call, by native commands in its transaction (0: its ids follow).
+      stored: 'int',
     } as const,
     true,
   ),
@@ -128,7 +131,7 @@ export const SCRIPT_ARGS = {
     true,
   ),
   'fetch-and-claim': schema('fetchAndClaimArgs', FIRST_CLAIM, true),
-  'add-job': schema('addJobArgs', { add: 'str', queuePrefix: 'str', dedupPrefix: 'str', encodedKey: 'str' } as const, true),
+  'add-job': schema('addJobArgs', { add: 'str', queuePrefix: 'str', encodedKey: 'str', delayMs: 'int' } as const, true),
   'fail-slice': schema('failSliceArgs', { lock: 'str', plan: 'str', maxTicketErrors: 'int', settleId: 'str', lane: 'int' } as const),
   agree: schema('agreeArgs', {
     storeField: 'str',

@@ -2,8 +2,8 @@
   A single-lane run's claim on a standalone Redis that may end the run: as claim.lua, and when it
   claims nothing and nothing is due later (the lock is released here), it completes the run's
   BullMQ job in the same call with BullMQ's own moveToFinished (see includes/finish-job.lua),
-  which also fetches the worker's next job; when that job is a key job, it makes that key's first
-  claim too (see includes/fused-claim.lua), as fetch-and-claim.lua would. A run of one slice is
+  which also fetches the worker's next job, and drops the key's job pointer when it names that job;
+  when the next job is a key job, it makes that key's first claim too (see includes/fused-claim.lua), as fetch-and-claim.lua would. A run of one slice is
   then one round trip, as a BullMQ job is.
 
   KEYS[1]  the key's base name (see claim.lua)
@@ -29,7 +29,7 @@
 local A = claimAndFinishArgs()
 local function finish()
   holdBullmqEvents()
-  local reply, finished = finishJob(2, A.finishKeys, A.rest)
+  local reply, finished = finishJob(KEYS[1], 2, A.finishKeys, A.rest)
   local nextId, nextOurs
   if A.nextLock ~= '' then
     nextId, nextOurs = claimFetched(reply, A.root, firstClaimArgs(A.store, A.nextLock, A.count, A.lockTtlMs, true, A.rateMax,

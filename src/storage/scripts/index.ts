@@ -1,25 +1,25 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Cluster } from 'ioredis';
+import { Cluster, type ChainableCommander } from 'ioredis';
 import { isReplyError } from '../../core/redis-errors';
 import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
 import {
-  BULLMQ_ADD_KEYS,
   BULLMQ_FINISH_KEYS,
+  BULLMQ_CHANGE_DELAY_KEYS,
   BULLMQ_PUSH_READS,
+  JOB_POINTER,
   JOB_NAME,
   KEY_SUFFIXES,
   LANE_NAMES,
-  SPARE_DEDUP_PREFIX,
   TICKET_ERRORS_SUFFIX,
   TICKET_CHANNEL_SUFFIX,
 } from '../keys';
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
 import { argsInclude } from './args';
 
-import { bullmqEventsInclude, bullmqScript, withHeldEvents } from '../../bullmq';
+import { bullmqEventsInclude, bullmqScript, PUSH_ADD_KEYS, withHeldEvents } from '../../bullmq';
 import type { RedisClient } from '../../core/connection';
 
 export type { RedisClient };
@@ -213,18 +213,21 @@ export function keyspaceInclude(): string {
     `local CLAIM_REPLY_HEAD, TICKET_ERRORS_SUFFIX, TICKET_CHANNEL_SUFFIX = ${CLAIM_REPLY_HEAD}, ${lua(TICKET_ERRORS_SUFFIX)}, ${lua(TICKET_CHANNEL_SUFFIX)}`,
     `local LANE_NAMES = { ${LANE_NAMES.map(lua).join(', ')} }`,
     `local BULLMQ_FINISH_KEYS = { ${BULLMQ_FINISH_KEYS.map(lua).join(', ')} }`,
-    `local BULLMQ_ADD_KEYS = { ${BULLMQ_ADD_KEYS.map(lua).join(', ')} }`,
+    `local BULLMQ_PUSH_ADD_KEYS = { ${Object.entries(PUSH_ADD_KEYS)
+      .map(([kind, names]) => `${kind} = { ${names.map(lua).join(', ')} }`)
+      .join(', ')} }`,
     `local BULLMQ_PUSH_READS = { ${Object.entries(BULLMQ_PUSH_READS)
       .map(([field, name]) => `${field} = ${lua(name)}`)
       .join(', ')} }`,
     'local function keyBase(root, encoded) return root .. ":{" .. encoded .. "}" end',
     '-- The encoded key of a base (an encoded key holds no braces, and a root none either).',
     "local function encodedKeyOf(base) return string.match(base, '{([^{}]*)}$') end",
-    `local SPARE_DEDUP_PREFIX = ${lua(SPARE_DEDUP_PREFIX)}`,
-    "-- The encoded key of a key job's deduplication id, its own or its spare (keys.ts dedupIdsOf).",
-    'local function encodedKeyOfDedupId(id)',
-    '  if string.find(id, SPARE_DEDUP_PREFIX, 1, true) == 1 then return string.sub(id, #SPARE_DEDUP_PREFIX + 1) end',
-    '  return id',
+    `local BULLMQ_CHANGE_DELAY_KEYS = { ${BULLMQ_CHANGE_DELAY_KEYS.map(lua).join(', ')} }`,
+    `local JOB_POINTER = ${lua(JOB_POINTER)}`,
+    '-- A key as keys.ts encodeKey encodes it (encodeURIComponent): every byte of its UTF-8 but the',
+    "-- unreserved ASCII ones as %XX, in capitals (Redis's Lua runs in the C locale: %w is ASCII).",
+    'local function encodeKey(key)',
+    "  return (string.gsub(key, \"[^%w%-_%.!~%*'%(%)]\", function(c) return string.format('%%%02X', string.byte(c)) end))",
     'end',
     '-- The names every claim reads are built at once (EAGER_NAMES in scripts/index.ts); any other',
     '-- when first read. A field with no suffix is a bug: it fails.',
@@ -530,6 +533,37 @@ async function callFunction(
   state.reloading ??= loadLibrary(client, state, true).finally(() => (state.reloading = undefined));
   await state.reloading;
   return state.mode === 'functions' ? fcall(client, name, keys, args) : evalsha(client, name, keys, args);
+}
+
+/**
+ * Queues a script's FCALL on `transaction` (a MULTI of `client`) if `client` runs the scripts as
+ * functions, and says whether it did; else (EVALSHA, or not decided yet) queues nothing. A function
+ * Redis lost fails at the transaction's EXEC, after the commands queued before it ran: see
+ * `lostFunction`.
+ */
+export function queueScript(
+  client: RedisClient,
+  transaction: ChainableCommander,
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly ScriptArg[],
+): boolean {
+  const fn = clients.get(client)?.mode === 'functions' ? scriptLibrary().functions.get(name) : undefined;
+  if (fn === undefined) return false;
+  transaction.fcall(fn, keys.length, ...keys, ...args);
+  return true;
+}
+
+/**
+ * Whether `err`, the reply of a script queued by `queueScript`, says Redis lost the library; if so,
+ * the library is loaded again for the calls that follow (as `runScript` does).
+ */
+export function lostFunction(client: RedisClient, err: unknown): boolean {
+  const state = clients.get(client);
+  if (!state || !isReplyError(err) || !FUNCTION_MISSING.test((err as Error).message)) return false;
+  state.reloading ??= loadLibrary(client, state, true).finally(() => (state.reloading = undefined));
+  state.reloading.catch(() => undefined);
+  return true;
 }
 
 /** What Redis answers a call of a function, or a library, it does not have. */

@@ -12,7 +12,7 @@
   KEYS[1] the key's base name: its names are derived from it (see includes/keyspace, keys.ts);
           a tracked push's ticket hash is its ticket prefix followed by `ticket`
   KEYS[2] (standalone only) the batcher's recovery index: the key is listed there unless this
-          call adds its job
+          call adds its job (and then too for a new ticket that wants a callback)
   ARGV    by name, generated from storage/scripts/args.ts (`push`):
     store        'list' | 'set' | 'zset'
     delayMs      ms until the ids are ready (zset; 0 otherwise)
@@ -25,15 +25,16 @@
     callback     a new ticket wants a callback when it settles (see includes/tracking.lua)
     queuePrefix  BullMQ's queue prefix (`prefix:name:`; standalone only, '' on a Cluster, where the
                  index, BullMQ's keys and the key's data live in other slots and the caller writes
-                 the index and adds the job itself): the key's job is read from, and added under,
-                 the names BullMQ gives them there (BULLMQ_PUSH_READS: its deduplication keys, the
-                 prefix + `dedup` + each of the key's two deduplication ids, its active list and
-                 delayed set; job hashes; BULLMQ_ADD_KEYS)
-    addJob       add the key's job in this same call when it needs one and may start now, with
-                 BullMQ's addStandardJob (inlined) and its arguments addArgs, addData, addOpts
-                 (see job.ts standardAdd), built for the key's own deduplication id and made over
-                 here for its spare one when that is the id the job goes under
-                 (includes/key-job.lua); else the caller adds it
+                 the index and adds the job itself): the key's job pointer is read and written
+                 under it (keys.ts JOB_POINTER), and its job read and added under the names
+                 BullMQ gives them there (BULLMQ_PUSH_READS: its active list and delayed set; job
+                 hashes; BULLMQ_PUSH_ADD_KEYS, BULLMQ_CHANGE_DELAY_KEYS)
+    addJob       '' or which of BullMQ's adds (inlined) adds the key's job in this same call when it
+                 needs one: 'standard' (addStandardJob) when it may start now, 'delayed'
+                 (addDelayedJob, built with a delay of fillMaxWaitMs) when it waits exactly that
+                 long to fill; its arguments addArgs, addData, addOpts (see job.ts pushAdd); or
+                 it brings the key's delayed job forward (includes/key-job.lua); else the caller
+                 adds it
     traceparent  the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
     maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
     fillMin, fillMaxWaitMs  wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see
@@ -41,6 +42,9 @@
     high         a push with priority 'high': its ids wait in the key's high store. A set's or
                  zset's id pushed at both levels waits at high, at the earlier of its two times
                  (see includes/priority.lua)
+    stored       how many ids the push wrote just before this call, by RPUSH in the same MULTI
+                 (a list push of many ids, untracked, without data, trace, maxPending or priority;
+                 see protocol.ts `push`): none are sent; 0 for a push whose ids follow
   ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
@@ -48,16 +52,17 @@
   a push that would take the key's pending ids past maxPending (the key's pending count, and how
   many ids the push would add).
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
-  ids (no job add needed: a job not ours that holds a deduplication id of the key is no cover,
-  see includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its
+  ids (no job add needed: the job the key's pointer names, when it is ours and has not ended, see
+  includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its
   earliest id (of either level) or failed slice is due, -1 when none; for any store, until its
   ids have waited to fill (or its earliest failed slice, or a high id, is due), and at least
-  until its pause or hold ends; added BullMQ's reply (the job's id) when this call added the
-  job, else nil.
+  until its pause or hold ends; added the key's job id when this call added the job (or brought
+  it forward), else nil.
 ]]
 --- @include "keyspace"
 --- @include "clock"
 --- @include "chunked"
+--- @include "marks"
 --- @include "extras"
 --- @include "flow"
 --- @include "payloads"
@@ -69,6 +74,7 @@
 --- @include "key-job"
 --- @include "queue-keys"
 --- @include "bullmq-add-standard-job"
+--- @include "bullmq-add-delayed-job"
 --- @include "key-job-events"
 local K = keyNames(KEYS[1], 0)
 -- In the body, not the prelude: its locals are read from each call's ARGV (see args.ts).
@@ -76,7 +82,7 @@ local K = keyNames(KEYS[1], 0)
 local queue = arg_queuePrefix
 local FIRST = arg_rest
 local mode = arg_payloadMode
-local count = mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
+local count = arg_stored > 0 and arg_stored or mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
 local LAST = FIRST + count - 1
 local kind = arg_store
 local ticket = arg_ticket
@@ -98,9 +104,11 @@ if pending then return {REPLY.backlogFull, pending, adding} end
 
 local waitMs = 0
 if kind == 'list' then
-  chunked('RPUSH', W.pending, ARGV, FIRST, LAST)
-  -- One mark per push, consumed by claims in FIFO order.
-  redis.call('RPUSH', W.pushMarks, now .. ' ' .. count)
+  -- Ids the push stored before this call (stored): LLEN fails on a key of the wrong type, as their
+  -- RPUSH did, so this call writes nothing either. Pending was empty when its length is this
+  -- push's ids alone: only then a mark (marks.lua).
+  local length = arg_stored > 0 and redis.call('LLEN', W.pending) or chunked('RPUSH', W.pending, ARGV, FIRST, LAST)
+  if length == count then startMarks(W.pushMarks, now) end
 elseif kind == 'set' then
   chunked('SADD', W.pending, ARGV, FIRST, LAST)
   -- When pending went from empty to non-empty (a claim that empties it clears the mark).
@@ -170,38 +178,34 @@ local function listed(reply)
   redis.call('ZADD', KEYS[2], arg_indexScore, arg_key)
   return reply
 end
--- One read for the lock, the extras mark and the job ids the key's two deduplication ids hold
--- (standalone: any keys may share a call). Telling whether a job holding one is ours is one HGET
--- per job found (includes/key-job.lua): one in the common case, where the spare id holds none.
-local encoded = encodedKeyOf(KEYS[1])
-local spareId = SPARE_DEDUP_PREFIX .. encoded
-local spareKey = queue .. BULLMQ_PUSH_READS.dedup .. spareId
-local got = redis.call('MGET', K.lock, K.extras, queue .. BULLMQ_PUSH_READS.dedup .. encoded, spareKey)
+-- One read for the lock, the extras mark and the key's job pointer (standalone: any keys may share
+-- a call); then what state the job it names is in (includes/key-job.lua).
+local pointer = queue .. JOB_POINTER .. encodedKeyOf(KEYS[1])
+local got = redis.call('MGET', K.lock, K.extras, pointer)
 if holding(got[2]) or got[1] then return listed({1, waitMs}) end
-local jobId, dedup = keyJobOf(queue, got[3], got[4])
-
--- Not covered: the job is added here, under the deduplication id `dedup` names, when the caller
--- sent BullMQ's add and it may start now; else the caller adds it (delayed, or at another level).
--- When jobs not ours hold both ids nothing can be added (the caller's add finds the same).
-local function uncovered()
-  if not arg_addJob or waitMs ~= 0 or not dedup then return listed({0, waitMs}) end
-  local keys = queueKeys(queue, BULLMQ_ADD_KEYS)
-  local args = {arg_addArgs, arg_addData, arg_addOpts}
-  if dedup == 'spare' then args = withDedupId(args, spareKey, spareId) end
-  holdBullmqEvents()
-  local added = bullmqAddStandardJob(keys, args)
-  releaseBullmqEvents(keepNone)
-  return {0, 0, added}
-end
+local state, delayed = pointedJob(queue, got[3])
 
 -- A waiting (or prioritized) job of ours will claim soon. An active one may be between its last
--- claim and its completion, and a delayed one may be backing off or waiting for a zset time: for
--- them the job is added (which brings a delayed job forward, or is kept as the next job of an
--- active one). A job id whose job is gone is no job, nor is a job not ours (the add then goes
--- under the spare id, and leaves that job as it is).
-if not jobId then return uncovered() end
-if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) then return uncovered() end
-local delayed = redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId)
--- A key waiting to fill whose job waits delayed is covered if that job starts by then.
-if delayed and not (filling > 0 and startsBy(delayed, now + waitMs)) then return uncovered() end
-return listed({1, waitMs})
+-- claim and its completion, and a delayed one may be backing off or waiting for a zset time:
+-- for them, as for no job, the job is added here (a new one for an active job, the delayed one
+-- brought forward: includes/key-job.lua) when the caller sent BullMQ's add and it may start
+-- now; else the caller adds it (delayed, or at another level). A key waiting to fill whose job
+-- waits delayed is covered if that job starts by then.
+if state == 'waiting' or (state == 'delayed' and filling > 0 and startsBy(delayed, now + waitMs)) then
+  return listed({1, waitMs})
+end
+-- The caller sent BullMQ's add for the wait the key has: its standard add for a key that may
+-- start now, its delayed add, built for maxWaitMs, for one whose ids wait that long to fill (this
+-- push's are the first of the wait); else the caller adds it (a held key, or at another level).
+local waits = arg_addJob == 'delayed'
+if arg_addJob == '' or waitMs ~= (waits and arg_fillMaxWaitMs or 0) then return listed({0, waitMs}) end
+holdBullmqEvents()
+local added = ensureKeyJob(queue, pointer, got[3], waitMs, function()
+  local add = waits and bullmqAddDelayedJob or bullmqAddStandardJob
+  return add(queueKeys(queue, BULLMQ_PUSH_ADD_KEYS[arg_addJob]), {arg_addArgs, arg_addData, arg_addOpts})
+end)
+releaseBullmqEvents(keepNone)
+-- A ticket that wants a callback is listed all the same: a worker that dies between settling it
+-- and adding its callback job leaves it in the key's outbox, which only the sweep drains.
+if arg_callback then redis.call('ZADD', KEYS[2], arg_indexScore, arg_key) end
+return {0, waitMs, added}

@@ -4,7 +4,7 @@ import type { Store } from './store';
 export const listStore: Store = {
   kind: 'list',
   size: (key) => ({ command: 'LLEN', keys: [key] }),
-  // The head mark is the push of the head id, the oldest pending one.
+  // The head entry dates the head id, the oldest pending one (see includes/marks.lua).
   oldest: (names) => ({ command: 'LINDEX', keys: [names.pushMarks], args: [0] }),
   pendingSince: (reply) => (typeof reply === 'string' ? Number(reply.split(' ')[0]) : undefined),
 };

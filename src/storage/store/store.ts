@@ -19,6 +19,6 @@ export interface Store {
   size(key: string): Read;
   /** A read whose reply `pendingSince` reads. */
   oldest(names: KeyNames): Read;
-  /** When the oldest pending id was pushed (list), ready (zset), or no later than (set); undefined when unknown. */
+  /** When the oldest pending id was ready (zset), or no later than when it was pushed (list: at most one claim interval earlier; set); undefined when unknown. */
   pendingSince(reply: unknown): number | undefined;
 }

@@ -7,9 +7,10 @@
 
 -- Ms until the key's pending ids are due, waiting to fill: 0 when they are (or when none is
 -- pending). The oldest id's age comes from the push marks (includes/marks.lua): a list's head
--- mark is its oldest id's push, a set's mark when pending last went from empty (so a set's key
--- may start early, never late), a zset's lowest score its earliest ready time; a key whose mark
--- is missing (ids pushed by an older version) does not wait.
+-- mark is its oldest id's push, or at most one claim interval before it; a set's is when pending
+-- last went from empty (so a list's or set's key may start early, never late); a zset's lowest
+-- score is its earliest ready time; a key whose mark is missing (lost with a failover) does not
+-- wait.
 local function fillWait(kind, K, minSize, maxWaitMs)
   if minSize <= 1 or maxWaitMs <= 0 then return 0 end
   local now = clockMs()

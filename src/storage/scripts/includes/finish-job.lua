@@ -7,10 +7,12 @@
 -- or, with nKeys -1, are derived here from its queue prefix (its 7th argument) and the job id
 -- (its 1st) by BULLMQ_FINISH_KEYS (see scripts/index.ts; the caller's worker checked that this
 -- gives the keys BullMQ's backend builds: see engine/finisher.ts), which spares the call 14 key
--- names. The worker takes the reply as its moveToFinished's; the job's id comes second.
+-- names. The worker takes the reply as its moveToFinished's; the job's id comes second. The key's
+-- job pointer (keys.ts JOB_POINTER, under the queue prefix), when it names this job, goes with it:
+-- one left behind would be no job (includes/key-job.lua), but would cost a push a read of it.
 --- @include "bullmq-move-to-finished"
 --- @include "queue-keys"
-local function finishJob(firstKey, nKeys, firstArg)
+local function finishJob(base, firstKey, nKeys, firstArg)
   local args = {unpack(ARGV, firstArg)}
   local keys
   if nKeys < 0 then
@@ -18,5 +20,8 @@ local function finishJob(firstKey, nKeys, firstArg)
   else
     keys = {unpack(KEYS, firstKey, firstKey + nKeys - 1)}
   end
-  return bullmqMoveToFinished(keys, args), args[1]
+  local reply = bullmqMoveToFinished(keys, args)
+  local pointer = args[7] .. JOB_POINTER .. encodedKeyOf(base)
+  if redis.call('GET', pointer) == args[1] then redis.call('DEL', pointer) end
+  return reply, args[1]
 end

@@ -2,10 +2,8 @@
 -- or the fetch of the next job inside a run's last claim, claim-and-finish.lua), so that in
 -- steady state a run of one slice is one round trip, as a BullMQ job is. `reply` is BullMQ's
 -- fetch reply, {fields, jobId, ...} with the job hash as HGETALL returns it. Only our key jobs
--- are claimed for: their name is JOB_NAME, and their deduplication id (the hash's `deid` field)
--- is their key as keys.ts encodes it, or that after SPARE_DEDUP_PREFIX (the spare id a key's job
--- takes while a job not ours holds its own: includes/key-job.lua), so the key's base name comes
--- from the hash with no JSON to decode. Adds the claim's reply (see claim-key.lua) as reply[5].
+-- are claimed for: their name is JOB_NAME, and their data (KeyJobData, JSON) holds their key, from
+-- which the key's base name is built. Adds the claim's reply (see claim-key.lua) as reply[5].
 -- A claim that fails (a key of the wrong type, say) must not fail the fetch, whose job is active
 -- by now and would wait for BullMQ's stalled check: reply[5] is then {0, error}, and the run
 -- makes its own first claim, which meets the error where the run can handle it.
@@ -26,26 +24,29 @@ local function firstClaimArgs(store, lock, count, lockTtlMs, releaseIfEmpty, rat
 end
 
 -- The claim of a fetched key: a function of its arguments, so that pcall needs no closure.
-local function claimFetchedKey(base, A) return claimKey(storeOf(A.store), keyNames(base, 0), A) end
+local function claimFetchedKey(root, data, A)
+  return claimKey(storeOf(A.store), keyNames(keyBase(root, encodeKey(cjson.decode(data).key)), 0), A)
+end
 
 -- The job a fetch fetched (`reply` as claimFetched takes it): its id, nil when none, and its
--- deduplication id when it is a key job of ours (nil otherwise).
+-- data when it is a key job of ours (nil otherwise).
 local function fetchedJob(reply)
   local fields = type(reply) == 'table' and reply[1]
   if type(fields) ~= 'table' then return nil end
-  local name, encoded
+  local name, data
   for i = 1, #fields, 2 do
     local field = fields[i]
-    if field == 'name' then name = fields[i + 1] elseif field == 'deid' then encoded = fields[i + 1] end
+    if field == 'name' then name = fields[i + 1] elseif field == 'data' then data = fields[i + 1] end
   end
-  return reply[2], name == JOB_NAME and encoded or nil
+  return reply[2], name == JOB_NAME and data or nil
 end
+
 
 -- Claims for the fetched job when it is a key job; returns its id and whether it is ours (see fetchedJob).
 local function claimFetched(reply, root, A)
-  local jobId, encoded = fetchedJob(reply)
-  if not encoded then return jobId, false end
-  local ok, claimed = pcall(claimFetchedKey, keyBase(root, encodedKeyOfDedupId(encoded)), A)
+  local jobId, data = fetchedJob(reply)
+  if not data then return jobId, false end
+  local ok, claimed = pcall(claimFetchedKey, root, data, A)
   reply[5] = ok and claimed or {0, type(claimed) == 'table' and claimed.err or tostring(claimed)}
   return jobId, true
 end

@@ -1,41 +1,50 @@
--- A key's BullMQ job holds one of two deduplication ids (keys.ts dedupIdsOf): its own, the
--- encoded key, or, while a job not ours holds that one (a job of the caller's own on a queue
--- shared with `processor(fallback)`), its spare, SPARE_DEDUP_PREFIX and the encoded key. A job
--- is ours when its name is JOB_NAME: the processor runs every job of that name as a key's job
--- and hands none to a fallback. A job not ours is never the key's job, and no add of ours goes
--- to it (BullMQ's deduplication would drop the add, or move that job if it is delayed).
+-- A key's BullMQ job is the one its pointer names (keys.ts JOB_POINTER: the queue prefix, then
+-- JOB_POINTER and the encoded key, holding the job's id), written by the calls that add it and by
+-- the claim that completes it. A pointer is only a hint: the job it names is the key's job only
+-- while it exists, is ours (its name is JOB_NAME: a job of the caller's own on a queue shared with
+-- `processor(fallback)` is never the key's job, nor touched) and has not ended (no `finishedOn`:
+-- a failed job keeps its hash). A completion BullMQ makes with its own call (a Cluster, a worker
+-- of `processor()`, fastPath 'off') or a job removed by hand leaves the pointer behind, and the
+-- next add overwrites it.
+--- @include "keyspace"
+--- @include "clock"
+--- @include "queue-keys"
+--- @include "bullmq-change-delay"
 
--- Who holds a deduplication id whose key holds `jobId` (false when it holds none): 'ours',
--- 'foreign', or false when no job does (no id, or its job is gone: a stale id, which BullMQ's
--- add takes over). One HGET when there is a job.
-local function dedupHolder(jobPrefix, jobId)
+-- The state of the job `jobId` names (a pointer's value) on the queue whose prefix is `queue`:
+-- false when it is no job of the key's (no id, or its job is gone, ended or not ours), else
+-- 'active', 'delayed' (and its delayed set's score) or 'waiting' (the wait list, the prioritized
+-- set, a paused queue). One HMGET, then one LPOS and one ZSCORE at most.
+local function pointedJob(queue, jobId)
   if not jobId then return false end
-  local name = redis.call('HGET', jobPrefix .. jobId, 'name')
-  if not name then return false end
-  return name == JOB_NAME and 'ours' or 'foreign'
+  local job = redis.call('HMGET', queue .. jobId, 'name', 'finishedOn')
+  if job[1] ~= JOB_NAME or job[2] then return false end
+  if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) then return 'active' end
+  local score = redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId)
+  if score then return 'delayed', score end
+  return 'waiting'
 end
 
--- The key's job, from the job ids its two deduplication keys hold (false when none): the id of
--- its job of ours that exists (nil when none does), and the id an add of its job goes under:
--- 'own' or 'spare', nil when jobs not ours hold both (nothing can be added until one of them
--- ends). A job of ours under the spare id is the key's job whatever holds the own id by then
--- (the job not ours may have ended: an add under the own id would make a second job of ours).
-local function keyJobOf(jobPrefix, ownJobId, spareJobId)
-  local spare = dedupHolder(jobPrefix, spareJobId)
-  if spare == 'ours' then return spareJobId, 'spare' end
-  local own = dedupHolder(jobPrefix, ownJobId)
-  if own == 'ours' then return ownJobId, 'own' end
-  if not own then return nil, 'own' end
-  if not spare then return nil, 'spare' end
-  return nil, nil
+-- Moves the key's delayed job `jobId` to start in `delayMs` (from the Redis server's now): a push's
+-- new ids may be due sooner than the job (backing off, waiting for a zset time or to fill), as
+-- BullMQ's deduplication `reschedule` moved it. BullMQ's own changeDelay, inlined. Returns the
+-- job's id, as an add that went to it replies.
+local function rescheduleJob(queue, jobId, delayMs)
+  bullmqChangeDelay(queueKeys(queue, BULLMQ_CHANGE_DELAY_KEYS), {delayMs, clockMs(), jobId, queue .. jobId})
+  return jobId
 end
 
--- BullMQ's add arguments (its packed arguments, the job's data, its packed options), built for
--- the own id, made over for deduplication id `id`, whose key is `dedupKey`: the packed
--- arguments' 9th is the deduplication key, the options' `de.id` the id.
-local function withDedupId(bullmqArgs, dedupKey, id)
-  local args, opts = cmsgpack.unpack(bullmqArgs[1]), cmsgpack.unpack(bullmqArgs[3])
-  args[9] = dedupKey
-  opts['de']['id'] = id
-  return {cmsgpack.pack(args), bullmqArgs[2], cmsgpack.pack(opts)}
+-- Adds the key's job where the pointer `pointer` names none, or brings its delayed one forward
+-- to `delayMs`, or leaves its waiting one. An active job (between its fetch and its first claim,
+-- or between its last claim and its completion: the caller saw the key's lock free) may be past
+-- the claim that would see new ids, so a new job is added and the pointer names it: the active
+-- one ends as it would have. `add()` makes BullMQ's add and returns its reply (the new job's id).
+-- Returns the key's job id.
+local function ensureKeyJob(queue, pointer, jobId, delayMs, add)
+  local state = pointedJob(queue, jobId)
+  if state == 'waiting' then return jobId end
+  if state == 'delayed' then return rescheduleJob(queue, jobId, delayMs) end
+  local added = add()
+  redis.call('SET', pointer, added)
+  return added
 end

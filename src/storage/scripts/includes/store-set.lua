@@ -21,15 +21,16 @@ local function setStore()
   }
   store.takePending = function(K, count)
     local ids = redis.call('SPOP', K.pending, count)
-    local since
-    if #ids > 0 then
-      since = redis.call('GET', K.pushMarks) or clockMs()
-      store.toInFlight(K, ids)
-      redis.call('SET', K.inFlightMark, since)
-    end
-    -- Pending is empty now (fewer than asked, or exactly the rest): the next push starts a new
-    -- mark. A mark left behind would date every later push's ids from it (lag, wait to fill).
-    if #ids < count or redis.call('EXISTS', K.pending) == 0 then redis.call('DEL', K.pushMarks) end
+    -- Nothing to take: the claim that emptied pending took its mark (and oneCopy, see
+    -- priority.lua, drops the mark of the ids it moves up).
+    if #ids == 0 then return ids, nil end
+    -- Pending is empty now (fewer than asked, or exactly the rest): the mark goes as it is read,
+    -- so the next push starts a new one. A mark left behind would date every later push's ids
+    -- from it (lag, wait to fill).
+    local emptied = #ids < count or redis.call('EXISTS', K.pending) == 0
+    local since = redis.call(emptied and 'GETDEL' or 'GET', K.pushMarks) or clockMs()
+    store.toInFlight(K, ids)
+    redis.call('SET', K.inFlightMark, since)
     return ids, since
   end
   return store
