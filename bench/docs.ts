@@ -42,7 +42,8 @@ function fill(template: string, results: Results): string {
     const scenario = results.scenarios.find((s) => s.id === id);
     if (!scenario) throw new Error(`bench docs: no scenario ${id} in bench/results.json (for {{${ref}}})`);
     if (column === undefined) {
-      const ratio = scenario.ratios.find((r) => r.name === name);
+      // A ratio's name may carry a note in parentheses for this run ("… (no target: … did not keep up)").
+      const ratio = scenario.ratios.find((r) => r.name === name) ?? scenario.ratios.find((r) => r.name.startsWith(`${name} (`));
       if (!ratio)
         throw new Error(`bench docs: scenario ${id} has no ratio "${name}"; it has: ${scenario.ratios.map((r) => r.name).join('; ')}`);
       if (ratio.value === null) return 'n/a';
