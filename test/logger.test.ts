@@ -62,6 +62,8 @@ describe('logger', () => {
       what: 'the reported ids dead-lettered',
     });
 
+    // A slice's line follows its fenced failure call, which the dead letters show first.
+    await waitFor(() => lines.filter((l) => l.level !== 'debug').length >= 3, { what: "the last slice's line" });
     const failures = lines.filter((l) => l.level !== 'debug');
     expect(failures).toHaveLength(3);
     for (const line of failures) {
