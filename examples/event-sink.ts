@@ -26,9 +26,10 @@ export const EventSink = batchByKey({
 export async function main(): Promise<typeof inserts> {
   const worker = EventSink.createWorker({ concurrency: 4 });
   const started = Date.now();
-  // A busy account, one event per push (as concurrent requests send them), and a quiet one.
+  // A busy account, one event per push (as concurrent requests send them), and a quiet one. Pushes
+  // from one client reach Redis in the order they were made, so each account's events keep theirs.
   await Promise.all(Array.from({ length: 120 }, (_, i) => EventSink.performBatchLater([`busy-e${i}`], { key: 'busy' })));
-  for (let i = 0; i < 3; i++) await EventSink.performBatchLater([`quiet-e${i}`], { key: 'quiet' });
+  await Promise.all(Array.from({ length: 3 }, (_, i) => EventSink.performBatchLater([`quiet-e${i}`], { key: 'quiet' })));
   const count = (account: string) => inserts.filter((s) => s.account === account).reduce((n, s) => n + s.events.length, 0);
   while (count('busy') < 120 || count('quiet') < 3) await new Promise((r) => setTimeout(r, 20));
   for (const account of ['busy', 'quiet']) {

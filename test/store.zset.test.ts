@@ -78,14 +78,15 @@ describe("store: 'zset'", () => {
     await Promise.all(
       Array.from({ length: 150 }, async (_, i) => {
         await new Promise((r) => setTimeout(r, (i * 37) % 400));
-        const delayMs = (i * 53) % 300;
+        // Delays spread over 3 s, so an id held to a later id's time is seconds late: far past the
+        // bound, which leaves a loaded machine a second of slack.
+        const delayMs = (i * 53) % 3000;
         readyAt.set(`id-${i}`, Date.now() + delayMs);
         await b.performBatchLater([`id-${i}`], { key: `k${i % 3}`, delayMs });
       }),
     );
     await waitFor(() => lateness.length === 150, { timeoutMs: 15_000 });
-    // No id waits behind another id's later schedule (which would be seconds late).
-    expect(Math.max(...lateness)).toBeLessThan(1000);
+    expect(Math.max(...lateness)).toBeLessThan(2000);
   });
 
   it('claims ready ids in time order', async () => {
