@@ -1,5 +1,6 @@
+import { DEFAULTS } from '../src/options';
 import type { LightPlan } from './lib/light';
-import type { SystemId } from './systems/types';
+import type { OursVariant, SystemId } from './systems/types';
 
 export type Mode = 'quick' | 'full';
 
@@ -98,8 +99,19 @@ export interface FlowPlan {
     windowMs: number;
     timeoutMs: number;
   };
-  /** The same backlog drained with a limit on every key that never binds, and with none. */
-  cost: { keys: number; idsPerKey: number; concurrency: number; limit: { max: number; durationMs: number }; timeoutMs: number };
+  /**
+   * The same backlog drained with a limit on every key that never binds, with batcher-wide limits
+   * that never bind (UNREACHED_GLOBAL_LIMITS), and with none.
+   */
+  cost: {
+    keys: number;
+    idsPerKey: number;
+    concurrency: number;
+    /** The default; it divides idsPerKey, so every slice is full. */
+    sliceSize: number;
+    limit: { max: number; durationMs: number };
+    timeoutMs: number;
+  };
 }
 
 /**
@@ -146,6 +158,15 @@ export interface Contended {
 }
 
 /** The systems that add one BullMQ/groupmq job per id. */
+/**
+ * Batcher-wide limits that no run reaches (`globalRateLimit` at most 2^31 - 1 ids a window,
+ * `globalConcurrency` at most 1,000,000): what the limits cost when in force, not what they hold back.
+ */
+export const UNREACHED_GLOBAL_LIMITS: Required<Pick<OursVariant, 'globalRateLimit' | 'globalConcurrency'>> = {
+  globalRateLimit: { max: 2_000_000_000, durationMs: 1_000 },
+  globalConcurrency: 1_000_000,
+};
+
 export const SLOW: readonly SystemId[] = ['bullmq-per-id', 'groupmq'];
 
 /** `n` for fast systems, `n * slowShare` (at least 1) for the per-id ones. */
@@ -312,6 +333,7 @@ function flowPlan(s: Sizes['rateLimit']): FlowPlan {
       keys: 100,
       idsPerKey: s.costIdsPerKey,
       concurrency: 16,
+      sliceSize: DEFAULTS.sliceSize,
       limit: { max: 2_000_000_000, durationMs: 1_000 },
       timeoutMs: s.timeoutMs,
     },

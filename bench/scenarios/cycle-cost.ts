@@ -1,10 +1,19 @@
+import { UNREACHED_GLOBAL_LIMITS } from '../config';
 import { perCycle, runCycleCost, type CycleCost } from '../lib/cycles';
 import { ratio } from '../lib/stats';
 import { systemFor, type SystemSpec } from '../systems';
 import { fmtInt, progress } from './common';
 import type { Scenario } from './types';
 
-const SYSTEMS: readonly SystemSpec[] = [{ id: 'ours' }, { id: 'bullmq-per-id' }];
+/** The third, ours with batcher-wide limits in force that never bind: what they cost a cycle. */
+const LIMITED: SystemSpec = { id: 'ours', variant: UNREACHED_GLOBAL_LIMITS };
+const SYSTEMS: readonly SystemSpec[] = [{ id: 'ours' }, { id: 'bullmq-per-id' }, LIMITED];
+
+/** The limits' script calls (limits-enter.lua, limits-leave.lua and the rest) per cycle, from the logged pass. */
+const limitCalls = (c: CycleCost) =>
+  Object.entries(c.scripts)
+    .filter(([name]) => name.startsWith('bbk limits-'))
+    .reduce((n, [, calls]) => n + calls, 0);
 
 /** Scripts shown per system in the table; results.json keeps them all. */
 const TOP = 5;
@@ -31,7 +40,7 @@ export const cycleCost: Scenario = {
       results.push(r);
     }
     const find = (label: string) => results.find((r) => r.system === label && !r.timedOut);
-    const [ours, bullmq] = [find('ours'), find('bullmq-per-id')];
+    const [ours, bullmq, limited] = [find('ours'), find('bullmq-per-id'), find(systemFor(LIMITED).label)];
     const per = (r: CycleCost | undefined, pick: (r: CycleCost) => number) => (r ? perCycle(r, pick(r)) : undefined);
     return {
       id: 'cycle-cost',
@@ -96,11 +105,22 @@ export const cycleCost: Scenario = {
             per(bullmq, (r) => r.sentCommands),
           ),
         },
+        {
+          name: 'commands per key cycle: batcher-wide limits in force / none',
+          value: ratio(
+            per(limited, (r) => r.commands),
+            per(ours, (r) => r.commands),
+          ),
+        },
+        { name: 'limits script calls per key cycle, none in force', value: ours ? limitCalls(ours) : null, target: '0' },
+        { name: 'limits script calls per key cycle, in force', value: limited ? limitCalls(limited) : null },
       ],
       notes: [
         `all figures per key cycle except idle commands/s (the worker idling ${fmtInt(c.idleMs)} ms before the pushes; not subtracted)`,
         'summing every INFO commandstats usec would count the commands scripts and EXEC run twice ' +
           "(once in the script's or EXEC's usec, once on their own line), hence the client-commands pass",
+        `${systemFor(LIMITED).label}: batcher-wide limits in force that no run reaches, so what they cost shows alone: a one-id ` +
+          "run passes them before each claim (its one slice's, and the claim that finds the key empty) and leaves them at its end",
       ],
       details: results,
     };

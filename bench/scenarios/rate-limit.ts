@@ -1,4 +1,4 @@
-import type { Config, FlowPlan } from '../config';
+import { UNREACHED_GLOBAL_LIMITS, type Config, type FlowPlan } from '../config';
 import { SCRIPTS } from '../lib/commandstats';
 import { busiestWindow, idsStartedIn, runFlow, spreadRate, type FlowResult } from '../lib/flow';
 import { ratio } from '../lib/stats';
@@ -99,23 +99,41 @@ async function retry(c: FlowPlan['retry']): Promise<{ retrying: FlowResult; cont
   return { retrying, control };
 }
 
-/** Figures of a drain per 100 ids, from INFO commandstats and INFO cpu. */
-function claimCost(r: Measured | undefined) {
+/**
+ * Figures of a drain per 100 ids, from INFO commandstats and INFO cpu; per slice too, where every
+ * slice is full (`sliceSize` divides each key's ids), so slices = ids / sliceSize.
+ */
+function claimCost(r: Measured | undefined, sliceSize: number) {
   if (!r || r.timedOut || !r.commandstats) return undefined;
   const per100 = (n: number) => (n * 100) / Math.max(1, r.processed);
+  const perSlice = (n: number) => (n * sliceSize) / Math.max(1, r.processed);
+  const calls = (pick: (command: string) => boolean) => r.commandstats!.filter((s) => pick(s.command)).reduce((n, s) => n + s.calls, 0);
   return {
     scriptUsec: per100(r.commandstats.filter((s) => SCRIPTS.has(s.command)).reduce((n, s) => n + s.usec, 0)),
-    commands: per100(r.commandstats.reduce((n, s) => n + s.calls, 0)),
+    commandsPerSlice: perSlice(calls(() => true)),
+    scriptCallsPerSlice: perSlice(calls((command) => SCRIPTS.has(command))),
     redisCpu: r.redisCpuUsPerId * 100,
     idsPerSec: r.idsPerSec,
   };
 }
 
-/** 3: the same backlog drained with a limit that never binds on every key, and with none. */
-async function cost(config: Config, c: FlowPlan['cost']): Promise<{ on: Measured | undefined; off: Measured | undefined }> {
-  const specs: SystemSpec[] = [{ id: 'ours', variant: { rateLimit: c.limit } }, { id: 'ours' }];
-  const [on, off] = await runSystems(specs, (system) => ({ ...drainWorkload(config, system, c), commandstats: true }));
-  return { on, off };
+interface Cost {
+  /** A per-key rateLimit that never binds, on every key. */
+  on: Measured | undefined;
+  /** Batcher-wide limits that never bind. */
+  global: Measured | undefined;
+  off: Measured | undefined;
+}
+
+/** 3: the same backlog drained with a per-key limit that never binds, with batcher-wide ones, and with none. */
+async function cost(config: Config, c: FlowPlan['cost']): Promise<Cost> {
+  const specs: SystemSpec[] = [
+    { id: 'ours', variant: { rateLimit: c.limit } },
+    { id: 'ours', variant: UNREACHED_GLOBAL_LIMITS },
+    { id: 'ours' },
+  ];
+  const [on, global, off] = await runSystems(specs, (system) => ({ ...drainWorkload(config, system, c), commandstats: true }));
+  return { on, global, off };
 }
 
 const done = (r: FlowResult) =>
@@ -135,13 +153,19 @@ export const rateLimit: Scenario = {
     const acc = await accuracy(a);
     const ret = await retry(r);
     const cst = await cost(config, k);
-    const [on, off] = [claimCost(cst.on), claimCost(cst.off)];
+    const [on, global, off] = [cst.on, cst.global, cst.off].map((m) => claimCost(m, k.sliceSize));
     const limitPerSec = (a.limit.max * 1000) / a.limit.durationMs;
     const windowLabel = `${fmtInt(a.limit.durationMs)} ms`;
     const part1 = `1. rateLimit, ${a.processes} processes × ${a.concurrency}`;
     const part2 = `2. retryAfter, 1 process × ${r.concurrency}`;
     const part3 = '3. claim cost, drain';
-    const row = (part: string, figure: string, withFlow: Cell, control: Cell) => ({ part, figure, on: withFlow, off: control });
+    const row = (part: string, figure: string, withFlow: Cell, control: Cell, withGlobal: Cell = null) => ({
+      part,
+      figure,
+      on: withFlow,
+      global: withGlobal,
+      off: control,
+    });
     const lightP99 = (f: FlowResult) => fixed(f.light?.p99, 1);
 
     const ratios: Ratio[] = [
@@ -170,6 +194,9 @@ export const rateLimit: Scenario = {
       { name: 'Redis µs (scripts) per 100 ids: limit on / off', value: ratio(on?.scriptUsec, off?.scriptUsec) },
       { name: 'Redis CPU µs per 100 ids: limit on / off', value: ratio(on?.redisCpu, off?.redisCpu) },
       { name: 'drain ids/s: limit on / off', value: ratio(on?.idsPerSec, off?.idsPerSec) },
+      { name: 'commands per slice: batcher-wide limits on / off', value: ratio(global?.commandsPerSlice, off?.commandsPerSlice) },
+      { name: 'Redis CPU µs per 100 ids: batcher-wide limits on / off', value: ratio(global?.redisCpu, off?.redisCpu) },
+      { name: 'drain ids/s: batcher-wide limits on / off', value: ratio(global?.idsPerSec, off?.idsPerSec) },
     ];
 
     const drained = [acc.limited, acc.control, ret.retrying, ret.control].filter((f) => f.window.othersDrained);
@@ -192,12 +219,16 @@ export const rateLimit: Scenario = {
         `Worker-slot utilisation: time in handler calls / (slots × window). ` +
         `3: ${k.keys} keys × ${fmtInt(k.idsPerKey)} ids drained by 1 worker process of concurrency ${k.concurrency}, empty handler, ` +
         `with rateLimit ` +
-        `{ max: ${fmtInt(k.limit.max)}, durationMs: ${fmtInt(k.limit.durationMs)} } on every key (never binds) and without; INFO ` +
-        `commandstats reset after the push, read once every id is processed.`,
+        `{ max: ${fmtInt(k.limit.max)}, durationMs: ${fmtInt(k.limit.durationMs)} } on every key (never binds), with ` +
+        `globalRateLimit { max: ${fmtInt(UNREACHED_GLOBAL_LIMITS.globalRateLimit.max)}, durationMs: ` +
+        `${fmtInt(UNREACHED_GLOBAL_LIMITS.globalRateLimit.durationMs)} } and globalConcurrency ` +
+        `${fmtInt(UNREACHED_GLOBAL_LIMITS.globalConcurrency)} (never bind), and without either; sliceSize ${k.sliceSize}, so every ` +
+        `slice is full and slices = ids / ${k.sliceSize}; INFO commandstats reset after the push, read once every id is processed.`,
       columns: [
         { key: 'part', label: 'part' },
         { key: 'figure', label: 'figure' },
         { key: 'on', label: 'with flow control' },
+        { key: 'global', label: 'batcher-wide limits (part 3)' },
         { key: 'off', label: 'control' },
       ],
       rows: [
@@ -220,10 +251,23 @@ export const rateLimit: Scenario = {
           fixed(ret.control.window.utilisation, 3),
         ),
         row(part2, 'retrying key: ids processed, last one at', done(ret.retrying), done(ret.control)),
-        row(part3, 'drain ids/s', int(on?.idsPerSec), int(off?.idsPerSec)),
-        row(part3, 'Redis µs (scripts) per 100 ids', fixed(on?.scriptUsec, 1), fixed(off?.scriptUsec, 1)),
-        row(part3, 'Redis CPU µs per 100 ids', fixed(on?.redisCpu, 1), fixed(off?.redisCpu, 1)),
-        row(part3, "commands per 100 ids (scripts' included)", fixed(on?.commands, 1), fixed(off?.commands, 1)),
+        row(part3, 'drain ids/s', int(on?.idsPerSec), int(off?.idsPerSec), int(global?.idsPerSec)),
+        row(part3, 'Redis µs (scripts) per 100 ids', fixed(on?.scriptUsec, 1), fixed(off?.scriptUsec, 1), fixed(global?.scriptUsec, 1)),
+        row(part3, 'Redis CPU µs per 100 ids', fixed(on?.redisCpu, 1), fixed(off?.redisCpu, 1), fixed(global?.redisCpu, 1)),
+        row(
+          part3,
+          "commands per slice (scripts' included)",
+          fixed(on?.commandsPerSlice, 1),
+          fixed(off?.commandsPerSlice, 1),
+          fixed(global?.commandsPerSlice, 1),
+        ),
+        row(
+          part3,
+          'script calls per slice',
+          fixed(on?.scriptCallsPerSlice, 2),
+          fixed(off?.scriptCallsPerSlice, 2),
+          fixed(global?.scriptCallsPerSlice, 2),
+        ),
       ],
       ratios,
       notes: [
@@ -247,7 +291,7 @@ export const rateLimit: Scenario = {
       details: {
         accuracy: acc,
         retry: ret,
-        cost: { on: cst.on, off: cst.off, perHundredIds: { on, off } },
+        cost: { on: cst.on, global: cst.global, off: cst.off, perHundredIds: { on, global, off } },
       },
     };
   },

@@ -41,6 +41,8 @@ export function oursSystem(variant: OursVariant = {}): System {
     variant.maxWaitMs !== undefined ? `maxWaitMs ${n(variant.maxWaitMs)}` : '',
     variant.minSliceSize !== undefined ? `minSliceSize ${n(variant.minSliceSize)}` : '',
     variant.pushesPerCall !== undefined ? `pushesPerCall ${n(variant.pushesPerCall)}` : '',
+    variant.globalRateLimit ? `globalRateLimit ${n(variant.globalRateLimit.max)}/${n(variant.globalRateLimit.durationMs)} ms` : '',
+    variant.globalConcurrency !== undefined ? `globalConcurrency ${n(variant.globalConcurrency)}` : '',
   ].filter(Boolean);
   const batcher = (target: Target, handler: ConsumerOptions['handler'] = () => undefined): Batcher =>
     batchByKey({

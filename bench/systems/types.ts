@@ -66,4 +66,7 @@ export interface OursVariant {
   maxWaitMs?: number;
   /** Group commit: the `pushesPerCall` option (1: each push its own call, as before issue 40). */
   pushesPerCall?: number;
+  /** The batcher-wide limits: the `globalRateLimit` and `globalConcurrency` options. */
+  globalRateLimit?: { max: number; durationMs: number };
+  globalConcurrency?: number;
 }
