@@ -167,6 +167,8 @@ export const rateLimit: Scenario = {
       off: control,
     });
     const lightP99 = (f: FlowResult) => fixed(f.light?.p99, 1);
+    /** A part-3 row: the figure of each of its three drains. */
+    const costRow = (figure: string, cell: (c: typeof on) => Cell) => row(part3, figure, cell(on), cell(off), cell(global));
 
     const ratios: Ratio[] = [
       { name: `limited key ids/s / limit (${fmtInt(limitPerSec)}/s)`, value: ratio(acc.rate, limitPerSec), target: '0.95–1.05' },
@@ -251,23 +253,11 @@ export const rateLimit: Scenario = {
           fixed(ret.control.window.utilisation, 3),
         ),
         row(part2, 'retrying key: ids processed, last one at', done(ret.retrying), done(ret.control)),
-        row(part3, 'drain ids/s', int(on?.idsPerSec), int(off?.idsPerSec), int(global?.idsPerSec)),
-        row(part3, 'Redis µs (scripts) per 100 ids', fixed(on?.scriptUsec, 1), fixed(off?.scriptUsec, 1), fixed(global?.scriptUsec, 1)),
-        row(part3, 'Redis CPU µs per 100 ids', fixed(on?.redisCpu, 1), fixed(off?.redisCpu, 1), fixed(global?.redisCpu, 1)),
-        row(
-          part3,
-          "commands per slice (scripts' included)",
-          fixed(on?.commandsPerSlice, 1),
-          fixed(off?.commandsPerSlice, 1),
-          fixed(global?.commandsPerSlice, 1),
-        ),
-        row(
-          part3,
-          'script calls per slice',
-          fixed(on?.scriptCallsPerSlice, 2),
-          fixed(off?.scriptCallsPerSlice, 2),
-          fixed(global?.scriptCallsPerSlice, 2),
-        ),
+        costRow('drain ids/s', (c) => int(c?.idsPerSec)),
+        costRow('Redis µs (scripts) per 100 ids', (c) => fixed(c?.scriptUsec, 1)),
+        costRow('Redis CPU µs per 100 ids', (c) => fixed(c?.redisCpu, 1)),
+        costRow("commands per slice (scripts' included)", (c) => fixed(c?.commandsPerSlice, 1)),
+        costRow('script calls per slice', (c) => fixed(c?.scriptCallsPerSlice, 2)),
       ],
       ratios,
       notes: [
