@@ -1,9 +1,11 @@
 import type { ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { Gate } from './helpers/gate';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
 import {
   keyspaceOf,
   onCluster,
+  queueOf,
   range,
   redisClient,
   redisUrl,
@@ -115,6 +117,29 @@ describe('globalRateLimit', () => {
     await waitFor(() => slices.reduce((n, s) => n + s[1], 0) === 150, { what: 'all 150 ids', timeoutMs: 30_000 });
     // Handler starts lag their claims by a few ms (see flow-control.test.ts): 50 ms of slack.
     expect(busiestWindow(slices, 300 - 50)).toBeLessThanOrEqual(30);
+  });
+
+  it('a key refused by the window is woken when a run gives back what it reserved and did not claim', async () => {
+    // A run reserves a whole slice (sliceSize, at most max) before it knows how many ids its key
+    // holds: key a reserves all 100 for its 1 id. Key b, refused meanwhile, would wait for that
+    // reservation to leave the 60 s window; it must run once a's run gives the 99 back.
+    const gate = new Gate();
+    const queue = new Set<string>();
+    const b = testBatcher({
+      sliceSize: 1000,
+      globalRateLimit: { max: 100, durationMs: 60_000 },
+      eachIteration: async (_ids, ctx) => {
+        queue.add(ctx.key);
+        if (ctx.key === 'a') await gate.opened;
+      },
+    });
+    b.createWorker({ concurrency: 4 });
+    await b.performBatchLater(['1'], { key: 'a' });
+    await waitFor(() => queue.has('a'), { what: 'key a to run' });
+    await b.performBatchLater(['2'], { key: 'b' });
+    await waitFor(async () => (await queueOf(b).getDelayedCount()) === 1, { what: 'key b to be refused' });
+    gate.open();
+    await waitFor(() => queue.has('b'), { what: 'key b, within a fraction of the window', timeoutMs: 20_000 });
   });
 });
 

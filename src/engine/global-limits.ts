@@ -10,8 +10,8 @@ import {
   renewLeases,
   type EnterCall,
   type Entered,
+  type LeaveCall,
   type LimitsInForce,
-  type Unclaimed,
 } from '../storage/limits-protocol';
 import type { RedisClient } from '../storage/scripts';
 import { validateRateLimit } from './flow';
@@ -123,10 +123,10 @@ export class GlobalLimits {
   }
 
   /** A run's end: gives back its lanes' places and settles their reservations, then wakes whom that let in. */
-  async leave(leases: readonly string[], settle: readonly Unclaimed[]): Promise<void> {
-    for (const lease of leases) this.leases.delete(lease);
-    if (leases.length === 0 && settle.length === 0) return;
-    this.wakeAll(await leaveLimits(this.deps.client(), this.deps.names, this.inForce, leases, settle));
+  async leave(call: LeaveCall): Promise<void> {
+    for (const lease of call.leases) this.leases.delete(lease);
+    if (call.leases.length === 0 && call.settle.length === 0) return;
+    this.wakeAll(await leaveLimits(this.deps.client(), this.deps.names, this.inForce, call));
   }
 
   /** `ctx.retryAfter(ms, { scope: 'batcher' })`: holds every key of the batcher for `ms`. */
