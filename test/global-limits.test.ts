@@ -83,6 +83,26 @@ describe('globalConcurrency', () => {
     await waitFor(() => done.length === 200, { what: 'all 200 ids', timeoutMs: 30_000 });
     expect(most()).toBe(2);
   });
+  it('a config record lost with Redis (a restart without persistence, a failover) does not lift the cap', async () => {
+    const { handler, done, most } = meter();
+    const b = testBatcher({
+      sliceSize: 1,
+      globalConcurrency: 1,
+      eachIteration: async (ids) => {
+        await sleep(60);
+        await handler(ids);
+      },
+    });
+    b.createWorker({ concurrency: 8 });
+    await b.performBatchLater(['first'], { key: 'first' });
+    await waitFor(() => done.length === 1, { what: 'the first run, which hears the cap' });
+    await redisClient().del(keyspaceOf(b).config);
+    // Slices for over 2 s under the cap: past the workers' once-a-second read of the limits.
+    await pushKeys(b, 8, 5);
+    await waitFor(() => done.length === 41, { what: 'all 41 ids', timeoutMs: 30_000 });
+    expect(most()).toBe(1);
+  });
+
   it('a slice longer than a lease keeps its place: its worker renews the lease', async () => {
     const { handler, done, most } = meter();
     const b = testBatcher({

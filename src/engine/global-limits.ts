@@ -54,8 +54,8 @@ export interface GlobalLimitsDeps {
   /** A lease lasts this long unless renewed: the lock's TTL, the crash bound. */
   lockTtlMs: number;
   logger: Logger;
-  /** Reads the limits the config hash holds. */
-  read: () => Promise<LimitsInForce>;
+  /** Reads the limits the config hash holds; undefined when it holds no record (lost with Redis's data). */
+  read: () => Promise<LimitsInForce | undefined>;
   /** Promotes a waiter's delayed job, `${queue}|${jobId}` (see limits-enter.lua). */
   wake: (waiter: string) => Promise<void>;
 }
@@ -165,7 +165,9 @@ export class GlobalLimits {
     this.refreshing = true;
     Promise.resolve()
       .then(() => this.deps.read())
-      .then((limits) => this.heard(limits))
+      // A record lost with Redis's data is no limit turned off: the limits stand until a store
+      // check records them again, or a cap would be lifted for up to recoveryIntervalMs.
+      .then((limits) => this.heard(limits ?? this.inForce))
       .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not read the global limits', { err }))
       .finally(() => (this.refreshing = false));
   }
