@@ -4,6 +4,7 @@ import { integer } from '../core/validate';
 import type { Logger } from '../core/types';
 import type { LimitNames } from '../storage/keys';
 import {
+  allWaiters,
   enterLimits,
   holdBatcher,
   leaveLimits,
@@ -78,7 +79,7 @@ export class GlobalLimits {
   /** Until when this process knows the batcher is held (a handler's `retryAfter` with scope 'batcher'). */
   private heldUntil = 0;
   private refreshedAt = Date.now();
-  private refreshing = false;
+  private refreshing: Promise<void> | undefined;
   /** This process's lanes' leases, renewed as long as they are held. */
   private readonly leases = new Set<string>();
   private renewal: NodeJS.Timeout | undefined;
@@ -100,12 +101,46 @@ export class GlobalLimits {
     return this.inForce;
   }
 
-  /** Whether runs pass the limits now (a run decides once, at its start). */
+  /** Whether runs pass the limits now, as last read (the fetch's fused claim asks, with no round trip). */
   active(): boolean {
+    if (this.stale()) void this.refresh();
+    return this.inForceNow();
+  }
+
+  /**
+   * Whether a run starting now passes the limits (it decides once, at its start), read again
+   * first when the last read is older than LIMITS_REFRESH_MS: a worker idle for a while would
+   * otherwise pass its first run under limits changed meanwhile (a cap lowered from 8 to 4, its
+   * run the fifth). One read a second at most, and only while a limit is in force.
+   */
+  async activeNow(): Promise<boolean> {
+    if (this.stale()) await this.refresh();
+    return this.inForceNow();
+  }
+
+  /**
+   * A limit changed by this process: every waiter asks again, now (this process follows the
+   * change at once) and once every worker has read it (LIMITS_REFRESH_MS), so a key refused
+   * under a window of a minute runs once the limit is raised or off, not a minute later.
+   */
+  changed(): void {
+    const wakeAll = (): void => {
+      allWaiters(this.deps.client(), this.deps.names)
+        .then((waiters) => this.wakeAll(waiters))
+        .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not wake the keys waiting for a limit', { err }));
+    };
+    wakeAll();
+    setTimeout(wakeAll, LIMITS_REFRESH_MS + 100).unref();
+  }
+
+  private stale(): boolean {
     const { rate, concurrency } = this.inForce;
-    const active = rate !== undefined || concurrency !== undefined;
-    if (active && Date.now() - this.refreshedAt > LIMITS_REFRESH_MS) this.refresh();
-    return active || Date.now() < this.heldUntil;
+    return (rate !== undefined || concurrency !== undefined) && Date.now() - this.refreshedAt > LIMITS_REFRESH_MS;
+  }
+
+  private inForceNow(): boolean {
+    const { rate, concurrency } = this.inForce;
+    return rate !== undefined || concurrency !== undefined || Date.now() < this.heldUntil;
   }
 
   /** A lane's pass before its claim (see limits-enter.lua); waiters it freed a place for are woken. */
@@ -160,15 +195,14 @@ export class GlobalLimits {
     }
   }
 
-  private refresh(): void {
-    if (this.refreshing) return;
-    this.refreshing = true;
-    Promise.resolve()
+  private refresh(): Promise<void> {
+    this.refreshing ??= Promise.resolve()
       .then(() => this.deps.read())
       // A record lost with Redis's data is no limit turned off: the limits stand until a store
       // check records them again, or a cap would be lifted for up to recoveryIntervalMs.
       .then((limits) => this.heard(limits ?? this.inForce))
       .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not read the global limits', { err }))
-      .finally(() => (this.refreshing = false));
+      .finally(() => (this.refreshing = undefined));
+    return this.refreshing;
   }
 }

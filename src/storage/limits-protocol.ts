@@ -90,6 +90,12 @@ export async function leaveLimits(client: RedisClient, names: LimitNames, limits
   return (await runScript(client, 'limits-leave', limitKeys(names), args)) as string[];
 }
 
+/** Every key job waiting for a limit, for a place or for the rate window (each list read as it is: a stale entry's wake is refused). */
+export async function allWaiters(client: RedisClient, names: LimitNames): Promise<string[]> {
+  const [forPlace, forRate] = await Promise.all([client.zrange(names.waiters, 0, -1), client.zrange(names.rateWaiters, 0, -1)]);
+  return [...new Set([...forPlace, ...forRate])];
+}
+
 /** Renews leases (see limits-renew.lua). */
 export async function renewLeases(client: RedisClient, names: LimitNames, ttlMs: number, leases: readonly string[]): Promise<void> {
   await runScript(client, 'limits-renew', [names.leases], [ttlMs, ...leases]);
