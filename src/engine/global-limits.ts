@@ -101,20 +101,9 @@ export class GlobalLimits {
     return this.inForce;
   }
 
-  /** Whether runs pass the limits now, as last read (the fetch's fused claim asks, with no round trip). */
+  /** Whether runs pass the limits now (a run decides once, at its start). */
   active(): boolean {
     if (this.stale()) void this.refresh();
-    return this.inForceNow();
-  }
-
-  /**
-   * Whether a run starting now passes the limits (it decides once, at its start), read again
-   * first when the last read is older than LIMITS_REFRESH_MS: a worker idle for a while would
-   * otherwise pass its first run under limits changed meanwhile (a cap lowered from 8 to 4, its
-   * run the fifth). One read a second at most, and only while a limit is in force.
-   */
-  async activeNow(): Promise<boolean> {
-    if (this.stale()) await this.refresh();
     return this.inForceNow();
   }
 
@@ -195,7 +184,7 @@ export class GlobalLimits {
     }
   }
 
-  private refresh(): Promise<void> {
+  private refresh(): void {
     this.refreshing ??= Promise.resolve()
       .then(() => this.deps.read())
       // A record lost with Redis's data is no limit turned off: the limits stand until a store
@@ -203,6 +192,5 @@ export class GlobalLimits {
       .then((limits) => this.heard(limits ?? this.inForce))
       .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not read the global limits', { err }))
       .finally(() => (this.refreshing = undefined));
-    return this.refreshing;
   }
 }

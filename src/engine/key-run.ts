@@ -100,7 +100,7 @@ export class KeyRun {
       const rate = (this.rate = rateLimitOf(options.rateLimit, key));
       const fill = (this.fill = fillOf(options.fill, key, options.sliceSize));
       // A claim the fetch made (just before a limit came into force) stands.
-      this.gated = !this.fused?.claim && (await env.limits.activeNow());
+      this.gated = !this.fused?.claim && env.limits.active();
       const count = this.gated ? await this.pass(0) : options.sliceSize;
       // A limit refused: the key hands its turn on before it takes anything (see global-limits.ts).
       if (typeof count !== 'number') return await this.requeue(count.waitMs);
