@@ -1,9 +1,11 @@
 import type { ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { Gate } from './helpers/gate';
 import { startWorkerProcess, stopProcess } from './helpers/processes';
 import {
   keyspaceOf,
   onCluster,
+  queueOf,
   range,
   redisClient,
   redisUrl,
@@ -81,6 +83,26 @@ describe('globalConcurrency', () => {
     await waitFor(() => done.length === 200, { what: 'all 200 ids', timeoutMs: 30_000 });
     expect(most()).toBe(2);
   });
+  it('a config record lost with Redis (a restart without persistence, a failover) does not lift the cap', async () => {
+    const { handler, done, most } = meter();
+    const b = testBatcher({
+      sliceSize: 1,
+      globalConcurrency: 1,
+      eachIteration: async (ids) => {
+        await sleep(60);
+        await handler(ids);
+      },
+    });
+    b.createWorker({ concurrency: 8 });
+    await b.performBatchLater(['first'], { key: 'first' });
+    await waitFor(() => done.length === 1, { what: 'the first run, which hears the cap' });
+    await redisClient().del(keyspaceOf(b).config);
+    // Slices for over 2 s under the cap: past the workers' once-a-second read of the limits.
+    await pushKeys(b, 8, 5);
+    await waitFor(() => done.length === 41, { what: 'all 41 ids', timeoutMs: 30_000 });
+    expect(most()).toBe(1);
+  });
+
   it('a slice longer than a lease keeps its place: its worker renews the lease', async () => {
     const { handler, done, most } = meter();
     const b = testBatcher({
@@ -116,6 +138,29 @@ describe('globalRateLimit', () => {
     // Handler starts lag their claims by a few ms (see flow-control.test.ts): 50 ms of slack.
     expect(busiestWindow(slices, 300 - 50)).toBeLessThanOrEqual(30);
   });
+
+  it('a key refused by the window is woken when a run gives back what it reserved and did not claim', async () => {
+    // A run reserves a whole slice (sliceSize, at most max) before it knows how many ids its key
+    // holds: key a reserves all 100 for its 1 id. Key b, refused meanwhile, would wait for that
+    // reservation to leave the 60 s window; it must run once a's run gives the 99 back.
+    const gate = new Gate();
+    const queue = new Set<string>();
+    const b = testBatcher({
+      sliceSize: 1000,
+      globalRateLimit: { max: 100, durationMs: 60_000 },
+      eachIteration: async (_ids, ctx) => {
+        queue.add(ctx.key);
+        if (ctx.key === 'a') await gate.opened;
+      },
+    });
+    b.createWorker({ concurrency: 4 });
+    await b.performBatchLater(['1'], { key: 'a' });
+    await waitFor(() => queue.has('a'), { what: 'key a to run' });
+    await b.performBatchLater(['2'], { key: 'b' });
+    await waitFor(async () => (await queueOf(b).getDelayedCount()) === 1, { what: 'key b to be refused' });
+    gate.open();
+    await waitFor(() => queue.has('b'), { what: 'key b, within a fraction of the window', timeoutMs: 20_000 });
+  });
 });
 
 describe('set at run time, and seen', () => {
@@ -145,6 +190,26 @@ describe('set at run time, and seen', () => {
     await b.setGlobalRateLimit(null);
     expect((await b.stats()).limits).not.toHaveProperty('concurrency');
     expect((await b.stats()).limits).not.toHaveProperty('rate');
+  });
+
+  it('a key the rate window refused runs once the limit is turned off or raised, not when its wait ends', async () => {
+    const ran = new Set<string>();
+    const b = testBatcher({
+      sliceSize: 5,
+      globalRateLimit: { max: 5, durationMs: 60_000 },
+      eachIteration: (_ids, ctx) => void ran.add(ctx.key),
+    });
+    b.createWorker({ concurrency: 4 });
+    await b.performBatchLater(range(5), { key: 'a' });
+    await waitFor(() => ran.has('a'), { what: 'key a to spend the window' });
+    await b.performBatchLater(range(5), { key: 'b' });
+    await b.performBatchLater(range(5), { key: 'c' });
+    // Key a's run, its slice full, passes once more before it would find nothing, and waits too.
+    await waitFor(async () => (await queueOf(b).getDelayedCount()) === 3, { what: 'keys b and c to be refused for a minute' });
+    await b.setGlobalRateLimit({ max: 10, durationMs: 60_000 });
+    await waitFor(() => ran.has('b') || ran.has('c'), { what: 'one of them, in the room the raise made', timeoutMs: 20_000 });
+    await b.setGlobalRateLimit(null);
+    await waitFor(() => ran.has('b') && ran.has('c'), { what: 'both, the limit off', timeoutMs: 20_000 });
   });
 
   it('the option is recorded by the first process only: a value set at run time, or turned off, stands', async () => {

@@ -4,14 +4,15 @@ import { integer } from '../core/validate';
 import type { Logger } from '../core/types';
 import type { LimitNames } from '../storage/keys';
 import {
+  allWaiters,
   enterLimits,
   holdBatcher,
   leaveLimits,
   renewLeases,
   type EnterCall,
   type Entered,
+  type LeaveCall,
   type LimitsInForce,
-  type Unclaimed,
 } from '../storage/limits-protocol';
 import type { RedisClient } from '../storage/scripts';
 import { validateRateLimit } from './flow';
@@ -54,8 +55,8 @@ export interface GlobalLimitsDeps {
   /** A lease lasts this long unless renewed: the lock's TTL, the crash bound. */
   lockTtlMs: number;
   logger: Logger;
-  /** Reads the limits the config hash holds. */
-  read: () => Promise<LimitsInForce>;
+  /** Reads the limits the config hash holds; undefined when it holds no record (lost with Redis's data). */
+  read: () => Promise<LimitsInForce | undefined>;
   /** Promotes a waiter's delayed job, `${queue}|${jobId}` (see limits-enter.lua). */
   wake: (waiter: string) => Promise<void>;
 }
@@ -78,7 +79,7 @@ export class GlobalLimits {
   /** Until when this process knows the batcher is held (a handler's `retryAfter` with scope 'batcher'). */
   private heldUntil = 0;
   private refreshedAt = Date.now();
-  private refreshing = false;
+  private refreshing: Promise<void> | undefined;
   /** This process's lanes' leases, renewed as long as they are held. */
   private readonly leases = new Set<string>();
   private renewal: NodeJS.Timeout | undefined;
@@ -102,10 +103,33 @@ export class GlobalLimits {
 
   /** Whether runs pass the limits now (a run decides once, at its start). */
   active(): boolean {
+    if (this.stale()) void this.refresh();
+    return this.inForceNow();
+  }
+
+  /**
+   * A limit changed by this process: every waiter asks again, now (this process follows the
+   * change at once) and once every worker has read it (LIMITS_REFRESH_MS), so a key refused
+   * under a window of a minute runs once the limit is raised or off, not a minute later.
+   */
+  changed(): void {
+    const wakeAll = (): void => {
+      allWaiters(this.deps.client(), this.deps.names)
+        .then((waiters) => this.wakeAll(waiters))
+        .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not wake the keys waiting for a limit', { err }));
+    };
+    wakeAll();
+    setTimeout(wakeAll, LIMITS_REFRESH_MS + 100).unref();
+  }
+
+  private stale(): boolean {
     const { rate, concurrency } = this.inForce;
-    const active = rate !== undefined || concurrency !== undefined;
-    if (active && Date.now() - this.refreshedAt > LIMITS_REFRESH_MS) this.refresh();
-    return active || Date.now() < this.heldUntil;
+    return (rate !== undefined || concurrency !== undefined) && Date.now() - this.refreshedAt > LIMITS_REFRESH_MS;
+  }
+
+  private inForceNow(): boolean {
+    const { rate, concurrency } = this.inForce;
+    return rate !== undefined || concurrency !== undefined || Date.now() < this.heldUntil;
   }
 
   /** A lane's pass before its claim (see limits-enter.lua); waiters it freed a place for are woken. */
@@ -123,10 +147,10 @@ export class GlobalLimits {
   }
 
   /** A run's end: gives back its lanes' places and settles their reservations, then wakes whom that let in. */
-  async leave(leases: readonly string[], settle: readonly Unclaimed[]): Promise<void> {
-    for (const lease of leases) this.leases.delete(lease);
-    if (leases.length === 0 && settle.length === 0) return;
-    this.wakeAll(await leaveLimits(this.deps.client(), this.deps.names, this.inForce, leases, settle));
+  async leave(call: LeaveCall): Promise<void> {
+    for (const lease of call.leases) this.leases.delete(lease);
+    if (call.leases.length === 0 && call.settle.length === 0) return;
+    this.wakeAll(await leaveLimits(this.deps.client(), this.deps.names, this.inForce, call));
   }
 
   /** `ctx.retryAfter(ms, { scope: 'batcher' })`: holds every key of the batcher for `ms`. */
@@ -161,12 +185,12 @@ export class GlobalLimits {
   }
 
   private refresh(): void {
-    if (this.refreshing) return;
-    this.refreshing = true;
-    Promise.resolve()
+    this.refreshing ??= Promise.resolve()
       .then(() => this.deps.read())
-      .then((limits) => this.heard(limits))
+      // A record lost with Redis's data is no limit turned off: the limits stand until a store
+      // check records them again, or a cap would be lifted for up to recoveryIntervalMs.
+      .then((limits) => this.heard(limits ?? this.inForce))
       .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not read the global limits', { err }))
-      .finally(() => (this.refreshing = false));
+      .finally(() => (this.refreshing = undefined));
   }
 }

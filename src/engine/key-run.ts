@@ -197,7 +197,7 @@ export class KeyRun {
     this.leases.clear();
     this.reserved.clear();
     await this.env.limits
-      .leave(leases, settle)
+      .leave({ leases, settle, need: this.env.options.sliceSize })
       .catch((err: unknown) => log(this.env.options.logger, 'warn', 'batch-by-key: could not give back global limits', { err }));
   }
 

@@ -156,12 +156,14 @@ export class Operations {
     await setGlobalRateLimit(runtime.client(), runtime.keyspace, limit);
     // This process follows at once; others at their next read (see engine/global-limits.ts).
     runtime.limits.heard(await recordedLimits(runtime.client(), runtime.keyspace.config));
+    runtime.limits.changed();
   }
 
   async setGlobalConcurrency(n: number | null): Promise<void> {
     const { runtime } = this;
     await setGlobalConcurrency(runtime.client(), runtime.keyspace, n);
     runtime.limits.heard(await recordedLimits(runtime.client(), runtime.keyspace.config));
+    runtime.limits.changed();
   }
 
   private pauseDeps(): PauseDeps {

@@ -6,7 +6,7 @@ import { BatcherEmitter } from '../core/events';
 import { log } from '../core/logger';
 import { TicketChannel } from '../push/ticket-channel';
 import { TicketOutbox } from '../storage/ticket-outbox';
-import { recordedLimits, recordedShardCounts, StoreAgreement } from '../storage/agreement';
+import { limitsRecord, recordedShardCounts, StoreAgreement } from '../storage/agreement';
 import { GlobalLimits } from '../engine/global-limits';
 import type { KeyQueue } from '../storage/job';
 import { Keyspace } from '../storage/keys';
@@ -69,7 +69,7 @@ export class BatcherRuntime {
         names: this.keyspace.limits,
         lockTtlMs: opts.lockTtlMs,
         logger: opts.logger,
-        read: () => recordedLimits(this.client(), this.keyspace.config),
+        read: () => limitsRecord(this.client(), this.keyspace.config),
         wake: (waiter) => this.wake(waiter),
       },
       opts.globalLimits,

@@ -56,8 +56,18 @@ export async function recordLimit(
 
 /** The batcher-wide limits recorded in the config hash. */
 export async function recordedLimits(client: RedisClient, configKey: string): Promise<LimitsInForce> {
-  const [rate, concurrency] = await client.hmget(configKey, LIMIT_FIELDS.rate, LIMIT_FIELDS.concurrency);
-  return limitsOf(rate, concurrency);
+  return (await limitsRecord(client, configKey)) ?? {};
+}
+
+/**
+ * The batcher-wide limits recorded in the config hash, or undefined when it holds no record at
+ * all: lost with Redis's data (a restart without persistence, a failover to an empty replica),
+ * not turned off (a limit turned off is recorded as such). The next store check records its
+ * process's options again.
+ */
+export async function limitsRecord(client: RedisClient, configKey: string): Promise<LimitsInForce | undefined> {
+  const [store, rate, concurrency] = await client.hmget(configKey, STORE_FIELD, LIMIT_FIELDS.rate, LIMIT_FIELDS.concurrency);
+  return store === null && rate === null && concurrency === null ? undefined : limitsOf(rate, concurrency);
 }
 
 /**

@@ -269,6 +269,8 @@ export interface LimitNames {
   /** `globalRateLimit`'s sliding window: its log and its sum (as a key's rateLog and rateUsed). */
   rateLog: string;
   rateUsed: string;
+  /** Key jobs the rate window refused, scored as `waiters`: woken when a run gives back ids it reserved and did not claim. */
+  rateWaiters: string;
   /** Set (PX) while `ctx.retryAfter(ms, { scope: 'batcher' })` holds every key. */
   hold: string;
   /** A hash of counters: `waitedMs`, the time keys spent waiting for a limit; `waits`, how many times one did. */
@@ -317,6 +319,7 @@ export class Keyspace {
       waitSeq: `${base}:waiters:seq`,
       rateLog: `${base}:rate`,
       rateUsed: `${base}:rate:used`,
+      rateWaiters: `${base}:rate:waiters`,
       hold: `${base}:hold`,
       counters: `${base}:counters`,
     };

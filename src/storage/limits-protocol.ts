@@ -11,7 +11,7 @@ import { argv } from './scripts/args';
 
 /** The names in the order includes/global-limits.lua `limitNames` reads them. */
 export function limitKeys(n: LimitNames): string[] {
-  return [n.leases, n.waiters, n.waitersUntil, n.waitersSince, n.waitSeq, n.rateLog, n.rateUsed, n.hold, n.counters];
+  return [n.leases, n.waiters, n.waitersUntil, n.waitersSince, n.waitSeq, n.rateLog, n.rateUsed, n.hold, n.counters, n.rateWaiters];
 }
 
 /** The batcher-wide limits in force. */
@@ -66,17 +66,34 @@ export async function enterLimits(client: RedisClient, names: LimitNames, limits
   return { code: code as 'held' | 'rate' | 'full' | 'yield', waitMs: Number(waitMs), wake };
 }
 
+/** A run's end (see limits-leave.lua): its leases, its reservations to settle, and what a pass of its reserves. */
+export interface LeaveCall {
+  leases: readonly string[];
+  settle: readonly Unclaimed[];
+  need: number;
+}
+
 /** Gives back a run's leases and settles its reservations (see limits-leave.lua): the waiters to wake. */
-export async function leaveLimits(
-  client: RedisClient,
-  names: LimitNames,
-  limits: LimitsInForce,
-  leases: readonly string[],
-  settle: readonly Unclaimed[],
-): Promise<string[]> {
-  const pairs = settle.map((s) => `${s.at} ${s.count}`).join(' ');
-  const args = argv('limits-leave', { cap: limits.concurrency ?? 0, rateWindowMs: limits.rate?.durationMs ?? 0, settle: pairs }, leases);
+export async function leaveLimits(client: RedisClient, names: LimitNames, limits: LimitsInForce, c: LeaveCall): Promise<string[]> {
+  const pairs = c.settle.map((s) => `${s.at} ${s.count}`).join(' ');
+  const args = argv(
+    'limits-leave',
+    {
+      cap: limits.concurrency ?? 0,
+      rateMax: limits.rate?.max ?? 0,
+      rateWindowMs: limits.rate?.durationMs ?? 0,
+      need: c.need,
+      settle: pairs,
+    },
+    c.leases,
+  );
   return (await runScript(client, 'limits-leave', limitKeys(names), args)) as string[];
+}
+
+/** Every key job waiting for a limit, for a place or for the rate window (each list read as it is: a stale entry's wake is refused). */
+export async function allWaiters(client: RedisClient, names: LimitNames): Promise<string[]> {
+  const [forPlace, forRate] = await Promise.all([client.zrange(names.waiters, 0, -1), client.zrange(names.rateWaiters, 0, -1)]);
+  return [...new Set([...forPlace, ...forRate])];
 }
 
 /** Renews leases (see limits-renew.lua). */

@@ -162,7 +162,7 @@ export const SCRIPT_ARGS = {
     settleAt: 'int',
     settleCount: 'int',
   } as const),
-  'limits-leave': schema('limitsLeaveArgs', { cap: 'int', rateWindowMs: 'int', settle: 'str' } as const, true),
+  'limits-leave': schema('limitsLeaveArgs', { cap: 'int', rateMax: 'int', rateWindowMs: 'int', need: 'int', settle: 'str' } as const, true),
   'history-tick': schema('historyTickArgs', { processedHere: 'int', intervalMs: 'int', retentionMs: 'int' } as const),
   'history-append': schema('historyAppendArgs', { sample: 'str', intervalMs: 'int', kept: 'int', retentionMs: 'int' } as const),
 } as const;

@@ -15,15 +15,17 @@
     cap         globalConcurrency (0: none)
     leaseTtlMs  how long a lease lasts unless renewed (the lock's TTL: a dead worker's lapses as its lock does)
     waitBoundMs the longest a refused job waits before it asks again, woken or not
-    need        how many ids the lane would claim
+    need        how many ids the lane would claim (a slice; also what a woken rate waiter is
+                counted to reserve)
     rateMax, rateWindowMs  globalRateLimit (0: none)
     settleAt, settleCount  the lane's previous reservation: when it was made, and how many of its
                 ids went unclaimed (negative: claimed beyond it); 0: none
 
   Returns {code, granted, waitMs, stamp, wake...}: code 'ok' (claim at most `granted` ids; the
   reservation's `stamp` settles it next time), 'held', 'rate' or 'full' (claim nothing: the job
-  waits `waitMs`, and, for 'full', is woken when a place frees), or 'yield' (the lane gave its
-  place to a lighter waiter). `wake`: waiters to wake now, places having freed.
+  waits `waitMs`, and is woken sooner when a place frees, for 'full', or when a run gives back
+  ids of the window it reserved, for 'rate'), or 'yield' (the lane gave its place to a lighter
+  waiter). `wake`: waiters to wake now, places or room in the window having freed.
 ]]
 --- @include "args-limits-enter"
 --- @include "global-limits"
@@ -34,19 +36,26 @@ rateSettle(L, A.settleAt, A.settleCount, A.rateWindowMs)
 dropLapsed(L, now)
 local mine = A.cap > 0 and redis.call('ZSCORE', L.leases, A.lease)
 
--- A refused lane claims nothing: it holds no place, and its job waits as a waiter.
-local function refuse(code, waitMs, queued)
+-- The waiters to wake as this pass ends: `first`, then those the rate window has room for.
+local function waking(first)
+  for _, waiter in ipairs(rateToWake(L, A.rateMax, A.need)) do first[#first + 1] = waiter end
+  return first
+end
+
+-- A refused lane claims nothing: it holds no place, and its job waits, on list `queue` (the
+-- waiters for a place, or those for the rate window) when something frees one up.
+local function refuse(code, waitMs, queue)
   local wake = {}
   if mine then
     redis.call('ZREM', L.leases, A.lease)
     wake = toWake(L, A.cap)
   end
-  if queued then
-    redis.call('ZADD', L.waiters, 'NX', A.level * LEVEL + redis.call('INCR', L.waitSeq), A.waiter)
+  if queue then
+    redis.call('ZADD', queue, 'NX', A.level * LEVEL + redis.call('INCR', L.waitSeq), A.waiter)
   end
   redis.call('ZADD', L.waitersSince, 'NX', now, A.waiter)
   redis.call('ZADD', L.waitersUntil, now + waitMs + A.waitBoundMs + A.leaseTtlMs, A.waiter)
-  return {code, 0, waitMs, 0, unpack(wake)}
+  return {code, 0, waitMs, 0, unpack(waking(wake))}
 end
 
 local held = redis.call('PTTL', L.hold)
@@ -56,7 +65,7 @@ local allowance = A.need
 if A.rateWindowMs > 0 then
   local wait
   allowance, wait = rateAllowance(L.rateLog, L.rateUsed, A.rateMax, A.rateWindowMs, math.min(A.need, A.rateMax))
-  if allowance <= 0 then return refuse('rate', math.max(1, wait)) end
+  if allowance <= 0 then return refuse('rate', math.max(1, wait), L.rateWaiters) end
 end
 
 if A.cap > 0 then
@@ -66,7 +75,7 @@ if A.cap > 0 then
     local best = redis.call('ZRANGE', L.waiters, 0, 0, 'WITHSCORES')
     if best[1] and running >= A.cap and math.floor(tonumber(best[2]) / LEVEL) < A.level then
       redis.call('ZREM', L.leases, A.lease)
-      return {'yield', 0, 0, 0, best[1]}
+      return {'yield', 0, 0, 0, unpack(waking({best[1]}))}
     end
   else
     -- Waiters ahead of this job (lighter, or as light and earlier) take free places first.
@@ -75,7 +84,7 @@ if A.cap > 0 then
     if running + ahead >= A.cap then
       local first = redis.call('ZRANGE', L.leases, 0, 0, 'WITHSCORES')[2]
       local untilFree = first and tonumber(first) - now or A.waitBoundMs
-      return refuse('full', math.max(1, math.min(A.waitBoundMs, untilFree)), true)
+      return refuse('full', math.max(1, math.min(A.waitBoundMs, untilFree)), L.waiters)
     end
   end
   redis.call('ZADD', L.leases, now + A.leaseTtlMs, A.lease)
@@ -91,4 +100,5 @@ if since then
   redis.call('ZREM', L.waiters, A.waiter)
   redis.call('ZREM', L.waitersUntil, A.waiter)
 end
-return {'ok', granted, 0, now}
+redis.call('ZREM', L.rateWaiters, A.waiter)
+return {'ok', granted, 0, now, unpack(waking({}))}

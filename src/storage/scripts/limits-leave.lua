@@ -6,12 +6,13 @@
   KEYS    the batcher's limit names, in `limitKeys` order (see includes/global-limits.lua)
   ARGV    by name, generated from storage/scripts/args.ts (`limits-leave`):
     cap            globalConcurrency (0: none)
-    rateWindowMs   globalRateLimit's window (0: none)
+    rateMax, rateWindowMs  globalRateLimit (0: none)
+    need           what a pass reserves (sliceSize): the rate window wakes one waiter per `need` ids of room
     settle         the reservations to settle, `at count` pairs space-separated ('' for none;
                    see limits-enter.lua settleAt and settleCount)
   ARGV[rest..] the leases to give back
 
-  Returns the waiters to wake, one per place free.
+  Returns the waiters to wake: one per place free, then one per `need` ids of room in the window.
 ]]
 --- @include "args-limits-leave"
 --- @include "global-limits"
@@ -23,4 +24,6 @@ end
 local leases = {unpack(ARGV, A.rest)}
 if #leases > 0 then redis.call('ZREM', L.leases, unpack(leases)) end
 dropLapsed(L, clockMs())
-return toWake(L, A.cap)
+local wake = toWake(L, A.cap)
+for _, waiter in ipairs(rateToWake(L, A.rateMax, A.need)) do wake[#wake + 1] = waiter end
+return wake

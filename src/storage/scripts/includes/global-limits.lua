@@ -6,7 +6,7 @@
 local function limitNames()
   return {
     leases = KEYS[1], waiters = KEYS[2], waitersUntil = KEYS[3], waitersSince = KEYS[4], waitSeq = KEYS[5],
-    rateLog = KEYS[6], rateUsed = KEYS[7], hold = KEYS[8], counters = KEYS[9],
+    rateLog = KEYS[6], rateUsed = KEYS[7], hold = KEYS[8], counters = KEYS[9], rateWaiters = KEYS[10],
   }
 end
 
@@ -22,6 +22,7 @@ local function dropLapsed(L, now)
     redis.call('ZREM', L.waiters, member)
     redis.call('ZREM', L.waitersSince, member)
     redis.call('ZREM', L.waitersUntil, member)
+    redis.call('ZREM', L.rateWaiters, member)
   end
 end
 
@@ -43,6 +44,19 @@ local function rateSettle(L, at, n, windowMs)
   local back = math.min(n, count)
   redis.call('LSET', L.rateLog, index, stamp .. ' ' .. (count - back))
   if tonumber(redis.call('GET', L.rateUsed) or '0') >= back then redis.call('DECRBY', L.rateUsed, back) end
+end
+
+-- The keys the rate window refused to wake now that it has room again (a run gave back what it
+-- reserved and did not claim, which their timed waits cannot know of): one per `need` ids of room,
+-- `need` being what a pass reserves (a slice, at most the limit's max). Taken off the list as they
+-- are woken; one refused again goes back on it.
+local function rateToWake(L, rateMax, need)
+  if rateMax <= 0 then return {} end
+  local room = rateMax - tonumber(redis.call('GET', L.rateUsed) or '0')
+  if room <= 0 then return {} end
+  local woken = redis.call('ZRANGE', L.rateWaiters, 0, math.ceil(room / math.max(1, math.min(need, rateMax))) - 1)
+  if #woken > 0 then redis.call('ZREM', L.rateWaiters, unpack(woken)) end
+  return woken
 end
 
 -- The waiters to wake now that places may have freed: as many as there are free places.
