@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ClosedError, type Progress } from '../src';
-import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, queueOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /** `X.close()` against what is under way when it begins: the calls it lets finish, and the waits it ends. */
 describe('X.close() and the calls under way', () => {
@@ -31,5 +31,30 @@ describe('X.close() and the calls under way', () => {
       expect(error).toBeInstanceOf(ClosedError);
       expect(error).toMatchObject({ code: 'ERR_CLOSED', message: expect.stringMatching(/closed/) });
     }
+  });
+
+  it('a run that close() stops mid-slice hands its key back: no job fails, and the next worker runs the rest', async () => {
+    const ran = new Set<string>();
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const first = testBatcher({
+      sliceSize: 5,
+      shutdownTimeoutMs: 200,
+      async eachIteration(_ids, ctx) {
+        started();
+        // Holds its slice until the close stops it: the run ends as a shutdown, mid-key, the slice handed back.
+        await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+      },
+    });
+    first.createWorker();
+    await first.performBatchLater(range(20), { key: 'k' });
+    await running;
+    await first.close();
+    // Its job went back (delayed or waiting for the next worker), not to failed, where only a
+    // recovery sweep (recoveryIntervalMs, 60 s here) would find the key again.
+    expect(await queueOf(first).getJobCounts('failed')).toEqual({ failed: 0 });
+    const next = testBatcher({ name: first.name, eachIteration: (ids) => ids.forEach((id) => ran.add(id)) });
+    next.createWorker();
+    await waitFor(() => ran.size === 20, { timeoutMs: 20_000, what: 'the 20 ids to run on the next worker' });
   });
 });

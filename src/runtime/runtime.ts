@@ -94,6 +94,15 @@ export class BatcherRuntime {
     if (this.closed) throw new ClosedError(`batcher ${this.opts.name} is closed; create a new one`);
   }
 
+  /**
+   * The command connection for what a worker's run writes: `close` closes it only after the
+   * workers, so a run that the close stops still hands its key back (`client` refuses once the
+   * close began, which failed that run's job and left its key to the recovery sweep).
+   */
+  runClient(): RedisClient {
+    return this.redis?.client ?? this.client();
+  }
+
   /** Our command connection (the user's client, or one we own), opened on first use; a ClosedError once closed. */
   client(): RedisClient {
     this.assertOpen();
