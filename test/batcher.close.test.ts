@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ClosedError, type Progress } from '../src';
-import { keyspaceOf, queueOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { batchByKey } from '../src';
+import { startRedis } from '../tools/redis-server';
+import { keyspaceOf, onCluster, parseUrl, queueOf, range, redisClient, testBatcher, uniqueName, waitFor } from './helpers/redis';
 
 /** `X.close()` against what is under way when it begins: the calls it lets finish, and the waits it ends. */
 describe('X.close() and the calls under way', () => {
@@ -57,4 +59,30 @@ describe('X.close() and the calls under way', () => {
     next.createWorker();
     await waitFor(() => ran.size === 20, { timeoutMs: 20_000, what: 'the 20 ids to run on the next worker' });
   });
+
+  it.skipIf(onCluster())(
+    'a pause that close() overtakes while Redis is away rejects with ClosedError once the close stops waiting for it',
+    async () => {
+      const server = await startRedis();
+      // No retry limit: the pause waits for Redis for ever, so only the close ends it.
+      const b = batchByKey({
+        name: uniqueName(),
+        connection: { ...parseUrl(server.url), maxRetriesPerRequest: null },
+        pushTimeoutMs: 1_000,
+      });
+      try {
+        await b.pause('warm', { forMs: 1_000 });
+        await server.stop();
+        const pausing = b.pause('k', { forMs: 60_000 }).catch((e: unknown) => e);
+        await b.close();
+        const error = await pausing;
+        expect(error).toBeInstanceOf(ClosedError);
+        expect(error).toMatchObject({ code: 'ERR_CLOSED', message: expect.stringMatching(/closed/) });
+      } finally {
+        await b.close();
+        await server.stop();
+      }
+    },
+    30_000,
+  );
 });

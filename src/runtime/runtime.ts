@@ -1,7 +1,7 @@
 import Redlock from 'redlock';
 import { Queue, type ConnectionOptions } from '../bullmq';
 import { commandClient, endClient, fromUrl } from '../core/connection';
-import { ClosedError } from '../core/errors';
+import { BatchByKeyError, ClosedError } from '../core/errors';
 import { BatcherEmitter } from '../core/events';
 import { log } from '../core/logger';
 import { TicketChannel } from '../push/ticket-channel';
@@ -46,6 +46,8 @@ export class BatcherRuntime {
   private readonly closing = new AbortController();
   /** The calls of the batcher's methods under way (see `track`). */
   private readonly underWay = new Set<Promise<unknown>>();
+  /** Set when `close` stopped waiting for calls still under way (see `track`). */
+  private abandoned = false;
   /** The shard counts last read: a run's preemption reads the wait lists of every count served. */
   private servedCounts: readonly number[];
   /** A read of the counts under way: calls made meanwhile share it (a worker's sweep asks three times at once). */
@@ -197,7 +199,14 @@ export class BatcherRuntime {
     this.underWay.add(call);
     const settled = () => void this.underWay.delete(call);
     call.then(settled, settled);
-    return call;
+    // One the close stopped waiting for fails as the connection closes: with an error that says
+    // so, not ioredis' "Connection is closed." (ours, a push's PushTimeoutError say, stand).
+    return call.catch((err: unknown) => {
+      if (!this.abandoned || err instanceof BatchByKeyError) throw err;
+      throw new ClosedError(`batcher ${this.opts.name} closed before Redis answered this call (it waited pushTimeoutMs for it)`, {
+        cause: err,
+      });
+    });
   }
 
   /**
@@ -206,7 +215,7 @@ export class BatcherRuntime {
    * (Redis away: they fail then, as the connection closes).
    */
   async close(): Promise<void> {
-    await settledWithin([...this.underWay], this.opts.pushTimeoutMs);
+    this.abandoned = !(await settledWithin([...this.underWay], this.opts.pushTimeoutMs));
     await Promise.all(this.shards.opened().map((queue) => queue.close()));
     await this.ticketChannel.close();
     if (this.redis?.owned) {
@@ -228,10 +237,14 @@ export class BatcherRuntime {
   }
 }
 
-/** Waits until every one of `calls` has settled, at most `ms`. */
-async function settledWithin(calls: readonly Promise<unknown>[], ms: number): Promise<void> {
-  if (calls.length === 0) return;
+/** Waits until every one of `calls` has settled, at most `ms`: true if they all did. */
+async function settledWithin(calls: readonly Promise<unknown>[], ms: number): Promise<boolean> {
+  if (calls.length === 0) return true;
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.allSettled(calls), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  const all = await Promise.race([
+    Promise.allSettled(calls).then(() => true),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ]);
   clearTimeout(timer);
+  return all;
 }
