@@ -85,4 +85,23 @@ describe('X.close() and the calls under way', () => {
     },
     30_000,
   );
+
+  it('a run that close() stops gives its globalConcurrency place back: the next worker does not wait for the lease to lapse', async () => {
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const first = testBatcher({
+      globalConcurrency: 1,
+      shutdownTimeoutMs: 200,
+      async eachIteration(_ids, ctx) {
+        started();
+        await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+      },
+    });
+    first.createWorker();
+    await first.performBatchLater(['a'], { key: 'k' });
+    await running;
+    await first.close();
+    // Its lease would otherwise hold the one place for lockTtlMs (30 s).
+    expect(await redisClient().zcard(keyspaceOf(first).limits.leases)).toBe(0);
+  });
 });

@@ -67,7 +67,8 @@ export class BatcherRuntime {
     const client = () => this.client();
     this.limits = new GlobalLimits(
       {
-        client,
+        // Runs enter and leave the limits: a run that close() stops gives its place back (see runClient).
+        client: () => this.runClient(),
         names: this.keyspace.limits,
         lockTtlMs: opts.lockTtlMs,
         logger: opts.logger,
