@@ -1,8 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import { ClosedError, type Progress } from '../src';
-import { batchByKey } from '../src';
+import { batchByKey, ClosedError, type Batcher, type Progress } from '../src';
 import { startRedis } from '../tools/redis-server';
 import { keyspaceOf, onCluster, parseUrl, queueOf, range, redisClient, testBatcher, uniqueName, waitFor } from './helpers/redis';
+
+/**
+ * A batcher whose worker ran a slice of `ids` (key 'k') and was closed with it under way: the
+ * handler holds the slice until the close stops it, so the run ends as a shutdown, mid-key, the
+ * slice handed back.
+ */
+async function closedMidSlice(options: { sliceSize?: number; globalConcurrency?: number }, ids: string[]): Promise<Batcher> {
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  const b = testBatcher({
+    ...options,
+    shutdownTimeoutMs: 200,
+    async eachIteration(_ids, ctx) {
+      started();
+      await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+    },
+  });
+  b.createWorker();
+  await b.performBatchLater(ids, { key: 'k' });
+  await running;
+  await b.close();
+  return b;
+}
 
 /** `X.close()` against what is under way when it begins: the calls it lets finish, and the waits it ends. */
 describe('X.close() and the calls under way', () => {
@@ -37,21 +59,7 @@ describe('X.close() and the calls under way', () => {
 
   it('a run that close() stops mid-slice hands its key back: no job fails, and the next worker runs the rest', async () => {
     const ran = new Set<string>();
-    let started!: () => void;
-    const running = new Promise<void>((resolve) => (started = resolve));
-    const first = testBatcher({
-      sliceSize: 5,
-      shutdownTimeoutMs: 200,
-      async eachIteration(_ids, ctx) {
-        started();
-        // Holds its slice until the close stops it: the run ends as a shutdown, mid-key, the slice handed back.
-        await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
-      },
-    });
-    first.createWorker();
-    await first.performBatchLater(range(20), { key: 'k' });
-    await running;
-    await first.close();
+    const first = await closedMidSlice({ sliceSize: 5 }, range(20));
     // Its job went back (delayed or waiting for the next worker), not to failed, where only a
     // recovery sweep (recoveryIntervalMs, 60 s here) would find the key again.
     expect(await queueOf(first).getJobCounts('failed')).toEqual({ failed: 0 });
@@ -87,20 +95,7 @@ describe('X.close() and the calls under way', () => {
   );
 
   it('a run that close() stops gives its globalConcurrency place back: the next worker does not wait for the lease to lapse', async () => {
-    let started!: () => void;
-    const running = new Promise<void>((resolve) => (started = resolve));
-    const first = testBatcher({
-      globalConcurrency: 1,
-      shutdownTimeoutMs: 200,
-      async eachIteration(_ids, ctx) {
-        started();
-        await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
-      },
-    });
-    first.createWorker();
-    await first.performBatchLater(['a'], { key: 'k' });
-    await running;
-    await first.close();
+    const first = await closedMidSlice({ globalConcurrency: 1 }, ['a']);
     // Its lease would otherwise hold the one place for lockTtlMs (30 s).
     expect(await redisClient().zcard(keyspaceOf(first).limits.leases)).toBe(0);
   });
