@@ -1,6 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import { ClosedError, type Progress } from '../src';
-import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { batchByKey, ClosedError, type Batcher, type Progress } from '../src';
+import { startRedis } from '../tools/redis-server';
+import { keyspaceOf, onCluster, parseUrl, queueOf, range, redisClient, testBatcher, uniqueName, waitFor } from './helpers/redis';
+
+/**
+ * A batcher whose worker ran a slice of `ids` (key 'k') and was closed with it under way: the
+ * handler holds the slice until the close stops it, so the run ends as a shutdown, mid-key, the
+ * slice handed back.
+ */
+async function closedMidSlice(options: { sliceSize?: number; globalConcurrency?: number }, ids: string[]): Promise<Batcher> {
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  const b = testBatcher({
+    ...options,
+    shutdownTimeoutMs: 200,
+    async eachIteration(_ids, ctx) {
+      started();
+      await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+    },
+  });
+  b.createWorker();
+  await b.performBatchLater(ids, { key: 'k' });
+  await running;
+  await b.close();
+  return b;
+}
 
 /** `X.close()` against what is under way when it begins: the calls it lets finish, and the waits it ends. */
 describe('X.close() and the calls under way', () => {
@@ -31,5 +55,48 @@ describe('X.close() and the calls under way', () => {
       expect(error).toBeInstanceOf(ClosedError);
       expect(error).toMatchObject({ code: 'ERR_CLOSED', message: expect.stringMatching(/closed/) });
     }
+  });
+
+  it('a run that close() stops mid-slice hands its key back: no job fails, and the next worker runs the rest', async () => {
+    const ran = new Set<string>();
+    const first = await closedMidSlice({ sliceSize: 5 }, range(20));
+    // Its job went back (delayed or waiting for the next worker), not to failed, where only a
+    // recovery sweep (recoveryIntervalMs, 60 s here) would find the key again.
+    expect(await queueOf(first).getJobCounts('failed')).toEqual({ failed: 0 });
+    const next = testBatcher({ name: first.name, eachIteration: (ids) => ids.forEach((id) => ran.add(id)) });
+    next.createWorker();
+    await waitFor(() => ran.size === 20, { timeoutMs: 20_000, what: 'the 20 ids to run on the next worker' });
+  });
+
+  it.skipIf(onCluster())(
+    'a pause that close() overtakes while Redis is away rejects with ClosedError once the close stops waiting for it',
+    async () => {
+      const server = await startRedis();
+      // No retry limit: the pause waits for Redis for ever, so only the close ends it.
+      const b = batchByKey({
+        name: uniqueName(),
+        connection: { ...parseUrl(server.url), maxRetriesPerRequest: null },
+        pushTimeoutMs: 1_000,
+      });
+      try {
+        await b.pause('warm', { forMs: 1_000 });
+        await server.stop();
+        const pausing = b.pause('k', { forMs: 60_000 }).catch((e: unknown) => e);
+        await b.close();
+        const error = await pausing;
+        expect(error).toBeInstanceOf(ClosedError);
+        expect(error).toMatchObject({ code: 'ERR_CLOSED', message: expect.stringMatching(/closed/) });
+      } finally {
+        await b.close();
+        await server.stop();
+      }
+    },
+    30_000,
+  );
+
+  it('a run that close() stops gives its globalConcurrency place back: the next worker does not wait for the lease to lapse', async () => {
+    const first = await closedMidSlice({ globalConcurrency: 1 }, ['a']);
+    // Its lease would otherwise hold the one place for lockTtlMs (30 s).
+    expect(await redisClient().zcard(keyspaceOf(first).limits.leases)).toBe(0);
   });
 });

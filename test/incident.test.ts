@@ -33,14 +33,14 @@ interface Line {
 }
 
 /** The incident load on this file's Redis, with the ids its handler saw and every line its logger got. */
-async function loaded(name: string): Promise<{ b: Batcher; seen: Set<string>; lines: Line[] }> {
+async function loaded(name: string, options: { lockTtlMs?: number } = {}): Promise<{ b: Batcher; seen: Set<string>; lines: Line[] }> {
   const seen = new Set<string>();
   const lines: Line[] = [];
   const line =
     (level: Line['level']) =>
     (message: string, meta: Record<string, unknown> = {}) =>
       void lines.push({ at: Date.now(), level, message, meta });
-  const b = track(await incidentBatcher(server.port, name, { warn: line('warn'), error: line('error') }, (id) => seen.add(id)));
+  const b = track(await incidentBatcher(server.port, name, { warn: line('warn'), error: line('error') }, (id) => seen.add(id), options));
   return { b, seen, lines };
 }
 
@@ -87,7 +87,17 @@ describe('a Redis incident mid-run: no key waits for its lock TTL afterwards', (
   });
 
   it('a busy script for 1.5 s, then SCRIPT KILL: every id of every key runs soon after', async () => {
-    const { b, seen, lines } = await loaded('busy');
+    await busyFor(1_500, 'busy');
+  });
+
+  it("a busy script longer than lockTtlMs: the runs hand their jobs back once Redis answers, not at BullMQ's stalled check", async () => {
+    // Their releases give up as their locks expire; their requeues, refused too, left the jobs
+    // active with no run behind them until BullMQ's stalled check, 30-40 s after the kill.
+    await busyFor(3_500, 'busy-long', { lockTtlMs: 2_000 });
+  });
+
+  async function busyFor(ms: number, name: string, options: { lockTtlMs?: number } = {}): Promise<void> {
+    const { b, seen, lines } = await loaded(name, options);
     // Redis answers BUSY to others once a script has run this long (5 s by default).
     await admin.config('SET', 'busy-reply-threshold', '100');
     const busy = track(new Redis({ host: '127.0.0.1', port: server.port }));
@@ -99,7 +109,7 @@ describe('a Redis incident mid-run: no key waits for its lock TTL afterwards', (
       await waitFor(() => seen.size >= 100, { intervalMs: 5, what: 'runs under way' });
       // A read-only script that spins (SCRIPT KILL ends only those), from a connection of its own.
       const spinning = busy.eval('while true do redis.call("TIME") end', 0).catch((err: Error) => err);
-      await sleep(1_500);
+      await sleep(ms);
       await killer.script('KILL');
       expect(String(await spinning)).toMatch(/killed/i);
       await waitFor(() => seen.size === everyId, { timeoutMs: RECOVERED_WITHIN_MS, what: `all ${everyId} ids` });
@@ -107,7 +117,7 @@ describe('a Redis incident mid-run: no key waits for its lock TTL afterwards', (
     } finally {
       await admin.config('SET', 'busy-reply-threshold', '5000');
     }
-  });
+  }
 
   it('logs a bounded number of lines during a 2 s outage (one per kind of failure per interval, with a count), and its retries back off', async () => {
     const { b, seen, lines } = await loaded('oom-log');

@@ -68,3 +68,27 @@ describe.skipIf(onCluster())('worker.resume() after a pause', () => {
     });
   });
 });
+
+describe('worker.pause() that close() overtakes', () => {
+  it.each([
+    ['worker.close()', 'worker'],
+    ['X.close()', 'batcher'],
+  ] as const)('resolves once %s ends, with a slice running: the worker takes no more jobs either way', async (_what, closer) => {
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const b = testBatcher({
+      shutdownTimeoutMs: 200,
+      async eachIteration(_ids, ctx) {
+        started();
+        await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
+      },
+    });
+    const worker = b.createWorker();
+    await b.performBatchLater(['1'], { key: 'k' });
+    await running;
+    // Waits for the running job, then reconnects the blocking connection the close has ended.
+    const pausing = worker.pause();
+    await (closer === 'worker' ? worker.close() : b.close());
+    await expect(pausing).resolves.toBeUndefined();
+  });
+});

@@ -179,10 +179,14 @@ export function asError(value: unknown): Error {
     : new ThrownValueError(value);
 }
 
-/** The batcher was closed; create a new one to push or work again. */
+/**
+ * The batcher was closed; create a new one to push or work again. A call that `close()` stopped
+ * waiting for (Redis away) has the connection's error as `cause`.
+ */
 export class ClosedError extends BatchByKeyError {
-  constructor(message: string) {
+  constructor(message: string, options: { cause?: unknown } = {}) {
     super('ERR_CLOSED', message);
+    if (options.cause !== undefined) this.cause = options.cause;
   }
 }
 

@@ -27,6 +27,7 @@ import type { RunEnv } from './run-env';
 import { budgetOf, demote, preemption } from './scheduling';
 import { fillOf, type Fill } from '../core/fill';
 import { incidentBackoffMs } from '../core/limits';
+import { redisFailureKind } from '../core/redis-errors';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
 import type { Entered, Unclaimed } from '../storage/limits-protocol';
 
@@ -153,7 +154,7 @@ export class KeyRun {
       lock?.stop();
       await this.releaseAfterError(lock?.expiresAt ?? sentAt + options.lockTtlMs);
       await this.listForRecovery();
-      return await this.requeue(backoffDelay(options.backoff, 1, err));
+      return await this.requeueAfterError(backoffDelay(options.backoff, 1, err));
     } finally {
       lock?.stop();
       if (this.gated) await this.leaveLimits();
@@ -529,6 +530,25 @@ export class KeyRun {
     }
   }
 
+  /**
+   * Hands the job back after Redis trouble, retrying with the incident backoff while Redis refuses
+   * (out of memory, a busy script, loading): an incident longer than the lock's TTL outlasts the
+   * release's retries, and a refused requeue left the job active with no run behind it until
+   * BullMQ's stalled check, 30-40 s after Redis answered. Ends once Redis answers, or at the first
+   * failure that is no refusal (the job's lock lost: the stalled check has it; a closing worker's
+   * connections dropped).
+   */
+  private async requeueAfterError(delayMs: number): Promise<never> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.requeue(delayMs);
+      } catch (err) {
+        if (!REFUSALS.has(redisFailureKind(err) ?? '')) throw err;
+        await sleep(incidentBackoffMs(attempt));
+      }
+    }
+  }
+
   /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
   private async requeue(delayMs: number): Promise<never> {
     await this.job.moveToDelayed(Date.now() + delayMs, this.token);
@@ -579,6 +599,9 @@ export function sliceIdOf(lock: string, lane: number, n: number): string {
  * window waited up to twice that, and ran at half its limit.
  */
 const PROMPT_WAKE_MS = 1_000;
+
+/** Redis' refusals in an incident that ends by itself (see `requeueAfterError`): retried, not given up on. */
+const REFUSALS: ReadonlySet<string> = new Set(['OOM', 'BUSY', 'LOADING']);
 
 /**
  * Promotes the delayed job when its delay ends (a ms late, so the key's hold, timed by Redis,

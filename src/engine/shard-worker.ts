@@ -105,10 +105,35 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
    * active jobs, and a key's job is active for its whole budget) and their keys are requeued.
    */
   override async pause(doNotWaitActive?: boolean): Promise<void> {
-    const paused = super.pause(doNotWaitActive);
+    const paused = this.overtakenByClose(super.pause(doNotWaitActive));
     this.cancelAllJobs('worker pausing');
     this.slots.cancel(this);
     await Promise.all([paused, ...this.others().map((w) => w.pause(doNotWaitActive))]);
+  }
+
+  /**
+   * A pause that a close overtakes resolves once the close has ended (its bound, worker-close.ts,
+   * included): the worker takes no more jobs, which is what the pause was for. BullMQ's pause,
+   * once the running jobs are done, reconnects the blocking connection the close has ended: it
+   * rejected with ioredis' "Connection is closed.", or, Redis away, waited for ever for that
+   * connection's end. (`close()` gives every call its first call's promise.)
+   */
+  private async overtakenByClose(pausing: Promise<void>): Promise<void> {
+    let onClosing: (() => void) | undefined;
+    const closed = this.closing
+      ? this.close()
+      : new Promise<void>((resolve) => this.once('closing', (onClosing = () => void this.close().then(resolve, resolve))));
+    try {
+      await Promise.race([
+        pausing.catch(async (err: unknown) => {
+          if (!this.closing) throw err;
+          await closed;
+        }),
+        closed,
+      ]);
+    } finally {
+      if (onClosing) this.off('closing', onClosing);
+    }
   }
 
   /**

@@ -1,7 +1,7 @@
 import Redlock from 'redlock';
 import { Queue, type ConnectionOptions } from '../bullmq';
 import { commandClient, endClient, fromUrl } from '../core/connection';
-import { ClosedError } from '../core/errors';
+import { BatchByKeyError, ClosedError } from '../core/errors';
 import { BatcherEmitter } from '../core/events';
 import { log } from '../core/logger';
 import { TicketChannel } from '../push/ticket-channel';
@@ -46,6 +46,8 @@ export class BatcherRuntime {
   private readonly closing = new AbortController();
   /** The calls of the batcher's methods under way (see `track`). */
   private readonly underWay = new Set<Promise<unknown>>();
+  /** Set when `close` stopped waiting for calls still under way (see `track`). */
+  private abandoned = false;
   /** The shard counts last read: a run's preemption reads the wait lists of every count served. */
   private servedCounts: readonly number[];
   /** A read of the counts under way: calls made meanwhile share it (a worker's sweep asks three times at once). */
@@ -65,7 +67,8 @@ export class BatcherRuntime {
     const client = () => this.client();
     this.limits = new GlobalLimits(
       {
-        client,
+        // Runs enter and leave the limits: a run that close() stops gives its place back (see runClient).
+        client: () => this.runClient(),
         names: this.keyspace.limits,
         lockTtlMs: opts.lockTtlMs,
         logger: opts.logger,
@@ -92,6 +95,15 @@ export class BatcherRuntime {
 
   assertOpen(): void {
     if (this.closed) throw new ClosedError(`batcher ${this.opts.name} is closed; create a new one`);
+  }
+
+  /**
+   * The command connection for what a worker's run writes: `close` closes it only after the
+   * workers, so a run that the close stops still hands its key back (`client` refuses once the
+   * close began, which failed that run's job and left its key to the recovery sweep).
+   */
+  runClient(): RedisClient {
+    return this.redis?.client ?? this.client();
   }
 
   /** Our command connection (the user's client, or one we own), opened on first use; a ClosedError once closed. */
@@ -188,7 +200,14 @@ export class BatcherRuntime {
     this.underWay.add(call);
     const settled = () => void this.underWay.delete(call);
     call.then(settled, settled);
-    return call;
+    // One the close stopped waiting for fails as the connection closes: with an error that says
+    // so, not ioredis' "Connection is closed." (ours, a push's PushTimeoutError say, stand).
+    return call.catch((err: unknown) => {
+      if (!this.abandoned || err instanceof BatchByKeyError) throw err;
+      throw new ClosedError(`batcher ${this.opts.name} closed before Redis answered this call (it waited pushTimeoutMs for it)`, {
+        cause: err,
+      });
+    });
   }
 
   /**
@@ -197,7 +216,7 @@ export class BatcherRuntime {
    * (Redis away: they fail then, as the connection closes).
    */
   async close(): Promise<void> {
-    await settledWithin([...this.underWay], this.opts.pushTimeoutMs);
+    this.abandoned = !(await settledWithin([...this.underWay], this.opts.pushTimeoutMs));
     await Promise.all(this.shards.opened().map((queue) => queue.close()));
     await this.ticketChannel.close();
     if (this.redis?.owned) {
@@ -219,10 +238,14 @@ export class BatcherRuntime {
   }
 }
 
-/** Waits until every one of `calls` has settled, at most `ms`. */
-async function settledWithin(calls: readonly Promise<unknown>[], ms: number): Promise<void> {
-  if (calls.length === 0) return;
+/** Waits until every one of `calls` has settled, at most `ms`: true if they all did. */
+async function settledWithin(calls: readonly Promise<unknown>[], ms: number): Promise<boolean> {
+  if (calls.length === 0) return true;
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.allSettled(calls), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  const all = await Promise.race([
+    Promise.allSettled(calls).then(() => true),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ]);
   clearTimeout(timer);
+  return all;
 }

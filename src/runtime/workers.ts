@@ -202,10 +202,13 @@ export class Workers {
     }));
   }
 
-  /** Lists a key in its shard's recovery index (see storage/batcher-protocol.ts `listForRecovery`). */
-  private listForRecovery(key: Key): Promise<void> {
+  /**
+   * Lists a key in its shard's recovery index (see storage/batcher-protocol.ts `listForRecovery`).
+   * Async, so that whatever it throws reaches the caller's catch.
+   */
+  private async listForRecovery(key: Key): Promise<void> {
     const { runtime } = this;
-    return listForRecovery(runtime.client(), runtime.shards.forKey(key).index, key);
+    return listForRecovery(runtime.runClient(), runtime.shards.forKey(key).index, key);
   }
 
   /** Once per batcher: 'auto' found the installed BullMQ unlike the one this version fuses runs into. */
