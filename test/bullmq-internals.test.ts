@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import * as bullmq from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { bullmqScript, markNotDrained, PUSH_ADD_KEYS } from '../src/bullmq';
-import type { KeyJobData } from '../src';
+import { JOB_NAME, type KeyJobData } from '../src';
 import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
 import { Gate } from './helpers/gate';
 import { keyspaceOf, queueOf, Recorder, redisClient, testBatcher, testConnection, track, uniqueName, waitFor } from './helpers/redis';
@@ -88,11 +88,12 @@ const PROMPTLY_MS = (DRAIN_DELAY_S * 1000) / 4;
 describe("BullMQ's worker loop, as the shard workers' one slot budget relies on it", () => {
   it("fetches the next job after a job moved itself to delayed under that job's token, so in its slot", async () => {
     const rec = new Recorder();
-    const b = testBatcher({ eachIteration: rec.handler });
-    await b.performBatchLater(['1'], { key: 'held' });
-    // Another run holds the key's lock (a stalled worker's): this key's run moves its job to
-    // delayed until the lock's TTL ends (a DelayedError), and BullMQ fetches the next job at once.
-    await redisClient().set(keyspaceOf(b).forKey('held').lock, 'another run', 'PX', 60_000);
+    const b = testBatcher({ eachIteration: rec.handler, backoff: { type: 'fixed', delayMs: 60_000 } });
+    // Redis refuses this key's run (its pending is no list): the run moves its job to delayed for
+    // its backoff (a DelayedError; so does a key a batcher-wide limit refuses), and BullMQ fetches
+    // the next job at once.
+    await redisClient().set(keyspaceOf(b).forKey('held').pending, 'not a list');
+    await queueOf(b).add(JOB_NAME, { key: 'held' });
     await b.performBatchLater(['2'], { key: 'next' });
     const worker = b.createWorker({ concurrency: 1 });
     const active = new Map<string, bullmq.Job<KeyJobData>>();
@@ -100,7 +101,7 @@ describe("BullMQ's worker loop, as the shard workers' one slot budget relies on 
 
     // That fetch is made while the delayed job still holds the only slot: a fetch the shard
     // worker did not know for the job's own would wait for a slot that never frees.
-    await waitFor(() => rec.idsOf('next').length > 0, { timeoutMs: 15_000, what: "the next key's id (the held lock lasts 60 s)" });
+    await waitFor(() => rec.idsOf('next').length > 0, { timeoutMs: 15_000, what: "the next key's id (the backoff lasts 60 s)" });
     expect(await queueOf(b).getJobState(active.get('held')!.id!), "the held key's job moved itself to delayed").toBe('delayed');
     expect(active.get('next')!.token, "BullMQ's handleFailed fetched the next job under the delayed job's token (ShardWorker.ending)").toBe(
       active.get('held')!.token,

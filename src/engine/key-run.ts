@@ -3,7 +3,7 @@ import { DelayedError } from '../bullmq';
 import { RateLimitedError, SliceCrashedError } from '../core/errors';
 import { log } from '../core/logger';
 import type { CancelSource } from '../core/stop';
-import { levelsOf } from '../storage/job';
+import { levelsOf, type Level } from '../storage/job';
 import type { KeySession } from '../storage/key-session';
 import type { ClaimCall, ClaimResult, LockRef, Released, Traces } from '../storage/protocol';
 import {
@@ -24,7 +24,7 @@ import { firstReason, maxRuntime, Stop, stopped, stopReasonOf, type InterruptChe
 import { runHandler, SliceContext, SliceFailure } from './iteration';
 import { KeyLock } from './lock';
 import type { RunEnv } from './run-env';
-import { budgetOf, demote, preemption } from './scheduling';
+import { budgetOf, preemption } from './scheduling';
 import { fillOf, type Fill } from '../core/fill';
 import { incidentBackoffMs } from '../core/limits';
 import { redisFailureKind } from '../core/redis-errors';
@@ -119,7 +119,7 @@ export class KeyRun {
           });
       // Another run still holds the key (a stalled worker, or a crashed one until its TTL ends).
       this.claimed(0, first.held ? first.ids.length : 0);
-      if (!first.held) return await this.requeue(this.busyFor(first.lockTtlMs));
+      if (!first.held) return await this.handOn(this.busyFor(first.lockTtlMs), this.ownLevel());
       // Nothing to do (a job whose ids an earlier run took): that claim released the lock already,
       // so there is nothing to renew or iterate.
       if (first.ids.length === 0 && this.single) return await this.conclude(nothingClaimed(first.waitMs, true));
@@ -447,19 +447,40 @@ export class KeyRun {
     const heldMs = c.settle ? await this.settle(0, `${session.lock.value}:restore`, c.settle) : undefined;
     const released = c.release ? await this.release(c.release) : undefined;
     const move = c.job;
+    const ownLevel = this.ownLevel();
     switch (move.to) {
       case 'done':
-        if (move.ifPending && released === 'pending') return this.requeue(0);
+        if (move.ifPending && released === 'pending') await this.handOn(0, ownLevel);
         return;
       case 'delayed':
+        // The limits wake a refused key by its job's id (see global-limits.ts): that job waits.
         if (move.limited) return this.requeue(move.waitMs);
         // A hold's wait is what the settle reports (its floor and backoff included; nothing is due before).
         return this.delayUntilReady(move.held ? (heldMs ?? move.waitMs) : move.waitMs);
       case 'requeued':
         // A high-priority key keeps the wait list: it never waits behind others for a turn.
-        if (move.demote) await demote(job, env.level(key, 'hadTurn'));
-        return this.requeue(0);
+        return this.handOn(0, move.demote ? env.level(key, 'hadTurn') : ownLevel);
     }
+  }
+
+  /** The level this run's job was fetched at. */
+  private ownLevel(): Level {
+    return Number(this.job.priority ?? 0);
+  }
+
+  /**
+   * Hands the key on to its next job, due in `delayMs`, and this job completes: after the run's
+   * release, or when another run holds the key. A push that finds the key's lock free and this
+   * job active adds the key's next job, so the next job is whichever the key's job pointer names:
+   * one is added at `level` unless the key has one, and a delayed one is moved to `delayMs`
+   * (add-job.lua, one call in the queue's slot). Moving this job instead, after the release, raced
+   * such a push: the key then had two jobs waiting. A wait of at most PROMPT_WAKE_MS is ended by
+   * this worker's timer too; so is a delayed job moved to 0, which BullMQ would promote only at a
+   * worker's next fetch.
+   */
+  private async handOn(delayMs: number, level: Level, moved = false): Promise<void> {
+    const next = await this.env.addKeyJob(this.session.key, delayMs, level);
+    if ((delayMs > 0 || moved) && delayMs <= PROMPT_WAKE_MS) wakeWhenDue(next, delayMs);
   }
 
   /**
@@ -556,34 +577,26 @@ export class KeyRun {
   }
 
   /**
-   * Waits until something is due (a zset time, a failed slice's backoff). A push that landed after
-   * our last claim found the job still active, so it could not bring the delayed job forward:
-   * look again once it is delayed.
+   * Hands the key on to a job that waits until something is due (a zset time, a failed slice's
+   * backoff). A push that landed after our last claim found the lock held, so it added no job:
+   * look again once the next job waits, and bring it forward.
    */
-  private async delayUntilReady(waitMs: number): Promise<never> {
-    const { job, token } = this;
-    const { options } = this.env;
+  private async delayUntilReady(waitMs: number): Promise<void> {
+    const { env } = this;
+    const { options } = env;
+    const key = this.session.key;
     // A wait is no turn: when it ends (a rate limit's window, a retryAfter, a backoff, a zset
     // time) the key lines up with light keys (a high key in the wait list), which running keys
     // yield to, rather than behind every heavy key (where it could wait a whole budget for a slot).
-    if (options.scheduling === 'fair') {
-      const light = this.env.level(this.session.key, 'light');
-      if (Number(job.priority ?? 0) !== light) await job.changePriority({ priority: light });
-    }
-    await job.moveToDelayed(Date.now() + waitMs, token);
-    let delayMs = waitMs;
+    const level = options.scheduling === 'fair' ? env.level(key, 'light') : this.ownLevel();
+    await this.handOn(waitMs, level);
     try {
       const now = await this.session.dueIn(this.fill);
-      if (now >= 0 && now < waitMs) {
-        await job.changeDelay(now);
-        delayMs = now;
-      }
+      if (now >= 0 && now < waitMs) await this.handOn(now, level, true);
     } catch (err) {
-      // The job is delayed already; at worst a push that raced with it waits for its earlier time.
-      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key: this.session.key });
+      // The next job waits already; at worst a push that raced with it waits for its earlier time.
+      log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key });
     }
-    if (delayMs <= PROMPT_WAKE_MS) wakeWhenDue(job, delayMs);
-    throw new DelayedError();
   }
 }
 

@@ -103,17 +103,6 @@ export function budgetOf(key: Key, maxRuntimeMs: number, weight: ((key: Key) => 
   return maxRuntimeMs;
 }
 
-/**
- * Puts a run's job at `level`, the level of keys that had their turn (a high key's: the wait
- * list), before it is requeued (BullMQ keeps the priority through the delayed hop). Unconditional
- * but for a job in the wait list that stays there: the aging sweep may have reset the priority in
- * Redis since the job was read, but only ever to the wait list.
- */
-export async function demote(job: KeyJob, level: Level): Promise<void> {
-  if (level === WAIT_LIST && Number(job.priority ?? 0) === WAIT_LIST) return;
-  await job.changePriority({ priority: level });
-}
-
 /** Prioritized jobs looked at per level per aging sweep: BullMQ lists them by priority, FIFO within one. */
 const AGING_LIMIT = 100;
 

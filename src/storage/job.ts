@@ -171,14 +171,15 @@ function capturedAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level): 
  * Adds the key's job at `level` unless it has one. An existing delayed job (backing off, or
  * waiting for a zset time) is moved to `delayMs`: for new ids that are ready now, that brings it
  * forward. One call (add-job.lua), which reads and writes the key's job pointer as push.lua does,
- * so no job not ours is taken for the key's job or moved.
+ * so no job not ours is taken for the key's job or moved. Returns the id of the key's job.
  */
-export async function ensureJob(client: RedisClient, queue: KeyQueue, key: Key, delayMs: number, level: Level): Promise<void> {
+export async function ensureJob(client: RedisClient, queue: KeyQueue, key: Key, delayMs: number, level: Level): Promise<string> {
   const add = capturedAdd(queue, key, delayMs, level);
   if (!add) throw new Error(`the installed BullMQ builds no add of a job that batch-by-key knows`);
   const args = argv('add-job', { add: add.kind, queuePrefix: queue.toKey(''), encodedKey: encodeKey(key), delayMs }, add.call.args);
   const reply = await runScript(client, 'add-job', add.call.keys, args);
   await add.done(reply);
+  return String(reply);
 }
 
 /**
