@@ -101,10 +101,11 @@ describe('Redis errors outside the handler', () => {
     const names = keyspaceOf(b).forKey('k');
     // Pending of the wrong type: the first claim takes the lock, then fails on it (no rollback in Redis).
     await redis.set(names.pending, 'not a list');
-    const job = await queueOf(b).add(JOB_NAME, { key: 'k' }, { deduplication: { id: 'k' } });
+    await queueOf(b).add(JOB_NAME, { key: 'k' }, { deduplication: { id: 'k' } });
     b.createWorker();
-    // The run moves its job to delayed only after giving the lock back.
-    await waitFor(async () => (await job.getState()) === 'delayed', { what: 'the failed run to requeue its job' });
+    // The run hands the key on to a delayed job only after giving the lock back.
+    const delayedKeyJobs = async () => (await queueOf(b).getJobs(['delayed'])).filter((j) => j?.name === JOB_NAME && j.data.key === 'k');
+    await waitFor(async () => (await delayedKeyJobs()).length === 1, { what: 'the failed run to hand the key on' });
     expect(await redis.exists(names.lock)).toBe(0);
     expect(await redis.get(names.pending)).toBe('not a list');
     // Fixed, a push brings the job forward and it runs at once, not after the 10-minute lock TTL.

@@ -154,7 +154,7 @@ export class KeyRun {
       lock?.stop();
       await this.releaseAfterError(lock?.expiresAt ?? sentAt + options.lockTtlMs);
       await this.listForRecovery();
-      return await this.requeueAfterError(backoffDelay(options.backoff, 1, err));
+      return await this.handOnAfterError(backoffDelay(options.backoff, 1, err));
     } finally {
       lock?.stop();
       if (this.gated) await this.leaveLimits();
@@ -552,17 +552,17 @@ export class KeyRun {
   }
 
   /**
-   * Hands the job back after Redis trouble, retrying with the incident backoff while Redis refuses
+   * Hands the key on after Redis trouble, retrying with the incident backoff while Redis refuses
    * (out of memory, a busy script, loading): an incident longer than the lock's TTL outlasts the
    * release's retries, and a refused requeue left the job active with no run behind it until
    * BullMQ's stalled check, 30-40 s after Redis answered. Ends once Redis answers, or at the first
-   * failure that is no refusal (the job's lock lost: the stalled check has it; a closing worker's
-   * connections dropped).
+   * failure that is no refusal (a closing worker's connections dropped: BullMQ fails the job, and
+   * the key, listed, waits for the recovery sweep).
    */
-  private async requeueAfterError(delayMs: number): Promise<never> {
+  private async handOnAfterError(delayMs: number): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.requeue(delayMs);
+        return await this.handOn(delayMs, this.ownLevel());
       } catch (err) {
         if (!REFUSALS.has(redisFailureKind(err) ?? '')) throw err;
         await sleep(incidentBackoffMs(attempt));
@@ -570,7 +570,10 @@ export class KeyRun {
     }
   }
 
-  /** Moves the job to delayed; with 0 it is promoted behind every job already waiting. */
+  /**
+   * Moves this job to delayed; with 0 it is promoted behind every job already waiting. Only where
+   * the job itself must wait: the batcher-wide limits wake a refused key by its job's id.
+   */
   private async requeue(delayMs: number): Promise<never> {
     await this.job.moveToDelayed(Date.now() + delayMs, this.token);
     throw new DelayedError();
@@ -613,7 +616,7 @@ export function sliceIdOf(lock: string, lane: number, n: number): string {
  */
 const PROMPT_WAKE_MS = 1_000;
 
-/** Redis' refusals in an incident that ends by itself (see `requeueAfterError`): retried, not given up on. */
+/** Redis' refusals in an incident that ends by itself (see `handOnAfterError`): retried, not given up on. */
 const REFUSALS: ReadonlySet<string> = new Set(['OOM', 'BUSY', 'LOADING']);
 
 /**
