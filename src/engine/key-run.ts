@@ -582,7 +582,10 @@ export class KeyRun {
   /**
    * Hands the key on to a job that waits until something is due (a zset time, a failed slice's
    * backoff). A push that landed after our last claim found the lock held, so it added no job:
-   * look again once the next job waits, and bring it forward.
+   * look again once the next job waits, and bring it forward. The hand-on comes first: a zset or
+   * filling push after the release may have added the key's job at its own, earlier time, which
+   * the hand-on moves to ours; the look again, which sees that push's ids, moves it back. (Read
+   * first, a push between the read and the hand-on would wait for our time.)
    */
   private async delayUntilReady(waitMs: number): Promise<void> {
     const { env } = this;
