@@ -55,6 +55,7 @@ export default defineConfig({
         'stats',
         'store.set',
         'store.zset',
+        'stranded-keys',
         'tracing',
         'validation',
         'wait-to-fill',

@@ -7,7 +7,11 @@ import { closeBounded } from './worker-close';
 /** @internal */
 export interface AttachDeps {
   logger: Logger;
-  /** How often the sweeps run while a worker is attached. */
+  /**
+   * The batcher's recoveryIntervalMs: the aging sweep and the shard check run once per interval;
+   * the recovery sweep twice, each looking at entries listed over a quarter of an interval ago
+   * (see workers.ts), so that a key listed at any moment is looked at within one interval.
+   */
   intervalMs: number;
   /** The batcher's `shutdownTimeoutMs`: a worker's close waits for Redis that long and `CLOSE_REDIS_WAIT_MS` more (see worker-close.ts). */
   shutdownTimeoutMs: number;
@@ -34,6 +38,8 @@ export interface AttachDeps {
 export class AttachedWorkers {
   private readonly made = new Set<Worker>();
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** The recovery sweep under way, if any: a sweep that outlasts half an interval is not run twice at once. */
+  private recovering: Promise<unknown> | undefined;
 
   constructor(private readonly deps: AttachDeps) {}
 
@@ -57,12 +63,16 @@ export class AttachedWorkers {
           );
       }
     });
-    const timer = setInterval(() => this.sweep(), this.deps.intervalMs);
-    timer.unref();
-    this.timers.add(timer);
+    const timers = [setInterval(() => this.sweep(), this.deps.intervalMs), setInterval(() => this.recover(), this.deps.intervalMs / 2)];
+    for (const timer of timers) {
+      timer.unref();
+      this.timers.add(timer);
+    }
     worker.on('closed', () => {
-      clearInterval(timer);
-      this.timers.delete(timer);
+      for (const timer of timers) {
+        clearInterval(timer);
+        this.timers.delete(timer);
+      }
     });
     this.deps.sampler?.track(worker);
   }
@@ -102,9 +112,16 @@ export class AttachedWorkers {
   }
 
   private sweep(): void {
-    const { logger, recover, age, serveShards } = this.deps;
+    const { logger, age, serveShards } = this.deps;
     serveShards().catch((err: unknown) => log(logger, 'warn', 'batch-by-key: could not read the recorded shard counts', { err }));
-    recover().catch((err: unknown) => log(logger, 'warn', 'batch-by-key: recovery sweep failed', { err }));
     age?.().catch((err: unknown) => log(logger, 'warn', 'batch-by-key: aging sweep failed', { err }));
+  }
+
+  private recover(): void {
+    if (this.recovering) return;
+    this.recovering = this.deps
+      .recover()
+      .catch((err: unknown) => log(this.deps.logger, 'warn', 'batch-by-key: recovery sweep failed', { err }))
+      .finally(() => (this.recovering = undefined));
   }
 }

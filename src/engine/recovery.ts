@@ -1,13 +1,13 @@
-import { Cluster } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { ensureJob, JOB_NAME, type KeyLevel, type KeyQueue } from '../storage/job';
-import { jobPointerOf, type Keyspace } from '../storage/keys';
+import { JOB_POINTER, jobPointerOf, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
 import type { TicketOutbox } from '../storage/ticket-outbox';
-import { forgetKey } from '../storage/batcher-protocol';
+import { forgetDeadPointers, forgetKey } from '../storage/batcher-protocol';
 import type { RedisClient } from '../storage/scripts';
 import { backlog, type Store } from '../storage/store';
 import type { ShardQueues } from '../storage/shard-queues';
-import type { Logger } from '../core/types';
+import type { Key, Logger } from '../core/types';
 
 /** Index entries read per page of a sweep. */
 const SWEEP_PAGE = 1000;
@@ -43,15 +43,23 @@ export interface RecoveryDeps {
   logger: Logger;
 }
 
-const FINISHED = new Set(['completed', 'failed', 'unknown']);
+/**
+ * The states BullMQ's getState gives a job where a worker will fetch it or is running it. A job
+ * whose hash outlived its place in BullMQ's lists is 'unknown', and covers nothing.
+ */
+const LIVE = new Set(['waiting', 'prioritized', 'delayed', 'active']);
 
-/** Whether the key's job pointer on one of `queues` names a job of ours that has not ended (see storage/scripts/includes/key-job.lua). */
+/**
+ * Whether the key's job pointer on one of `queues` names a job of the key's that a worker will
+ * run (see storage/scripts/includes/key-job.lua): ours, with the key in its data (after an
+ * obliterate a pointer can name another key's job), and in one of BullMQ's lists.
+ */
 async function hasLiveJob(client: RedisClient, queues: readonly KeyQueue[], key: string): Promise<boolean> {
   for (const queue of queues) {
     const jobId = await client.get(jobPointerOf(queue.toKey(''), key));
     if (jobId === null) continue;
     const job = await queue.getJob(jobId);
-    if (job?.name === JOB_NAME && !FINISHED.has(await job.getState())) return true;
+    if (job?.name === JOB_NAME && job.data?.key === key && LIVE.has(await job.getState())) return true;
   }
   return false;
 }
@@ -83,8 +91,102 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
   return recovered;
 }
 
-/** Names read per SCAN call of the full sweep. */
+/** Names read per SCAN call of the full sweep and of the walk. */
 const SCAN_COUNT = 1000;
+
+/**
+ * SCAN calls per Redis node per sweep of the walk: a sweep runs twice per recoveryIntervalMs, so
+ * the walk reads about 2 × WALK_CALLS × SCAN_COUNT names of each node per interval (10,000).
+ * @internal (docs/failures-and-flow.md quotes it)
+ */
+export const WALK_CALLS = 5;
+
+/**
+ * Lists `keys` in their recovery indexes as oldest (score 0, NX: an entry listed already keeps its
+ * time), so that the sweep that follows looks at each.
+ */
+async function listKeys(deps: Pick<RecoveryDeps, 'client' | 'shards'>, keys: Iterable<Key>): Promise<void> {
+  const byIndex = new Map<string, (string | number)[]>();
+  for (const key of keys) {
+    const { index } = deps.shards.forKey(key);
+    let members = byIndex.get(index);
+    if (!members) byIndex.set(index, (members = []));
+    members.push(0, key);
+  }
+  await Promise.all([...byIndex].map(([index, members]) => deps.client.zadd(index, 'NX', ...members)));
+}
+
+/** A Redis node's name for the walk's cursors. */
+function nodeId(node: Redis): string {
+  return `${node.options.host ?? ''}:${node.options.port ?? ''}`;
+}
+
+/**
+ * The recovery sweep's walk over everything in Redis, a bounded stretch per sweep (WALK_CALLS SCAN
+ * calls per node), resumed where the last one stopped: the way back, without an operator, for
+ * what BullMQ's own operations leave behind.
+ * - A key with ids whose job was removed through BullMQ (`job.remove()`, bull-board's remove,
+ *   `queue.clean`, `drain`, `obliterate`), evicted or deleted by hand is listed nowhere (a push
+ *   that adds its key's job does not list it): every key with a name in Redis is listed, and the
+ *   sweep that follows adds a job to those that have ids but no job.
+ * - A job pointer that names no live job of its key's (its job ended through BullMQ's own
+ *   completion, or is gone) is deleted (forget-pointers.lua), and its key listed.
+ * So a stranded key runs within one recoveryIntervalMs per 2 × WALK_CALLS × SCAN_COUNT names on
+ * its node (docs/failures-and-flow.md). One walk per batcher in a process; its cursors live here.
+ */
+export class KeyspaceWalk {
+  private readonly cursors = new Map<string, string>();
+
+  async step(deps: RecoveryDeps): Promise<void> {
+    const { client } = deps;
+    const nodes: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
+    const prefixes = deps.shards.all(await deps.counts()).map((queue) => `${queue.toKey('')}${JOB_POINTER}`);
+    await Promise.all(nodes.map((node) => this.walkNode(deps, node, prefixes)));
+  }
+
+  private async walkNode(deps: RecoveryDeps, node: Redis, pointerPrefixes: readonly string[]): Promise<void> {
+    const id = nodeId(node);
+    let cursor = this.cursors.get(id) ?? '0';
+    for (let call = 0; call < WALK_CALLS; call++) {
+      const [next, names] = await node.scan(cursor, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      await this.look(deps, names, pointerPrefixes);
+      if (cursor === '0') break;
+    }
+    this.cursors.set(id, cursor);
+  }
+
+  /** Lists the keys `names` belong to, and deletes the dead pointers among them. */
+  private async look(deps: RecoveryDeps, names: readonly string[], pointerPrefixes: readonly string[]): Promise<void> {
+    const keys = new Set<Key>();
+    const pointers = new Map<string, { name: string; key: Key }[]>();
+    for (const name of names) {
+      const key = deps.keyspace.keyOfName(name);
+      if (key !== undefined) {
+        keys.add(key);
+        continue;
+      }
+      const prefix = pointerPrefixes.find((candidate) => name.startsWith(candidate));
+      const pointed = prefix === undefined ? undefined : decodedKey(name.slice(prefix.length));
+      if (pointed === undefined) continue;
+      const queuePrefix = prefix!.slice(0, -JOB_POINTER.length);
+      let ofQueue = pointers.get(queuePrefix);
+      if (!ofQueue) pointers.set(queuePrefix, (ofQueue = []));
+      ofQueue.push({ name, key: pointed });
+    }
+    const gone = await Promise.all([...pointers].map(([queuePrefix, found]) => forgetDeadPointers(deps.client, queuePrefix, found)));
+    for (const key of gone.flat()) keys.add(key);
+    if (keys.size > 0) await listKeys(deps, keys);
+  }
+}
+
+function decodedKey(encoded: string): Key | undefined {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The full sweep's first half: lists in its recovery index every key that has any name in Redis
@@ -94,7 +196,7 @@ const SCAN_COUNT = 1000;
  * NX: an entry listed already keeps its time). Returns how many keys it found.
  */
 export async function listEveryKey(deps: Pick<RecoveryDeps, 'client' | 'keyspace' | 'shards'>): Promise<number> {
-  const { client, keyspace, shards } = deps;
+  const { client, keyspace } = deps;
   const nodes = client instanceof Cluster ? client.nodes('master') : [client];
   const found = new Set<string>();
   for (const node of nodes) {
@@ -102,17 +204,14 @@ export async function listEveryKey(deps: Pick<RecoveryDeps, 'client' | 'keyspace
     do {
       const [next, names] = await node.scan(cursor, 'MATCH', keyspace.keyNamesPattern, 'COUNT', SCAN_COUNT);
       cursor = next;
-      const byIndex = new Map<string, (string | number)[]>();
+      const fresh = new Set<Key>();
       for (const name of names) {
         const key = keyspace.keyOfName(name);
         if (key === undefined || found.has(key)) continue;
         found.add(key);
-        const { index } = shards.forKey(key);
-        let members = byIndex.get(index);
-        if (!members) byIndex.set(index, (members = []));
-        members.push(0, key);
+        fresh.add(key);
       }
-      await Promise.all([...byIndex].map(([index, members]) => client.zadd(index, 'NX', ...members)));
+      await listKeys(deps, fresh);
     } while (cursor !== '0');
   }
   return found.size;

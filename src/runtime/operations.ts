@@ -5,7 +5,7 @@ import { validateKey } from '../core/input';
 import { boolean, onlyKnownOptions, optionNames, requiredInteger } from '../core/validate';
 import { fillOf } from '../core/fill';
 import { DeadLetterBox } from '../engine/dead-letters';
-import { listEveryKey, recoverStrandedKeys, type RecoveryDeps } from '../engine/recovery';
+import { KeyspaceWalk, listEveryKey, recoverStrandedKeys, type RecoveryDeps } from '../engine/recovery';
 import { readHistory } from '../ops/history';
 import { pause, paused, resume, type PauseDeps } from '../ops/pause';
 import { shardCounts } from '../ops/shard-counts';
@@ -34,6 +34,8 @@ import type {
 /** What an operator reads and does: stats, history, backlogs, pauses, dead letters, shard counts, recovery. */
 export class Operations {
   readonly deadLetters: DeadLetterBox;
+  /** The workers' sweeps' walk over Redis, resumed by each (see recovery.ts). */
+  private readonly walk = new KeyspaceWalk();
 
   constructor(
     private readonly runtime: BatcherRuntime,
@@ -95,6 +97,16 @@ export class Operations {
     const { full } = recoverOptions(options);
     const deps = this.recoveryDeps(graceMs);
     if (full) await listEveryKey(deps);
+    return recoverStrandedKeys(deps);
+  }
+
+  /**
+   * A worker's timed sweep: a stretch of the walk over Redis (recovery.ts `KeyspaceWalk`: keys
+   * listed nowhere, pointers left behind), then the index entries older than `graceMs`.
+   */
+  async sweep(graceMs: number): Promise<number> {
+    const deps = this.recoveryDeps(graceMs);
+    await this.walk.step(deps);
     return recoverStrandedKeys(deps);
   }
 

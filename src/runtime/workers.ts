@@ -55,10 +55,13 @@ export class Workers {
       intervalMs: opts.recoveryIntervalMs,
       shutdownTimeoutMs: opts.shutdownTimeoutMs,
       assertOpen: () => runtime.assertOpen(),
-      // The sweep adds jobs on this process's count's queues: agreed first, so that they are paused under pauseAll.
+      // The sweep adds jobs on this process's count's queues: agreed first, so that they are paused
+      // under pauseAll. It runs every half interval and leaves entries younger than a quarter (their
+      // pusher may be adding the job), so a key listed at any moment is looked at within three
+      // quarters of an interval, and its job added within one recoveryIntervalMs (attach.ts).
       recover: async () => {
         await runtime.agreement.check('worker');
-        return operations.recover(opts.recoveryIntervalMs);
+        return operations.sweep(opts.recoveryIntervalMs / 4);
       },
       age:
         opts.scheduling === 'fair'

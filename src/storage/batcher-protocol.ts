@@ -86,6 +86,25 @@ export async function forgetKey(client: RedisClient, index: string, key: Key, se
   await runScript(client, 'forget-key', [index], [key, seenScore]);
 }
 
+/**
+ * Deletes those of `pointers` (job pointers under the queue prefix `queuePrefix`, with their keys)
+ * that name no live job of their key's (forget-pointers.lua); returns the keys whose pointer went.
+ */
+export async function forgetDeadPointers(
+  client: RedisClient,
+  queuePrefix: string,
+  pointers: readonly { name: string; key: Key }[],
+): Promise<Key[]> {
+  if (pointers.length === 0) return [];
+  const reply = await runScript(
+    client,
+    'forget-pointers',
+    pointers.map((pointer) => pointer.name),
+    [queuePrefix, ...pointers.map((pointer) => pointer.key)],
+  );
+  return (reply as string[]).map(String);
+}
+
 /** BullMQ's keys the scheduler reads, by full Redis name. */
 export interface QueueLists {
   wait: string;

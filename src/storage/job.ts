@@ -2,7 +2,7 @@ import { buildAdd, bullmqScript, type JobsOptions, type Queue } from '../bullmq'
 import { addKeysDerivable, bullmqCall, type BullmqCall, type PushAdd } from './protocol';
 import { runScript, type RedisClient } from './scripts';
 import { argv } from './scripts/args';
-import { BULLMQ_PUSH_READS, encodeKey, JOB_NAME } from './keys';
+import { BULLMQ_JOB_LISTS, JOB_NAME } from './keys';
 import { isHighKey } from '../core/priority';
 import type { Key, KeyJobData, Logger, Priority } from '../core/types';
 
@@ -92,18 +92,15 @@ export async function liveJobKeys(queue: KeyQueue, limit: number): Promise<Key[]
 
 /**
  * BullMQ's queue prefix (`prefix:name:`), when BullMQ names the keys a push reads under it as
- * push.lua derives them (its active list and delayed set, a job's hash the prefix and the job
- * id); undefined when the installed BullMQ names them
+ * push.lua derives them (its job lists, keys.ts BULLMQ_JOB_LISTS; a job's hash the prefix and the
+ * job id); undefined when the installed BullMQ names them
  * otherwise, and then pushes take the general path (the job added after the push).
  */
 export function queuePrefixOf(queue: KeyQueue): string | undefined {
   if (!prefixes.has(queue)) {
     const keys = queue.keys;
     const prefix = queue.toKey('');
-    prefixes.set(
-      queue,
-      keys.active === prefix + BULLMQ_PUSH_READS.active && keys.delayed === prefix + BULLMQ_PUSH_READS.delayed ? prefix : undefined,
-    );
+    prefixes.set(queue, Object.entries(BULLMQ_JOB_LISTS).every(([field, name]) => keys[field] === prefix + name) ? prefix : undefined);
   }
   return prefixes.get(queue);
 }
@@ -176,7 +173,7 @@ function capturedAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level): 
 export async function ensureJob(client: RedisClient, queue: KeyQueue, key: Key, delayMs: number, level: Level): Promise<string> {
   const add = capturedAdd(queue, key, delayMs, level);
   if (!add) throw new Error(`the installed BullMQ builds no add of a job that batch-by-key knows`);
-  const args = argv('add-job', { add: add.kind, queuePrefix: queue.toKey(''), encodedKey: encodeKey(key), delayMs }, add.call.args);
+  const args = argv('add-job', { add: add.kind, queuePrefix: queue.toKey(''), key, delayMs }, add.call.args);
   const reply = await runScript(client, 'add-job', add.call.keys, args);
   await add.done(reply);
   return String(reply);

@@ -135,12 +135,26 @@ export const BULLMQ_FINISH_KEYS = [
 ] as const;
 
 /**
- * The BullMQ names a push reads to tell what state the key's job is in, as its queue prefix
- * followed by these (a job's own hash is the prefix and its id): its active list and delayed set.
- * A push derives them in Lua (see push.lua) when the installed BullMQ names them so (job.ts
- * `queuePrefixOf`).
+ * The BullMQ lists a key's job is in until it ends, as its queue prefix followed by these (a job's
+ * own hash is the prefix and its id): what a push or an add reads to tell what state the key's job
+ * is in (scripts/includes/key-job.lua). Derived in Lua only when the installed BullMQ names them
+ * so (job.ts `queuePrefixOf`).
  */
-export const BULLMQ_PUSH_READS = { active: 'active', delayed: 'delayed' } as const;
+export const BULLMQ_JOB_LISTS = {
+  active: 'active',
+  delayed: 'delayed',
+  wait: 'wait',
+  prioritized: 'prioritized',
+  paused: 'paused',
+} as const;
+
+/**
+ * The field of a job's hash where BullMQ's stalled check leaves the failure it defers to the
+ * job's next fetch (moveStalledJobsToWait's `defa`): the worker that fetches such a job fails it
+ * without running it, so a fetch that claims for key jobs must not claim for it
+ * (scripts/includes/fused-claim.lua).
+ */
+export const BULLMQ_DEFERRED_FAILURE = 'defa';
 
 /**
  * BullMQ's changeDelay keys, as its queue prefix followed by each of these: what an add of ours

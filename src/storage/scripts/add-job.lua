@@ -2,7 +2,9 @@
   Adds a key's BullMQ job unless it has one (includes/key-job.lua): its waiting job is left as it
   is, its delayed one is moved to this add's delay (as BullMQ's deduplication `reschedule` moved
   it), and where its job is active, or it has none, a job is added and the key's job pointer
-  names it. The add is BullMQ's own (addStandardJob, addDelayedJob or addPrioritizedJob,
+  names it. A job counts as waiting only where BullMQ fetches it (pointedJob's `verify`): a job
+  whose hash outlived its place in BullMQ's lists is no job, so the recovery sweep's add, which
+  comes here, serves a key such a job stranded. The add is BullMQ's own (addStandardJob, addDelayedJob or addPrioritizedJob,
   inlined), with the keys and arguments BullMQ built for it (storage/job.ts ensureJob). A job not
   ours is never taken for the key's job, nor moved. Touches BullMQ's keys and the pointer only
   (the queue's slot, on a Cluster too).
@@ -12,7 +14,7 @@
     add          which add: 'standard' | 'delayed' | 'prioritized'
     queuePrefix  BullMQ's queue prefix (`prefix:name:`): a job's hash is it followed by the job's
                  id, and the key's job pointer it followed by JOB_POINTER and the encoded key
-    encodedKey   the key, encoded
+    key          the key (a job of the key's holds it in its data)
     delayMs      the add's delay: a delayed job of the key's is moved to it
   ARGV[rest..] BullMQ's arguments: its packed arguments, the job's data, its packed options
 
@@ -29,9 +31,10 @@ local ADDS = { standard = bullmqAddStandardJob, delayed = bullmqAddDelayedJob, p
 local A = addJobArgs()
 local add = ADDS[A.add]
 if not add then error('batch-by-key: no BullMQ add ' .. tostring(A.add)) end
-local pointer = A.queuePrefix .. JOB_POINTER .. A.encodedKey
+local pointer = A.queuePrefix .. JOB_POINTER .. encodeKey(A.key)
+local current = redis.call('GET', pointer)
 holdBullmqEvents()
-local jobId = ensureKeyJob(A.queuePrefix, pointer, redis.call('GET', pointer), A.delayMs, function()
+local jobId = ensureKeyJob(A.queuePrefix, pointer, current, pointedJob(A.queuePrefix, current, A.key, true), A.delayMs, function()
   return add(KEYS, {unpack(ARGV, A.rest)})
 end)
 releaseBullmqEvents(keepNone)

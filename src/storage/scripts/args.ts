@@ -131,7 +131,7 @@ export const SCRIPT_ARGS = {
     true,
   ),
   'fetch-and-claim': schema('fetchAndClaimArgs', FIRST_CLAIM, true),
-  'add-job': schema('addJobArgs', { add: 'str', queuePrefix: 'str', encodedKey: 'str', delayMs: 'int' } as const, true),
+  'add-job': schema('addJobArgs', { add: 'str', queuePrefix: 'str', key: 'str', delayMs: 'int' } as const, true),
   'fail-slice': schema('failSliceArgs', { lock: 'str', plan: 'str', maxTicketErrors: 'int', settleId: 'str', lane: 'int' } as const),
   agree: schema('agreeArgs', {
     storeField: 'str',

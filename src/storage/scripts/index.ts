@@ -8,7 +8,8 @@ import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RET
 import {
   BULLMQ_FINISH_KEYS,
   BULLMQ_CHANGE_DELAY_KEYS,
-  BULLMQ_PUSH_READS,
+  BULLMQ_JOB_LISTS,
+  BULLMQ_DEFERRED_FAILURE,
   JOB_POINTER,
   JOB_NAME,
   KEY_SUFFIXES,
@@ -37,6 +38,7 @@ const NAMES = [
   'fail-slice',
   'due-in',
   'forget-key',
+  'forget-pointers',
   'dead-add',
   'dead-undo',
   'dead-trim',
@@ -216,14 +218,14 @@ export function keyspaceInclude(): string {
     `local BULLMQ_PUSH_ADD_KEYS = { ${Object.entries(PUSH_ADD_KEYS)
       .map(([kind, names]) => `${kind} = { ${names.map(lua).join(', ')} }`)
       .join(', ')} }`,
-    `local BULLMQ_PUSH_READS = { ${Object.entries(BULLMQ_PUSH_READS)
+    `local BULLMQ_JOB_LISTS = { ${Object.entries(BULLMQ_JOB_LISTS)
       .map(([field, name]) => `${field} = ${lua(name)}`)
       .join(', ')} }`,
     'local function keyBase(root, encoded) return root .. ":{" .. encoded .. "}" end',
     '-- The encoded key of a base (an encoded key holds no braces, and a root none either).',
     "local function encodedKeyOf(base) return string.match(base, '{([^{}]*)}$') end",
     `local BULLMQ_CHANGE_DELAY_KEYS = { ${BULLMQ_CHANGE_DELAY_KEYS.map(lua).join(', ')} }`,
-    `local JOB_POINTER = ${lua(JOB_POINTER)}`,
+    `local JOB_POINTER, BULLMQ_DEFERRED_FAILURE = ${lua(JOB_POINTER)}, ${lua(BULLMQ_DEFERRED_FAILURE)}`,
     '-- A key as keys.ts encodeKey encodes it (encodeURIComponent): every byte of its UTF-8 but the',
     "-- unreserved ASCII ones as %XX, in capitals (Redis's Lua runs in the C locale: %w is ASCII).",
     'local function encodeKey(key)',

@@ -27,7 +27,7 @@
                  index, BullMQ's keys and the key's data live in other slots and the caller writes
                  the index and adds the job itself): the key's job pointer is read and written
                  under it (keys.ts JOB_POINTER), and its job read and added under the names
-                 BullMQ gives them there (BULLMQ_PUSH_READS: its active list and delayed set; job
+                 BullMQ gives them there (BULLMQ_JOB_LISTS: its active list and delayed set; job
                  hashes; BULLMQ_PUSH_ADD_KEYS, BULLMQ_CHANGE_DELAY_KEYS)
     addJob       '' or which of BullMQ's adds (inlined) adds the key's job in this same call when it
                  needs one: 'standard' (addStandardJob) when it may start now, 'delayed'
@@ -183,7 +183,7 @@ end
 local pointer = queue .. JOB_POINTER .. encodedKeyOf(KEYS[1])
 local got = redis.call('MGET', K.lock, K.extras, pointer)
 if holding(got[2]) or got[1] then return listed({1, waitMs}) end
-local state, delayed = pointedJob(queue, got[3])
+local state, delayed = pointedJob(queue, got[3], arg_key, false)
 
 -- A waiting (or prioritized) job of ours will claim soon. An active one may be between its last
 -- claim and its completion, and a delayed one may be backing off or waiting for a zset time:
@@ -200,7 +200,7 @@ end
 local waits = arg_addJob == 'delayed'
 if arg_addJob == '' or waitMs ~= (waits and arg_fillMaxWaitMs or 0) then return listed({0, waitMs}) end
 holdBullmqEvents()
-local added = ensureKeyJob(queue, pointer, got[3], waitMs, function()
+local added = ensureKeyJob(queue, pointer, got[3], state, waitMs, function()
   local add = waits and bullmqAddDelayedJob or bullmqAddStandardJob
   return add(queueKeys(queue, BULLMQ_PUSH_ADD_KEYS[arg_addJob]), {arg_addArgs, arg_addData, arg_addOpts})
 end)

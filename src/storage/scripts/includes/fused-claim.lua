@@ -29,16 +29,25 @@ local function claimFetchedKey(root, data, A)
 end
 
 -- The job a fetch fetched (`reply` as claimFetched takes it): its id, nil when none, and its
--- data when it is a key job of ours (nil otherwise).
+-- data when it is a key job of ours that will run (nil otherwise). A job BullMQ's stalled check
+-- gave up on carries a deferred failure: the worker fails it without calling the processor, so a
+-- claim made for it would keep the key's lock for lockTtlMs with no run to release it (its
+-- `failed` event lists the key for the recovery sweep instead; see engine/attach.ts).
 local function fetchedJob(reply)
   local fields = type(reply) == 'table' and reply[1]
   if type(fields) ~= 'table' then return nil end
-  local name, data
+  local name, data, failing
   for i = 1, #fields, 2 do
     local field = fields[i]
-    if field == 'name' then name = fields[i + 1] elseif field == 'data' then data = fields[i + 1] end
+    if field == 'name' then
+      name = fields[i + 1]
+    elseif field == 'data' then
+      data = fields[i + 1]
+    elseif field == BULLMQ_DEFERRED_FAILURE then
+      failing = true
+    end
   end
-  return reply[2], name == JOB_NAME and data or nil
+  return reply[2], name == JOB_NAME and not failing and data or nil
 end
 
 

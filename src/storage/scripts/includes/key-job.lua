@@ -2,27 +2,47 @@
 -- JOB_POINTER and the encoded key, holding the job's id), written by the calls that add it and by
 -- the claim that completes it. A pointer is only a hint: the job it names is the key's job only
 -- while it exists, is ours (its name is JOB_NAME: a job of the caller's own on a queue shared with
--- `processor(fallback)` is never the key's job, nor touched) and has not ended (no `finishedOn`:
--- a failed job keeps its hash). A completion BullMQ makes with its own call (a Cluster, a worker
--- of `processor()`, fastPath 'off') or a job removed by hand leaves the pointer behind, and the
--- next add overwrites it.
+-- `processor(fallback)` is never the key's job, nor touched), is this key's (its data says so) and
+-- has not ended (no `finishedOn`: a failed job keeps its hash). A completion BullMQ makes with its
+-- own call (a Cluster, a worker of `processor()`, fastPath 'off') or a job removed by hand leaves
+-- the pointer behind: the next add overwrites it, and the recovery sweep's walk deletes it
+-- (forget-pointers.lua).
 --- @include "keyspace"
 --- @include "clock"
 --- @include "queue-keys"
 --- @include "bullmq-change-delay"
 
+-- Whether a key job's data (KeyJobData, JSON) names `key`: after `queue.obliterate()` BullMQ's
+-- job ids start again, and a pointer left behind names another key's new job. A job's data is
+-- anything a user wrote under JOB_NAME, so a decode that fails is no key's.
+local function jobOfKey(data, key)
+  local ok, decoded = pcall(cjson.decode, data or '')
+  return ok and type(decoded) == 'table' and decoded.key == key
+end
+
 -- The state of the job `jobId` names (a pointer's value) on the queue whose prefix is `queue`:
--- false when it is no job of the key's (no id, or its job is gone, ended or not ours), else
--- 'active', 'delayed' (and its delayed set's score) or 'waiting' (the wait list, the prioritized
--- set, a paused queue). One HMGET, then one LPOS and one ZSCORE at most.
-local function pointedJob(queue, jobId)
+-- false when it is no job of `key`'s (no id, or its job is gone, ended, not ours or another
+-- key's), else 'active', 'delayed' (and its delayed set's score) or 'waiting'. A job that is
+-- neither active nor delayed is 'waiting' only where BullMQ fetches it (its wait list, its
+-- prioritized set, a paused queue's list) with `verify`: a job whose hash outlived its place (an
+-- eviction, an operator's DEL) would otherwise cover the key for ever. That check scans the wait
+-- list, so a push (which lists its key for the recovery sweep whenever a job covers it, see
+-- push.lua) trusts the hash, and an add (add-job.lua: the sweep's, a hand-on, a resume)
+-- verifies. One HMGET, then one LPOS and one ZSCORE; with `verify` one ZSCORE and two LPOS more.
+local function pointedJob(queue, jobId, key, verify)
   if not jobId then return false end
-  local job = redis.call('HMGET', queue .. jobId, 'name', 'finishedOn')
-  if job[1] ~= JOB_NAME or job[2] then return false end
-  if redis.call('LPOS', queue .. BULLMQ_PUSH_READS.active, jobId) then return 'active' end
-  local score = redis.call('ZSCORE', queue .. BULLMQ_PUSH_READS.delayed, jobId)
+  local job = redis.call('HMGET', queue .. jobId, 'name', 'finishedOn', 'data')
+  if job[1] ~= JOB_NAME or job[2] or not jobOfKey(job[3], key) then return false end
+  if redis.call('LPOS', queue .. BULLMQ_JOB_LISTS.active, jobId) then return 'active' end
+  local score = redis.call('ZSCORE', queue .. BULLMQ_JOB_LISTS.delayed, jobId)
   if score then return 'delayed', score end
-  return 'waiting'
+  if not verify
+    or redis.call('ZSCORE', queue .. BULLMQ_JOB_LISTS.prioritized, jobId)
+    or redis.call('LPOS', queue .. BULLMQ_JOB_LISTS.wait, jobId)
+    or redis.call('LPOS', queue .. BULLMQ_JOB_LISTS.paused, jobId) then
+    return 'waiting'
+  end
+  return false
 end
 
 -- Moves the key's delayed job `jobId` to start in `delayMs` (from the Redis server's now): a push's
@@ -34,14 +54,13 @@ local function rescheduleJob(queue, jobId, delayMs)
   return jobId
 end
 
--- Adds the key's job where the pointer `pointer` names none, or brings its delayed one forward
--- to `delayMs`, or leaves its waiting one. An active job (between its fetch and its first claim,
--- or between its last claim and its completion: the caller saw the key's lock free) may be past
--- the claim that would see new ids, so a new job is added and the pointer names it: the active
--- one ends as it would have. `add()` makes BullMQ's add and returns its reply (the new job's id).
--- Returns the key's job id.
-local function ensureKeyJob(queue, pointer, jobId, delayMs, add)
-  local state = pointedJob(queue, jobId)
+-- Adds the key's job where the pointer `pointer` names none (`state`, pointedJob's answer for the
+-- job `jobId` it names, is false), or brings its delayed one forward to `delayMs`, or leaves its
+-- waiting one. An active job (between its fetch and its first claim, or between its last claim and
+-- its completion: the caller saw the key's lock free) may be past the claim that would see new
+-- ids, so a new job is added and the pointer names it: the active one ends as it would have.
+-- `add()` makes BullMQ's add and returns its reply (the new job's id). Returns the key's job id.
+local function ensureKeyJob(queue, pointer, jobId, state, delayMs, add)
   if state == 'waiting' then return jobId end
   if state == 'delayed' then return rescheduleJob(queue, jobId, delayMs) end
   local added = add()
