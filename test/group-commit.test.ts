@@ -23,8 +23,10 @@ async function scriptCalls(run: () => Promise<unknown>): Promise<number> {
   return (counts.fcall ?? 0) + (counts.evalsha ?? 0) + (counts.eval ?? 0) - (counts.hsetnx ?? 0);
 }
 
-const isolated = (options: { pushesPerCall?: number; pushLingerMs?: number; maxPendingPerKey?: number } = {}, rec = new Recorder()) =>
-  track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: rec.handler, ...options }));
+const isolated = (
+  options: { pushesPerCall?: number; pushLingerMs?: number; pushTimeoutMs?: number; maxPendingPerKey?: number } = {},
+  rec = new Recorder(),
+) => track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: rec.handler, ...options }));
 
 /** 200 single-id pushes at once, each to its own key, every other one tracked. */
 async function pushMany(b: Batcher): Promise<{ tickets: string[] }> {
@@ -82,7 +84,7 @@ describe('group commit', () => {
   });
 
   standaloneOnly('a push lingering for others when the batcher closes goes out before its connection closes', async () => {
-    const b = isolated({ pushLingerMs: 60_000, pushesPerCall: 2 });
+    const b = isolated({ pushLingerMs: 60_000, pushTimeoutMs: 120_000, pushesPerCall: 2 });
     // A full call goes at once: the connection and the store check are ready after it.
     await Promise.all(['a', 'b'].map((key) => b.performBatchLater([key], { key })));
     const pushing = b.performBatchLater(['late'], { key: 'k' });
