@@ -37,4 +37,60 @@ describe('push outcomes', () => {
       batchByKey({ name: uniqueName(), connection: 'redis://127.0.0.1:1', pushTimeoutMs: 1_000, pushLingerMs: 999 }),
     ).not.toThrow();
   });
+
+  standaloneOnly(
+    'a push whose reply is in the socket when its deadline fires resolves, and its ids are stored once (item 11)',
+    async () => {
+      const server = await startRedis();
+      const admin = new Redis(server.port);
+      try {
+        const client = track(new Redis(server.port));
+        const b = track(batchByKey({ name: uniqueName(), connection: client, pushTimeoutMs: 500 }));
+        // The store check and the script's load, before the push the test holds.
+        await b.performBatchLater(['a'], { key: 'k' });
+        let hold = false;
+        const send = client.sendCommand.bind(client);
+        client.sendCommand = (...args: Parameters<typeof send>) => {
+          const sent = send(...args);
+          // The push's script call is written: Redis answers while the event loop is held past the deadline.
+          if (hold && /^(fcall|evalsha|eval)$/i.test(args[0].name)) {
+            hold = false;
+            busy(1_000);
+          }
+          return sent;
+        };
+        hold = true;
+        const result = await b.performBatchLater(['b'], { key: 'k' }).catch((e: unknown) => e);
+        expect(hold).toBe(false);
+        expect(result).toMatchObject({ key: 'k', pushed: 1 });
+        expect(await admin.lrange(keyspaceOf(b).forKey('k').pending, 0, -1)).toEqual(['a', 'b']);
+      } finally {
+        admin.disconnect();
+        await server.stop();
+      }
+    },
+  );
+
+  standaloneOnly('a push sent and not answered within pushTimeoutMs says its outcome is unknown (item 11)', async () => {
+    const server = await startRedis();
+    const admin = new Redis(server.port);
+    try {
+      const b = track(batchByKey({ name: uniqueName(), connection: server.url, pushTimeoutMs: 300 }));
+      await b.performBatchLater(['a'], { key: 'k' });
+      await admin.call('CLIENT', 'PAUSE', '1000', 'WRITE');
+      const error = await b.performBatchLater(['b'], { key: 'k' }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PushOutcomeUnknownError);
+      expect(error).toMatchObject({ code: 'ERR_PUSH_TIMEOUT', message: expect.stringMatching(/cannot tell whether Redis stored its ids/) });
+    } finally {
+      admin.disconnect();
+      await server.stop();
+    }
+  });
+
+  it('a push to a closed port times out with the connection error as its cause (item 30)', async () => {
+    const nowhere = track(batchByKey({ name: uniqueName(), connection: 'redis://127.0.0.1:1', pushTimeoutMs: 300 }));
+    const error = await nowhere.performBatchLater(['c'], { key: 'k' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PushTimeoutError);
+    expect((error as Error).cause).toMatchObject({ message: expect.stringMatching(/ECONNREFUSED/) });
+  });
 });
