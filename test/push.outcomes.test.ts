@@ -93,4 +93,54 @@ describe('push outcomes', () => {
     expect(error).toBeInstanceOf(PushTimeoutError);
     expect((error as Error).cause).toMatchObject({ message: expect.stringMatching(/ECONNREFUSED/) });
   });
+
+  it('a bulk push keeps its place behind smaller pushes to its key fired before it (item 14)', async () => {
+    const redis = redisClient();
+    const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(['warm'], { key: 'warm' });
+    const bulk = range(600, 'bulk-');
+    await Promise.all([
+      b.performBatchLater(['first'], { key: 'k' }),
+      b.performBatchLater(['second'], { key: 'k' }),
+      b.performBatchLater(bulk, { key: 'k' }),
+    ]);
+    expect(await redis.lrange(keyspaceOf(b).forKey('k').pending, 0, -1)).toEqual(['first', 'second', ...bulk]);
+  });
+
+  it('a push to an open ticket keeps its place behind a push to its key fired before it (item 14)', async () => {
+    const redis = redisClient();
+    const b = testBatcher({ eachIteration: () => {} });
+    const ticket = await b.openTicket('k');
+    await Promise.all([b.performBatchLater(['first'], { key: 'k' }), b.performBatchLater(['second'], { ticket })]);
+    expect(await redis.lrange(keyspaceOf(b).forKey('k').pending, 0, -1)).toEqual(['first', 'second']);
+  });
+
+  standaloneOnly('a push that close() overtakes before it was sent rejects with ClosedError, and stored nothing (item 15)', async () => {
+    const redis = redisClient();
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let resolving = false;
+    const b: Batcher = track(
+      batchByKey({
+        name: uniqueName(),
+        connection: { port: (redis as Redis).options.port! },
+        pushTimeoutMs: 200,
+        eachIteration: () => {},
+        // The push waits here, before anything is sent, until the batcher is closed.
+        key: async () => {
+          if (resolving) await gate;
+          return 'k';
+        },
+      }),
+    );
+    await b.performBatchLater(['warm']);
+    resolving = true;
+    const pushing = b.performBatchLater(['x']).catch((e: unknown) => e);
+    await b.close();
+    release();
+    const error = await pushing;
+    expect(error).toBeInstanceOf(ClosedError);
+    expect(error).not.toBeInstanceOf(PushOutcomeUnknownError);
+    expect(await redis.llen(keyspaceOf(b).forKey('k').pending)).toBe(1);
+  });
 });
