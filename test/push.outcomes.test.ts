@@ -143,4 +143,55 @@ describe('push outcomes', () => {
     expect(error).not.toBeInstanceOf(PushOutcomeUnknownError);
     expect(await redis.llen(keyspaceOf(b).forKey('k').pending)).toBe(1);
   });
+
+  it('a tracked push to a key whose tracked hash has the wrong type writes nothing and rejects with WrongTypeError (item 13)', async () => {
+    const redis = redisClient();
+    const b = testBatcher({ eachIteration: () => {} });
+    const names = keyspaceOf(b).forKey('k');
+    await redis.set(names.tracked, 'a string, so HSET fails');
+    const error = await b.performBatchLater(['1', '2'], { key: 'k', track: true }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WrongTypeError);
+    expect(error).toMatchObject({ code: 'ERR_WRONG_TYPE', message: expect.stringContaining(names.tracked) });
+    expect(await redis.exists(names.pending, names.pushMarks)).toBe(0);
+    expect(await queueOf(b).getJobCounts('wait', 'delayed', 'prioritized')).toEqual({ wait: 0, delayed: 0, prioritized: 0 });
+  });
+
+  it('a push to a list key whose push marks have the wrong type writes nothing and rejects with WrongTypeError (item 13)', async () => {
+    const redis = redisClient();
+    const b = testBatcher({ eachIteration: () => {} });
+    const names = keyspaceOf(b).forKey('k');
+    await redis.hset(names.pushMarks, 'f', 'v');
+    await expect(b.performBatchLater(['1'], { key: 'k' })).rejects.toThrow(WrongTypeError);
+    expect(await redis.exists(names.pending)).toBe(0);
+  });
+
+  standaloneOnly(
+    'a bulk push refused for a key of the wrong type rejects with WrongTypeError and leaves no index entry (item 16)',
+    async () => {
+      const redis = redisClient();
+      const b = testBatcher({ eachIteration: () => {} });
+      const names = keyspaceOf(b).forKey('k');
+      await b.performBatchLater(['warm'], { key: 'warm' });
+      await redis.set(names.pending, 'a string, so RPUSH fails');
+      await expect(b.performBatchLater(range(600), { key: 'k' })).rejects.toThrow(WrongTypeError);
+      expect(await redis.zscore(keyspaceOf(b).index, 'k')).toBeNull();
+    },
+  );
+
+  standaloneOnly("a bulk push refused for memory rejects with Redis's OOM error, not EXECABORT (item 16)", async () => {
+    const server = await startRedis();
+    const admin = new Redis(server.port);
+    try {
+      const b = track(batchByKey({ name: uniqueName(), connection: server.url }));
+      await b.performBatchLater(['warm'], { key: 'warm' });
+      await admin.config('SET', 'maxmemory', '1');
+      const error = await b.performBatchLater(range(600), { key: 'k' }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ name: 'ReplyError', message: expect.stringMatching(/^OOM/) });
+      await admin.config('SET', 'maxmemory', '0');
+      expect(await admin.exists(keyspaceOf(b).forKey('k').pending)).toBe(0);
+    } finally {
+      admin.disconnect();
+      await server.stop();
+    }
+  });
 });

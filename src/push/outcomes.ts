@@ -1,4 +1,4 @@
-import { ClosedError, PushOutcomeUnknownError, TicketSealedError, UnknownTicketError } from '../core/errors';
+import { ClosedError, PushOutcomeUnknownError, TicketSealedError, UnknownTicketError, WrongTypeError } from '../core/errors';
 import { backlogFullError } from './backlog';
 import type { Committed } from './committer';
 import type { PushRefusal, PushResult } from '../storage/protocol';
@@ -47,6 +47,15 @@ function unknownOutcome(key: Key, cause: unknown): PushOutcomeUnknownError {
 
 function refusalError(key: Key, refused: PushRefusal): Error {
   if (refused.reason === 'backlog_full') return backlogFullError(key, refused);
+  if (refused.reason === 'wrong_type') {
+    return new WrongTypeError(
+      `performBatchLater for key ${JSON.stringify(key)} was refused (WRONGTYPE): Redis key ${refused.name} is a ${refused.found}, ` +
+        `not the ${refused.wanted} this batcher keeps there (another client wrote it?); nothing was written`,
+      refused.name,
+      refused.found,
+      refused.wanted,
+    );
+  }
   if (refused.reason === 'unknown_ticket') {
     return new UnknownTicketError(
       `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,
