@@ -46,6 +46,7 @@ export default defineConfig({
         'one-job-per-key',
         'per-id-outcome',
         'push',
+        'push.outcomes',
         'processor',
         'progress',
         'recovery',

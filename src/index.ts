@@ -59,6 +59,7 @@ export {
   ShardsInUseError,
   KeyBacklogFullError,
   NotInSliceError,
+  WrongTypeError,
   type ErrorCode,
 } from './core/errors';
 export type * from './core/types';

@@ -235,6 +235,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     );
   }
   const maxRuntimeMs = duration('options.maxRuntimeMs', o.maxRuntimeMs, DEFAULTS.maxRuntimeMs);
+  const { pushTimeoutMs, pushLingerMs } = pushDeadlines(o.pushTimeoutMs, o.pushLingerMs);
   const sliceSize = integer('options.sliceSize', o.sliceSize, DEFAULTS.sliceSize, 1, MAX_SLICE_SIZE);
   // Checked here with the rest, though batchByKey hands the handler to the batcher itself.
   optionalFunction('options.eachIteration', o.eachIteration, '(ids, ctx) => ...');
@@ -262,9 +263,9 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     prefix: validatePrefix(o.prefix, o.name, o.connection instanceof Cluster),
     shards: integer('options.shards', o.shards, DEFAULTS.shards, 1, MAX_SHARDS),
     recoveryIntervalMs: duration('options.recoveryIntervalMs', o.recoveryIntervalMs, DEFAULTS.recoveryIntervalMs, MIN_RECOVERY_INTERVAL_MS),
-    pushTimeoutMs: duration('options.pushTimeoutMs', o.pushTimeoutMs, DEFAULTS.pushTimeoutMs),
+    pushTimeoutMs,
     pushesPerCall: integer('options.pushesPerCall', o.pushesPerCall, DEFAULTS.pushesPerCall, 1, MAX_PUSHES_PER_CALL),
-    pushLingerMs: duration('options.pushLingerMs', o.pushLingerMs, DEFAULTS.pushLingerMs, 0),
+    pushLingerMs,
     rateLimit: validateRateLimitOption(o.rateLimit),
     globalLimits: validateGlobalLimits(o.globalRateLimit, o.globalConcurrency),
     maxPendingPerKey: validateMaxPendingOption(o.maxPendingPerKey),
@@ -274,4 +275,20 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     fastPath: o.fastPath === undefined ? fastPathDefault() : oneOf('options.fastPath', o.fastPath, FAST_PATHS, DEFAULTS.fastPath),
     logger: incidentLogger(o.logger ?? silentLogger),
   };
+}
+
+/**
+ * `pushTimeoutMs` and `pushLingerMs`, which one push spends both of: a lone push lingers first,
+ * so a linger at or above the deadline would time out every push made to an idle lane.
+ */
+function pushDeadlines(timeout: unknown, linger: unknown): { pushTimeoutMs: number; pushLingerMs: number } {
+  const pushTimeoutMs = duration('options.pushTimeoutMs', timeout, DEFAULTS.pushTimeoutMs);
+  const pushLingerMs = duration('options.pushLingerMs', linger, DEFAULTS.pushLingerMs, 0);
+  if (pushLingerMs >= pushTimeoutMs) {
+    throw new InvalidOptionError(
+      `options.pushLingerMs (${pushLingerMs}) must be below options.pushTimeoutMs (${pushTimeoutMs}): a push to an idle lane ` +
+        `lingers that long before it is sent, and would always time out`,
+    );
+  }
+  return { pushTimeoutMs, pushLingerMs };
 }

@@ -32,7 +32,8 @@ export type ErrorCode =
   | 'ERR_TICKET_SEALED'
   | 'ERR_SHARDS_IN_USE'
   | 'ERR_KEY_BACKLOG_FULL'
-  | 'ERR_NOT_IN_SLICE';
+  | 'ERR_NOT_IN_SLICE'
+  | 'ERR_WRONG_TYPE';
 
 export class BatchByKeyError extends Error {
   readonly code: ErrorCode;
@@ -258,6 +259,23 @@ export class MissingHandlerError extends BatchByKeyError {
 export class StoreMismatchError extends BatchByKeyError {
   constructor(message: string) {
     super('ERR_STORE_MISMATCH', message);
+  }
+}
+
+/**
+ * A push refused because a Redis key it would write holds another type than the one this library
+ * keeps there (something else wrote it: a name clash with another application, an operator's
+ * command). Nothing of the push was written, and a retry fails the same way until the key is
+ * fixed. `redisKey` names that key, `found` is its type, `wanted` the type the push needs.
+ */
+export class WrongTypeError extends BatchByKeyError {
+  constructor(
+    message: string,
+    readonly redisKey: string,
+    readonly found: string,
+    readonly wanted: string,
+  ) {
+    super('ERR_WRONG_TYPE', message);
   }
 }
 

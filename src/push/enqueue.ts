@@ -81,17 +81,23 @@ export async function performBatchLater(
   options: PerformOptions = {},
 ): Promise<PerformResult> {
   const startedAt = Date.now();
+  watchErrors(deps.client);
   const plan = await planPush(deps, items, options);
   const { key } = plan;
+  // Set once the push's script call is handed to the committer: from then on a deadline cannot
+  // tell what Redis did with it, and says so.
+  const progress = { sent: false };
   // From the call on: a push that waits for a shared call (see committer.ts) waits within it.
   const within = <T>(work: Promise<T>) =>
-    withDeadline(work, Math.max(0, deps.timeoutMs - (Date.now() - startedAt)), () => pushTimedOut(key, deps.timeoutMs));
+    withDeadline(work, Math.max(0, deps.timeoutMs - (Date.now() - startedAt)), () =>
+      pushTimedOut(key, deps.timeoutMs, progress.sent, deps.client),
+    );
   if (plan.emptyTicket) {
     // Nothing to wait for: a ticket that is settled at once (and so calls back, if asked).
     const ticket = await within(emptyTicket(deps, key, plan.emptyTicket.callback));
     return { key, pushed: 0, ticket };
   }
-  if (plan.store) await within(store(deps, key, plan.store.names, plan.store.push, plan.store.how));
+  if (plan.store) await within(store(deps, key, plan.store.names, plan.store.push, plan.store.how, progress));
   return plan.result;
 }
 
@@ -108,6 +114,7 @@ async function store(
   names: KeyNames,
   { ids, payloads }: NormalizedPush,
   { delayMs, ticket, maxPending, fill, high }: StoreHow,
+  progress: { sent: boolean },
 ): Promise<void> {
   const { client } = deps;
   const traceparent = activeTraceparent();
@@ -149,7 +156,9 @@ async function store(
   const add = cluster || kind === 'zset' ? undefined : carriedAdd(queue, key, level, startsNow ? undefined : fill, filling);
   // Up to here nothing of the ids was written. From the script call on, only Redis's own answer
   // to the one time the call was sent says what happened (see outcomes.ts).
-  const pushed = outcomeOf(key, await deps.committer.commit({ names, call: { ...call, ...(add && { add }) } }));
+  const committing = deps.committer.commit({ names, call: { ...call, ...(add && { add }) } });
+  progress.sent = true;
+  const pushed = outcomeOf(key, await committing);
   // The ids are stored; the key is in its recovery index, so a workers' sweep serves it if the job add fails.
   try {
     await add?.done(pushed.added ?? null);
@@ -185,13 +194,41 @@ function carriedAdd(queue: KeyQueue, key: Key, level: Level, waitsToFill: Fill |
 /**
  * ioredis keeps commands queued while it reconnects, and BullMQ's add waits for its connection
  * without end: without a deadline a controller's request would hang as long as Redis is away.
+ * The push's work goes on after the deadline (its call, if queued, goes out once Redis is back), so
+ * its outcome is unknown either way; `sent` says whether its script call had gone out already.
+ * While the connection is down, the error that took it down is the cause.
  */
-function pushTimedOut(key: Key, timeoutMs: number): PushTimeoutError {
+function pushTimedOut(key: Key, timeoutMs: number, sent: boolean, client: RedisClient): PushTimeoutError {
+  const what = sent
+    ? 'its script call was sent and got no answer'
+    : 'it got no answer from Redis before its script call could be sent (that call may still go out once Redis answers)';
+  const down = client.status === 'ready' ? undefined : lastErrors.get(client);
   return new PushTimeoutError(
-    `performBatchLater for key ${JSON.stringify(key)} got no answer from Redis within pushTimeoutMs (${timeoutMs} ms); its ids may ` +
-      `still land (at least once)`,
+    `performBatchLater for key ${JSON.stringify(key)} cannot tell whether Redis stored its ids: ${what} within pushTimeoutMs ` +
+      `(${timeoutMs} ms)${down ? ` (the connection is ${client.status}: ${down.message})` : ''}. They may still land, and then they run; ` +
+      `a retry is at least once`,
+    down ? { cause: down } : {},
   );
 }
+
+/** The last error each client emitted, for a timed-out push to give as its cause. */
+const lastErrors = new WeakMap<RedisClient, Error>();
+
+/**
+ * Records a client's connection errors, once per client. Only beside a listener there is already
+ * (ours logs them; see core/connection.ts): a listener of our own on a user's client that has none
+ * would silence ioredis' report of its unhandled errors.
+ */
+function watchErrors(client: RedisClient): void {
+  if (watched.has(client) || client.listenerCount('error') === 0) return;
+  watched.add(client);
+  const record = (err: unknown) => {
+    if (err instanceof Error) lastErrors.set(client, err);
+  };
+  client.on('error', record);
+  if (client instanceof Cluster) client.on('node error', record);
+}
+const watched = new WeakSet<RedisClient>();
 
 /** A zset key's job is correct to within this much; closer readings are clock noise. */
 const RESCHEDULE_TOLERANCE_MS = 20;

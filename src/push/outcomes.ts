@@ -1,4 +1,4 @@
-import { PushOutcomeUnknownError, TicketSealedError, UnknownTicketError } from '../core/errors';
+import { ClosedError, PushOutcomeUnknownError, TicketSealedError, UnknownTicketError, WrongTypeError } from '../core/errors';
 import { backlogFullError } from './backlog';
 import type { Committed } from './committer';
 import type { PushRefusal, PushResult } from '../storage/protocol';
@@ -6,11 +6,17 @@ import type { Key } from '../core/types';
 
 /**
  * What a push's promise says of what came of its script call (see committer.ts): its result; a
- * refusal or Redis's error reply, when that answer is definite (the push wrote nothing); else a
+ * refusal or Redis's error reply, when that answer is definite (the push wrote nothing); a
+ * ClosedError for a call never sent (its connection ended first: it wrote nothing); else a
  * PushOutcomeUnknownError carrying what ended it, as only then may a rejected push have stored
  * its ids.
  */
 export function outcomeOf(key: Key, committed: Committed): PushResult {
+  if ('notSent' in committed) {
+    throw new ClosedError(
+      `performBatchLater for key ${JSON.stringify(key)} was not sent: its connection was closed first (close()); nothing was written`,
+    );
+  }
   if ('unknown' in committed) throw unknownOutcome(key, committed.unknown);
   const { reply, definite } = committed;
   if (reply instanceof Error) throw definite ? reply : unknownOutcome(key, reply);
@@ -41,6 +47,15 @@ function unknownOutcome(key: Key, cause: unknown): PushOutcomeUnknownError {
 
 function refusalError(key: Key, refused: PushRefusal): Error {
   if (refused.reason === 'backlog_full') return backlogFullError(key, refused);
+  if (refused.reason === 'wrong_type') {
+    return new WrongTypeError(
+      `performBatchLater for key ${JSON.stringify(key)} was refused (WRONGTYPE): Redis key ${refused.name} is a ${refused.found}, ` +
+        `not the ${refused.wanted} this batcher keeps there (another client wrote it?); nothing was written`,
+      refused.name,
+      refused.found,
+      refused.wanted,
+    );
+  }
   if (refused.reason === 'unknown_ticket') {
     return new UnknownTicketError(
       `the open ticket of this push is unknown or expired (open tickets live ticketTtlMs after their last push); nothing was written`,

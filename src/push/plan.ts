@@ -43,7 +43,11 @@ export async function planPush(deps: PlanDeps, items: ReadonlyArray<PushItem>, o
   const callback = options.callback === undefined ? deps.callbacks : boolean('options.callback', options.callback, false);
   const open = options.ticket === undefined ? undefined : parseTicket(options.ticket);
   if (open && track) throw new InvalidOptionError('pass either track: true (a ticket of its own) or ticket (an open ticket), not both');
-  const key = open ? keyOfTicket(open.key, options.key) : await resolveKey(deps.resolver, options.key);
+  // Awaited only when the user's resolver returns a promise: every other push reaches its call in
+  // as many steps, so pushes to one key go out in the order they were made (an await here for
+  // some and not others let a push to an open ticket overtake one made before it).
+  const resolved = open ? keyOfTicket(open.key, options.key) : resolveKey(deps.resolver, options.key);
+  const key = typeof resolved === 'string' ? resolved : await resolved;
   const fill = fillOf(deps.fill, key, deps.sliceSize);
   if (track && ids.length === 0) return { key, result: { key, pushed: 0 }, emptyTicket: { callback } };
   const ticket = track ? newTicket(key) : undefined;
@@ -95,13 +99,22 @@ function validateDelay(store: Store, delayMs: unknown): number {
   return delayMs;
 }
 
-async function resolveKey(resolver: BatchByKeyOptions['key'], given: Key | undefined): Promise<Key> {
+function resolveKey(resolver: BatchByKeyOptions['key'], given: Key | undefined): Key | Promise<Key> {
   if (given !== undefined) return validateKey(given, 'options.key');
-  const resolved = resolver ? await resolver() : undefined;
+  const resolved = resolver?.();
+  if (isThenable(resolved)) return Promise.resolve(resolved).then((key) => keyOrContext(key));
+  return keyOrContext(resolved);
+}
+
+function keyOrContext(resolved: Key | undefined): Key {
   if (resolved !== undefined) return validateKey(resolved, 'the key resolver (options.key) result');
   const fromContext = currentKey();
   if (fromContext !== undefined) return fromContext;
   throw new MissingKeyError(
     'no key: pass { key } to performBatchLater, set a key resolver in the options, or call it inside withKey(key, fn)',
   );
+}
+
+function isThenable(value: unknown): value is PromiseLike<Key | undefined> {
+  return typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
 }

@@ -99,8 +99,20 @@ export interface PushAdd {
   call: BullmqCall;
 }
 
-/** Why a push wrote nothing: its open ticket is unknown (or expired), or sealed; or the key's backlog is full. */
-export type PushRefusal = { reason: 'unknown_ticket' } | { reason: 'sealed_ticket' } | BacklogFull;
+/**
+ * Why a push wrote nothing: its open ticket is unknown (or expired), or sealed; or the key's
+ * backlog is full; or a Redis key it would write (`name`) holds another type (`found`) than the
+ * one it needs there (`wanted`).
+ */
+export type PushRefusal = { reason: 'unknown_ticket' } | { reason: 'sealed_ticket' } | BacklogFull | WrongType;
+
+/** A push refused for a key of the wrong type (see PushRefusal). */
+export interface WrongType {
+  reason: 'wrong_type';
+  name: string;
+  found: string;
+  wanted: string;
+}
 
 /** A push would take its key past its maxPendingPerKey (`limit`): what the key had pending, and what the push would add. */
 export interface BacklogFull {
@@ -164,15 +176,22 @@ export function isBulk(p: PushCall): boolean {
  * pipeline sends them: a script that takes them as arguments costs Redis about twice the CPU,
  * each id made a Lua string and back), then push.lua for the rest, told how many it stored. A
  * transaction is all or nothing against other clients, and Redis refuses it whole when out of
- * memory; a key of the wrong type fails the RPUSH and push.lua alike, so nothing of the push is
- * written. Only a function Redis lost (a restart, FUNCTION FLUSH) leaves the ids stored and the
- * rest undone: that push rejects with an error that is no reply of Redis (its outcome is unknown
- * to its caller), and the index brings the key to the workers' recovery sweep. Undefined, having
- * sent nothing, when the client does not run the scripts as functions: the push goes as one call.
+ * memory (its reply, OOM, is what the push rejects with, not the EXECABORT that carries it). A
+ * pending key of the wrong type fails the RPUSH and push.lua refuses (see its header): nothing of
+ * the ids is written, and the index entry the MULTI wrote is taken back if the key was not listed
+ * before. Only a function Redis lost (a restart, FUNCTION FLUSH), or another key of the wrong type,
+ * leaves the ids stored and the rest undone: that push rejects with an error that is no reply of
+ * Redis (its outcome is unknown to its caller), and the index brings the key to the workers'
+ * recovery sweep. Undefined, having sent nothing, when the client does not run the scripts as
+ * functions: the push goes as one call.
  */
 async function bulkPush(client: RedisClient, names: KeyNames, p: PushCall): Promise<PushResult | undefined> {
+  const index = p.job!.index;
+  const listedAt = String(Date.now());
   const transaction = client.multi();
-  transaction.zadd(p.job!.index, Date.now(), p.key);
+  // Whether the key was listed before: a refused push takes back only an entry of its own.
+  transaction.zscore(index, p.key);
+  transaction.zadd(index, listedAt, p.key);
   for (let i = 0; i < p.ids.length; i += 1000) transaction.rpush(names.pending, ...p.ids.slice(i, i + 1000));
   const { keys, args } = pushArgs(names, p, p.ids.length);
   if (!queueScript(client, transaction, 'push', keys, args)) {
@@ -180,14 +199,44 @@ async function bulkPush(client: RedisClient, names: KeyNames, p: PushCall): Prom
     return undefined;
   }
   // Null only for a transaction a WATCH aborted: this one watches nothing.
-  const replies = (await transaction.exec())!;
-  // The RPUSHes are all of one key: one fails (a key of the wrong type), all do, and push.lua too.
-  const notStored = replies[1]?.[0];
-  if (notStored) throw notStored;
+  const replies = (await transaction.exec().catch(redisOwnError))!;
   const [err, reply] = replies.at(-1)!;
-  if (!err) return pushReply(p, reply);
-  const lost = lostFunction(client, err) ? 'Redis had lost its functions (they are loaded again)' : err.message;
-  throw new Error(`the push's ids were stored, the rest of it was not (${lost}); its key is in the recovery index`, { cause: err });
+  // The RPUSHes are all of one key: one fails (a key of the wrong type), all do, and push.lua refuses.
+  const notStored = replies[2]?.[0];
+  if (notStored) {
+    const result = err ? undefined : pushReply(p, reply);
+    // Taken back only while it is still the entry this push wrote (forget-key.lua).
+    if (replies[0]?.[1] === null) await runScript(client, 'forget-key', [index], [p.key, listedAt]).catch(() => undefined);
+    if (result?.refused) return result;
+    throw notStored;
+  }
+  const result = err ? undefined : pushReply(p, reply);
+  if (result && !result.refused) return result;
+  const why = err
+    ? lostFunction(client, err)
+      ? 'Redis had lost its functions (they are loaded again)'
+      : err.message
+    : refusedText(result!.refused!);
+  throw new Error(
+    `the push's ids were stored, the rest of it was not (${why}); its key is in the recovery index`,
+    err ? { cause: err } : {},
+  );
+}
+
+/** A refusal's reason, for the message of a bulk push whose ids were stored before push.lua refused the rest. */
+function refusedText(refused: PushRefusal): string {
+  return refused.reason === 'wrong_type' ? `${refused.name} is a ${refused.found}, not a ${refused.wanted}` : refused.reason;
+}
+
+/**
+ * A transaction Redis refused whole (EXECABORT) rejects with Redis's own reason, the error a
+ * queued command got (OOM, say), which ioredis keeps in `previousErrors`; a ReplyError still, so
+ * the push is known to have written nothing.
+ */
+function redisOwnError(err: unknown): never {
+  const previous = (err as { previousErrors?: unknown }).previousErrors;
+  if (Array.isArray(previous) && previous[0] instanceof Error) throw previous[0];
+  throw err;
 }
 
 /** One push of a shared call (see pushMany): its key's names and what it stores. */
@@ -251,6 +300,10 @@ function pushReply(p: PushCall, reply: unknown): PushResult {
   if (covered === REPLY.unknownTicket) return { refused: { reason: 'unknown_ticket' }, covered: false, waitMs: 0 };
   if (covered === REPLY.sealedTicket) return { refused: { reason: 'sealed_ticket' }, covered: false, waitMs: 0 };
   if (covered === REPLY.backlogFull) return { refused: backlogFull(p.maxPending ?? 0, waitMs, added), covered: false, waitMs: 0 };
+  if (covered === REPLY.wrongType) {
+    const [, name, found, wanted] = reply as [number, string, string, string];
+    return { refused: { reason: 'wrong_type', name, found, wanted }, covered: false, waitMs: 0 };
+  }
   return { covered: covered === 1, waitMs, ...(added !== undefined && added !== null && { added }) };
 }
 

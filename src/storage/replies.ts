@@ -16,6 +16,8 @@ export const REPLY = {
   sealedTicket: -3,
   /** push.lua, backlog-check.lua: the push would take the key past its maxPendingPerKey (nothing written). */
   backlogFull: -4,
+  /** push.lua: a key the push would write holds another type (nothing written; see its header). */
+  wrongType: -5,
 } as const;
 
 /** How many fields a claim's reply has before its claimed ids (see includes/claim-key.lua). */

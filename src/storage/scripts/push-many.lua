@@ -1,8 +1,9 @@
 --[[
   Stores several pushes in one call (group commit, see push/committer.ts): each as push.lua
-  stores it, in the order sent, each with its own outcome. A push that Redis refuses (an error of
-  one of its commands: a key of the wrong type, OOM) wrote nothing, as push.lua writes its ids
-  before anything else, and leaves the others as they went.
+  stores it, in the order sent, each with its own outcome. A push that push.lua refuses (a key of
+  the wrong type among them, checked before its first write) or that Redis refuses (an error of
+  one of its commands, OOM) wrote nothing, as push.lua writes its ids before anything else, and
+  leaves the others as they went.
 
   KEYS    each push's own KEYS of push.lua, `keysPerPush` each, pushes in order
   ARGV[1] n, the number of pushes

@@ -50,7 +50,9 @@
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
   or expired; {REPLY.sealedTicket, 0} one that is sealed; {REPLY.backlogFull, pending, adding}
   a push that would take the key's pending ids past maxPending (the key's pending count, and how
-  many ids the push would add).
+  many ids the push would add); {REPLY.wrongType, name, found, wanted} a key the push would write
+  (or read by its type) that holds another type (its name, its type, the type the push needs).
+  With `stored`, the ids were written before the call: a refusal then refuses the rest only.
   Returns {covered, waitMs, added}: covered 1 when a run or a waiting job of ours will claim these
   ids (no job add needed: the job the key's pointer names, when it is ours and has not ended, see
   includes/key-job.lua), 0 otherwise; waitMs ms until the key may claim: (zset) until its
@@ -92,6 +94,33 @@ local now = clockMs()
 -- The names of the level the ids go to: a push with priority writes the key's high store.
 local W = arg_high and highNames(K, kind) or K
 
+-- Redis does not roll a script back: a command that fails on a key of the wrong type after the
+-- ids are written would leave them stored with no job and no index entry. So every key this push
+-- writes or reads by type after its first write is checked first (TYPE is O(1): two for a plain
+-- list push), and the first write itself, the ids', is caught below. Returns the first key whose
+-- type is wrong, its type and the type the push needs there.
+local function wrongType()
+  local want = {}
+  local function need(name, type) want[#want + 1] = { name, type } end
+  if ticketHash then need(ticketHash, 'hash') end
+  -- Read by the backlog's count before the ids' write.
+  if arg_maxPending > 0 then need(W.pending, kind) end
+  if kind ~= 'zset' then need(W.pushMarks, kind == 'list' and 'list' or 'string') end
+  -- The other level's store: read by oneCopy (set, zset), the backlog and the wait to fill.
+  if kind ~= 'list' or arg_maxPending > 0 or arg_fillMin > 1 then need(arg_high and K.pending or K.pendingHigh, kind) end
+  if kind == 'zset' or arg_fillMin > 1 then need(K.retry, 'zset') end
+  if mode ~= '' then need(W.payloads, 'hash') end
+  if traceparent ~= '' then need(K.traces, 'hash') end
+  if ticket ~= '' then need(W.tracked, 'hash') end
+  if queue ~= '' then need(KEYS[2], 'zset') end
+  for _, w in ipairs(want) do
+    local found = redis.call('TYPE', w[1]).ok
+    if found ~= 'none' and found ~= w[2] then return {REPLY.wrongType, w[1], found, w[2]} end
+  end
+end
+local refused = wrongType()
+if refused then return refused end
+
 if ticket ~= '' and arg_ticketMode == 'open' then
   local t = redis.call('HMGET', ticketHash, 'total', 'sealed')
   if not t[1] then return {REPLY.unknownTicket, 0} end
@@ -102,15 +131,38 @@ end
 local pending, adding = backlogOver(kind, K, arg_high, arg_maxPending, ARGV, FIRST, LAST)
 if pending then return {REPLY.backlogFull, pending, adding} end
 
+-- The ids' write, the push's first: a pending key of the wrong type fails it with nothing
+-- written (every chunk is of that key), which is refused as the types checked above are. Any
+-- other error (OOM, from a script run as EVAL) is Redis's own, and is its reply.
+local function firstWrite(write, ...)
+  local ok, reply = pcall(write, ...)
+  if ok then return nil, reply end
+  -- Redis gives pcall the error as a table with `err` or, for redis.call's own, as its text.
+  local message = type(reply) == 'table' and reply.err or reply
+  if type(message) == 'string' and string.find(message, 'WRONGTYPE', 1, true) then
+    return {REPLY.wrongType, W.pending, redis.call('TYPE', W.pending).ok, kind}
+  end
+  -- Answered as Redis's own error reply, not raised again: a raised text would come back
+  -- prefixed with the script's name and line.
+  return redis.error_reply(tostring(message))
+end
+
 local waitMs = 0
 if kind == 'list' then
   -- Ids the push stored before this call (stored): LLEN fails on a key of the wrong type, as their
   -- RPUSH did, so this call writes nothing either. Pending was empty when its length is this
   -- push's ids alone: only then a mark (marks.lua).
-  local length = arg_stored > 0 and redis.call('LLEN', W.pending) or chunked('RPUSH', W.pending, ARGV, FIRST, LAST)
+  local length
+  if arg_stored > 0 then
+    refused, length = firstWrite(redis.call, 'LLEN', W.pending)
+  else
+    refused, length = firstWrite(chunked, 'RPUSH', W.pending, ARGV, FIRST, LAST)
+  end
+  if refused then return refused end
   if length == count then startMarks(W.pushMarks, now) end
 elseif kind == 'set' then
-  chunked('SADD', W.pending, ARGV, FIRST, LAST)
+  refused = firstWrite(chunked, 'SADD', W.pending, ARGV, FIRST, LAST)
+  if refused then return refused end
   -- When pending went from empty to non-empty (a claim that empties it clears the mark).
   redis.call('SET', W.pushMarks, now, 'NX')
 else
@@ -121,7 +173,8 @@ else
     scored[#scored + 1] = at
     scored[#scored + 1] = ARGV[i]
   end
-  chunked('ZADD', W.pending, scored)
+  refused = firstWrite(chunked, 'ZADD', W.pending, scored)
+  if refused then return refused end
 end
 -- A set or zset keeps one copy of a waiting id: one pushed at both levels waits at high.
 oneCopy(kind, K, ARGV, FIRST, LAST)
@@ -133,8 +186,7 @@ if kind == 'zset' or filling > 0 then
   waitMs = due and math.max(0, due - now) or -1
 end
 
--- After the ids, whose write is the one a key of the wrong type would fail: so a push that fails
--- writes nothing (Redis does not roll a script back).
+-- After the ids: every key below was checked for its type before them (see wrongType).
 if mode ~= '' or ticket ~= '' or traceparent ~= '' or arg_high then markExtras(K) end
 if mode ~= '' then
   for i = FIRST, LAST do storePayload(W.payloads, ARGV[i], ARGV[i + count], mode) end
