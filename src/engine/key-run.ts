@@ -68,7 +68,7 @@ export class KeyRun {
   private stoppedBy: RunOutcome | undefined;
   /** What a lane threw (Redis trouble): the run rethrows it once every lane has stopped. */
   private error: { thrown: unknown } | undefined;
-  /** Whether the run passes the batcher-wide limits before each claim (decided at its start; see global-limits.ts). */
+  /** Whether the run passes the batcher-wide limits before each claim (from the first slice a limit was in force at; see global-limits.ts). */
   private gated = false;
   /** The places its lanes hold under `globalConcurrency`, and, per lane, its last reservation of the shared window. */
   private readonly leases = new Set<string>();
@@ -159,6 +159,15 @@ export class KeyRun {
       lock?.stop();
       if (this.gated) await this.leaveLimits();
     }
+  }
+
+  /**
+   * Whether this run passes the limits from now on: once a limit is in force (or a batcher hold
+   * heard), it passes them at each claim until its end, which gives back what it holds.
+   */
+  private gatedNow(): boolean {
+    if (!this.gated && this.env.limits.active()) this.gated = true;
+    return this.gated;
   }
 
   /**
@@ -261,7 +270,9 @@ export class KeyRun {
       const sliceId = sliceIdOf(session.lock.value, lane, n);
       const finish: ClaimCall['finish'] = releaseIfEmpty && emptied ? this.finisher?.callFor(this.job, this.token) : undefined;
       const given = n === 1 ? first : undefined;
-      const count = !given && this.gated ? await this.pass(lane) : sliceSize;
+      // Asked at each slice, not once per run: a limit set, lowered or a batcher hold heard while
+      // the run goes on holds from its next slice (a local read: no command while none is in force).
+      const count = !given && this.gatedNow() ? await this.pass(lane) : sliceSize;
       if (typeof count !== 'number') return this.refused(lane, sliceId, count);
       const sentAt = Date.now();
       const claimed: ClaimResult =
