@@ -267,6 +267,24 @@ describe('the batch-by-key CLI', () => {
     expect((await cli([...on(b), 'limits', 'set'])).code).toBe(2);
   });
 
+  it('limits set wakes the keys waiting for a limit though the CLI exits at once: the workers hear the change', async () => {
+    const ran = new Set<string>();
+    const b = testBatcher({
+      sliceSize: 5,
+      globalRateLimit: { max: 5, durationMs: 60_000 },
+      eachIteration: (_ids, ctx) => void ran.add(ctx.key),
+    });
+    b.createWorker({ concurrency: 4 });
+    await b.performBatchLater(range(5), { key: 'a' });
+    await waitFor(() => ran.has('a'), { what: 'key a to spend the window' });
+    await b.performBatchLater(range(5), { key: 'b' });
+    await b.performBatchLater(range(5), { key: 'c' });
+    await waitFor(async () => (await queueOf(b).getDelayedCount()) === 3, { what: 'keys b and c refused for a minute' });
+    expect(await cli([...on(b), 'limits', 'set', '--rate', '1000/1000'])).toMatchObject({ code: 0 });
+    // Well within their own wait (the window's minute): the workers read the limits every second.
+    await waitFor(() => ran.has('b') && ran.has('c'), { what: 'keys b and c, woken', timeoutMs: 10_000 });
+  });
+
   it('paused prints each key so that bash takes it back whole: leading spaces, tabs, newlines and quotes', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const keys = ['  lead', 'tab\tkey', "it's", 'line\nbreak', 'plain-1'];

@@ -92,3 +92,30 @@ describe('limits changed while runs are under way hold at each run’s next slic
     expect(during.length).toBeLessThanOrEqual(3);
   });
 });
+
+describe('limits turned off and on again', () => {
+  it('keys that waited for a place and ran while the cap was off leave no waiter entry behind', async () => {
+    const gate = new Gate();
+    const ran = new Set<string>();
+    const b = testBatcher({
+      globalConcurrency: 1,
+      eachIteration: async (_ids, ctx) => {
+        ran.add(ctx.key);
+        if (ctx.key === 'first') await gate.opened;
+      },
+    });
+    b.createWorker({ concurrency: 8 });
+    await b.performBatchLater(['1'], { key: 'first' });
+    await waitFor(() => ran.has('first'), { what: 'the first key to take the place' });
+    await pushKeys(b, 6, 5);
+    await waitFor(async () => (await b.stats()).limits.waiting === 6, { what: 'six keys waiting for the place' });
+    await b.setGlobalConcurrency(null);
+    await waitFor(() => range(6).every((k) => ran.has(`k${k}`)), { what: 'the six, run with the cap off' });
+    gate.open();
+    // Well within the entries' own lapse (lockTtlMs past their last wait).
+    await waitFor(async () => (await b.stats()).limits.waiting === 0, { what: 'no waiter entry left', timeoutMs: 5_000 });
+    await b.setGlobalConcurrency(1);
+    await b.performBatchLater(range(20), { key: 'new' });
+    await waitFor(() => ran.has('new'), { what: 'the new key', timeoutMs: 5_000 });
+  });
+});

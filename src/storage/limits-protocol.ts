@@ -90,10 +90,12 @@ export async function leaveLimits(client: RedisClient, names: LimitNames, limits
   return (await runScript(client, 'limits-leave', limitKeys(names), args)) as string[];
 }
 
-/** Every key job waiting for a limit, for a place or for the rate window (each list read as it is: a stale entry's wake is refused). */
-export async function allWaiters(client: RedisClient, names: LimitNames): Promise<string[]> {
-  const [forPlace, forRate] = await Promise.all([client.zrange(names.waiters, 0, -1), client.zrange(names.rateWaiters, 0, -1)]);
-  return [...new Set([...forPlace, ...forRate])];
+/**
+ * The limits changed (see limits-changed.lua): every key job waiting for a limit, to wake (a stale
+ * entry's wake is refused), with the waiters of a limit now off forgotten.
+ */
+export async function limitsChanged(client: RedisClient, names: LimitNames, limits: LimitsInForce): Promise<string[]> {
+  return (await runScript(client, 'limits-changed', limitKeys(names), [limits.concurrency ?? 0, limits.rate?.max ?? 0])) as string[];
 }
 
 /** Renews leases (see limits-renew.lua). */

@@ -55,6 +55,7 @@ const NAMES = [
   'limits-renew',
   'limits-hold',
   'limits-read',
+  'limits-changed',
 ] as const;
 
 export type ScriptName = (typeof NAMES)[number];
