@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Gate } from './helpers/gate';
 import { range, testBatcher, waitFor } from './helpers/redis';
-import { sleep } from './helpers/time';
+import { busiestWindow, sleep } from './helpers/time';
 import type { Batcher } from '../src';
 
 /**
@@ -90,6 +90,28 @@ describe('limits changed while runs are under way hold at each run’s next slic
     // Each other run's lane may have had its claim in flight as the hold was set: one slice each at most.
     const during = starts.filter((s) => s.at > askedAt && s.at < askedAt + holdMs - 50);
     expect(during.length).toBeLessThanOrEqual(3);
+  });
+});
+
+describe('globalRateLimit counted at handler start', () => {
+  it('never lets more than max ids start in any window, on a busy event loop', async () => {
+    const starts: [number, number][] = [];
+    const options = { sliceSize: 5, globalRateLimit: { max: 50, durationMs: 100 } };
+    // Handlers that hold the event loop (parsing, say): a pass's reply waits behind them before
+    // its claim is sent, so handlers start well after their reservation.
+    const handler = (ids: readonly string[]) => {
+      starts.push([Date.now(), ids.length]);
+      const until = performance.now() + 8;
+      while (performance.now() < until);
+    };
+    const b = testBatcher({ ...options, eachIteration: handler });
+    const name = b.name;
+    const other = testBatcher({ ...options, name, eachIteration: handler });
+    b.createWorker({ concurrency: 8 });
+    other.createWorker({ concurrency: 8 });
+    await pushKeys(b, 20, 50);
+    await waitFor(() => starts.reduce((n, s) => n + s[1], 0) === 1000, { what: 'all 1000 ids', timeoutMs: 60_000 });
+    expect(busiestWindow(starts, 100)).toBeLessThanOrEqual(50);
   });
 });
 

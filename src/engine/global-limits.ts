@@ -9,6 +9,7 @@ import {
   leaveLimits,
   limitsChanged,
   renewLeases,
+  restampLimits,
   type EnterCall,
   type Entered,
   type LeaveCall,
@@ -187,6 +188,17 @@ export class GlobalLimits {
     for (const lease of call.leases) this.leases.delete(lease);
     if (call.leases.length === 0 && call.settle.length === 0) return;
     this.wakeAll(await leaveLimits(this.deps.client(), this.deps.names, this.inForce, call));
+  }
+
+  /**
+   * A slice that starts late: its `n` ids, reserved at `at` (0: counted nowhere), are counted
+   * again now (see limits-restamp.lua); their new stamp, or 0 and how long to wait for room.
+   */
+  async restamp(at: number, n: number): Promise<{ stamp: number; waitMs: number }> {
+    const { rate } = this.inForce;
+    // The limit turned off meanwhile: nothing to count the slice against.
+    if (!rate) return { stamp: Date.now(), waitMs: 0 };
+    return restampLimits(this.deps.client(), this.deps.names, rate, at, n);
   }
 
   /** `ctx.retryAfter(ms, { scope: 'batcher' })`: holds every key of the batcher for `ms`. */

@@ -29,7 +29,7 @@ import { fillOf, type Fill } from '../core/fill';
 import { incidentBackoffMs } from '../core/limits';
 import { redisFailureKind } from '../core/redis-errors';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
-import type { Entered, Unclaimed } from '../storage/limits-protocol';
+import { windowOf, type Entered, type Unclaimed } from '../storage/limits-protocol';
 
 /** Whether the run of the job under `token` must hand its job back before its next slice, for a lowered concurrency (see ShardWorker.shed). */
 export type Shed = (token: string) => boolean;
@@ -73,6 +73,8 @@ export class KeyRun {
   /** The places its lanes hold under `globalConcurrency`, and, per lane, its last reservation of the shared window. */
   private readonly leases = new Set<string>();
   private readonly reserved = new Map<number, Unclaimed>();
+  /** Per lane, when its last pass that reserved ids from the shared window was sent (performance.now()). */
+  private readonly passSentAt = new Map<number, number>();
 
   constructor(
     private readonly env: RunEnv,
@@ -177,6 +179,7 @@ export class KeyRun {
   private async pass(lane: number): Promise<number | (Entered & { code: Exclude<Entered['code'], 'ok'> })> {
     const { env, job } = this;
     const lease = `${this.session.lock.value}:${lane}`;
+    const sentAt = performance.now();
     const entered = await env.limits.enter({
       lease,
       waiter: `${job.queueQualifiedName}|${job.id}`,
@@ -190,8 +193,45 @@ export class KeyRun {
       return entered;
     }
     if (env.limits.current().concurrency !== undefined) this.leases.add(lease);
-    if (env.limits.current().rate) this.reserved.set(lane, { at: entered.stamp, count: entered.granted });
+    if (env.limits.current().rate) {
+      this.reserved.set(lane, { at: entered.stamp, count: entered.granted });
+      this.passSentAt.set(lane, sentAt);
+    }
     return entered.granted;
+  }
+
+  /**
+   * `globalRateLimit` is promised at handler start, and the window enforced has a margin for the
+   * delay from a reservation to its slice's start (see limits-protocol.ts `windowOf`). A slice
+   * whose start comes later than that (a busy event loop held the pass's reply, or the claim's)
+   * would start in one window with ids reserved just after its own expired: its ids are counted
+   * again now (limits-restamp.lua), and when the window has no room for them they wait for it,
+   * unstarted, counted nowhere. A reply late again is counted again, a few times at most.
+   */
+  private async onTime(lane: number, n: number): Promise<void> {
+    const { env } = this;
+    const rate = env.limits.current().rate;
+    const reservation = this.reserved.get(lane);
+    let since = this.passSentAt.get(lane);
+    this.passSentAt.delete(lane);
+    if (!rate || !reservation || since === undefined) return;
+    // Stamps and starts are whole ms: a start a ms inside the margin may read as outside it.
+    const margin = windowOf({ rate }) - rate.durationMs - CLOCK_GRAIN_MS;
+    let at = reservation.at;
+    for (let late = 0; late < MAX_RESTAMPS && performance.now() - since > margin;) {
+      if (this.stop.aborted) return;
+      since = performance.now();
+      const { stamp, waitMs } = await env.limits.restamp(at, n);
+      if (stamp > 0) {
+        at = stamp;
+        late++;
+        continue;
+      }
+      // Given back and not spent: the slice counts nowhere until a restamp spends it.
+      at = 0;
+      await sleep(Math.min(waitMs, RESTAMP_WAIT_STEP_MS));
+      since = -Infinity;
+    }
   }
 
   /** A gated lane's claim took `n` ids: what its reservation did not use is given back at its next pass. */
@@ -294,6 +334,7 @@ export class KeyRun {
         return { kind: 'drained', released: true, finished: { reply: claimed.finished, settled: claimed.settled ?? [], finish, sentAt } };
       emptied = claimed.ids.length < sliceSize;
       if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
+      if (this.gated) await this.onTime(lane, claimed.ids.length);
       // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore. A run
       // stopped before its slice starts (its job was fetched as the worker began closing or
       // pausing), or sent away by a lowered concurrency, hands the slice back unrun: asked here,
@@ -629,6 +670,13 @@ export function sliceIdOf(lock: string, lane: number, n: number): string {
  * window waited up to twice that, and ran at half its limit.
  */
 const PROMPT_WAKE_MS = 1_000;
+
+/** A late slice is counted again at most this many times (see `onTime`): then it starts. */
+const MAX_RESTAMPS = 5;
+/** Redis stamps and handler starts as users time them are whole ms: each may be up to a ms early. */
+const CLOCK_GRAIN_MS = 2;
+/** A late slice that waits for room in the window looks at its run's stop this often. */
+const RESTAMP_WAIT_STEP_MS = 100;
 
 /** Redis' refusals in an incident that ends by itself (see `handOnAfterError`): retried, not given up on. */
 const REFUSALS: ReadonlySet<string> = new Set(['OOM', 'BUSY', 'LOADING']);

@@ -56,6 +56,7 @@ const NAMES = [
   'limits-hold',
   'limits-read',
   'limits-changed',
+  'limits-restamp',
 ] as const;
 
 export type ScriptName = (typeof NAMES)[number];
