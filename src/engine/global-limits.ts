@@ -36,7 +36,7 @@ export const LIMIT_RECHECK_MS = 1_000;
  * the worker that hears it wakes the waiting keys. A limit set where none was reaches a worker
  * at its next store check (at most `recoveryIntervalMs`), or at once in the process that set it.
  */
-export const LIMITS_REFRESH_MS = 1_000;
+const LIMITS_REFRESH_MS = 1_000;
 
 /** Checks `globalRateLimit` and `globalConcurrency`; `where` prefixes their names in the error. */
 export function validateGlobalLimits(rate: unknown, concurrency: unknown, where = 'options.'): LimitsInForce {
