@@ -34,6 +34,7 @@ export default defineConfig({
         'failures',
         'flow-control',
         'global-limits',
+        'global-limits.runs',
         'group-commit',
         'history',
         'producer',

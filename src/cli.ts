@@ -6,7 +6,7 @@ import { createBatcher } from './batcher';
 import { commandClient, fromUrl, redactUrl, type RedisClient } from './core/connection';
 import { formatMs } from './ops/html';
 import { describeLimits, parseConcurrencyInput, parseRateInput } from './ops/limits';
-import { BatchByKeyError, StoreMismatchError } from './core/errors';
+import { BatchByKeyError, InvalidOptionError, StoreMismatchError } from './core/errors';
 import { silentLogger } from './core/logger';
 import { VERSION } from './core/version';
 import { DEFAULTS, resolveOptions, STORES } from './options';
@@ -354,12 +354,23 @@ function program(io: Io): Command {
     });
 
   const limits = cli.command('limits').description('the batcher-wide limits (globalRateLimit, globalConcurrency)');
+  // A name with no trace in Redis (a typo, another prefix) is refused: `show` would print "unlimited"
+  // as if that were the answer, and `set` would record limits for a batcher nobody runs.
+  let untraced: string | undefined;
+  const traceOf = (text: string) => void (untraced = text.replace(/^batch-by-key: /, '').trimEnd());
   limits
     .command('show')
     .description('the limits in force and their use')
     .option('--json', 'print JSON')
     .action(async (o: { json?: boolean }) => {
-      const { limits: l } = await withBatcher(global(), (b) => b.stats({ maxKeys: 1, top: 1 }));
+      const { limits: l } = await withBatcher(
+        global(),
+        (b) => {
+          if (untraced !== undefined) throw new InvalidOptionError(`no limits are configured for batcher ${global().name}: ${untraced}`);
+          return b.stats({ maxKeys: 1, top: 1 });
+        },
+        traceOf,
+      );
       out(o.json ? `${JSON.stringify(l)}\n` : `${describeLimits(l)}\n`);
     });
   limits
@@ -367,13 +378,24 @@ function program(io: Io): Command {
     .description('change the limits for every worker, at run time')
     .option('--rate <max/ms>', "at most max ids per ms across every key, or 'off'", offOr(parseRateInput))
     .option('--concurrency <n>', "at most n slices running at once across every worker, or 'off'", offOr(parseConcurrencyInput))
-    .action(async (o: { rate?: RateLimit | 'off'; concurrency?: number | 'off' }) => {
+    .option('--force', 'set them even for a batcher that has recorded nothing in Redis yet (none of its processes has run)')
+    .action(async (o: { rate?: RateLimit | 'off'; concurrency?: number | 'off'; force?: boolean }) => {
       const { rate, concurrency } = o;
       if (rate === undefined && concurrency === undefined) throw new UsageError('limits set needs --rate or --concurrency');
-      await withBatcher(global(), async (b) => {
-        if (rate !== undefined) await b.setGlobalRateLimit(rate === 'off' ? null : rate);
-        if (concurrency !== undefined) await b.setGlobalConcurrency(concurrency === 'off' ? null : concurrency);
-      });
+      await withBatcher(
+        global(),
+        async (b) => {
+          if (untraced !== undefined && !o.force) {
+            throw new InvalidOptionError(
+              `${untraced}; limits set would record limits for a batcher nobody runs: check --name and --prefix, or add --force`,
+            );
+          }
+          if (untraced !== undefined) notice(`batch-by-key: ${untraced}; setting the limits anyway (--force)\n`);
+          if (rate !== undefined) await b.setGlobalRateLimit(rate === 'off' ? null : rate);
+          if (concurrency !== undefined) await b.setGlobalConcurrency(concurrency === 'off' ? null : concurrency);
+        },
+        traceOf,
+      );
       out(
         [
           rate !== undefined && `rate ${rate === 'off' ? rate : `${rate.max} ids per ${formatMs(rate.durationMs)}`}`,

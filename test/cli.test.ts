@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PermanentError, type Batcher, type Stats } from '../src';
-import { keyspaceOf, queueOf, range, Recorder, redisUrl, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, prefixOf, queueOf, range, Recorder, redisClient, redisUrl, testBatcher, waitFor } from './helpers/redis';
 
 const CLI = join(__dirname, '..', 'src', 'cli.ts');
 
@@ -253,6 +253,7 @@ describe('the batch-by-key CLI', () => {
 
   it('limits set and limits show: the batcher-wide limits, at run time', async () => {
     const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(['1'], { key: 'a' });
     expect(await cli([...on(b), 'limits', 'set', '--rate', '600/60000', '--concurrency', '8'])).toEqual({
       code: 0,
       stdout: 'rate 600 ids per 1.0 min, concurrency 8\n',
@@ -265,6 +266,47 @@ describe('the batch-by-key CLI', () => {
     expect((await b.stats()).limits).not.toHaveProperty('concurrency');
     expect((await cli([...on(b), 'limits', 'set', '--rate', '600'])).code).toBe(2);
     expect((await cli([...on(b), 'limits', 'set'])).code).toBe(2);
+  });
+
+  it('limits show and set with a name that has no trace in Redis: show fails saying so; set refuses unless --force', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(['1'], { key: 'a' });
+    const typo = `${b.name}x`;
+    const config = `${prefixOf(typo)}:${typo}:bbk:config`;
+    const show = await cli(['--redis', redisUrl(), '--name', typo, 'limits', 'show']);
+    expect(show).toMatchObject({ code: 2, stdout: '' });
+    expect(show.stderr).toMatch(
+      new RegExp(`^batch-by-key: no limits are configured for batcher ${typo}: nothing matched: .*batchers found there: .*\\b${b.name}\\b`),
+    );
+    const set = await cli(['--redis', redisUrl(), '--name', typo, 'limits', 'set', '--concurrency', '3']);
+    expect(set).toMatchObject({ code: 2, stdout: '' });
+    expect(set.stderr).toMatch(/nobody runs: check --name and --prefix, or add --force\n$/);
+    expect(await redisClient().exists(config)).toBe(0);
+    const forced = await cli(['--redis', redisUrl(), '--name', typo, 'limits', 'set', '--concurrency', '3', '--force']);
+    expect(forced).toMatchObject({
+      code: 0,
+      stdout: 'concurrency 3\n',
+      stderr: expect.stringContaining('setting the limits anyway (--force)'),
+    });
+    expect(await redisClient().hget(config, 'globalConcurrency')).toBe('3');
+  });
+
+  it('limits set wakes the keys waiting for a limit though the CLI exits at once: the workers hear the change', async () => {
+    const ran = new Set<string>();
+    const b = testBatcher({
+      sliceSize: 5,
+      globalRateLimit: { max: 5, durationMs: 60_000 },
+      eachIteration: (_ids, ctx) => void ran.add(ctx.key),
+    });
+    b.createWorker({ concurrency: 4 });
+    await b.performBatchLater(range(5), { key: 'a' });
+    await waitFor(() => ran.has('a'), { what: 'key a to spend the window' });
+    await b.performBatchLater(range(5), { key: 'b' });
+    await b.performBatchLater(range(5), { key: 'c' });
+    await waitFor(async () => (await queueOf(b).getDelayedCount()) === 3, { what: 'keys b and c refused for a minute' });
+    expect(await cli([...on(b), 'limits', 'set', '--rate', '1000/1000'])).toMatchObject({ code: 0 });
+    // Well within their own wait (the window's minute): the workers read the limits every second.
+    await waitFor(() => ran.has('b') && ran.has('c'), { what: 'keys b and c, woken', timeoutMs: 10_000 });
   });
 
   it('paused prints each key so that bash takes it back whole: leading spaces, tabs, newlines and quotes', async () => {

@@ -125,6 +125,36 @@ describe('dashboard in a browser', () => {
     }
   });
 
+  it('limits posted as JSON: a number for concurrency is taken, as the docs allow; any other value is a 400 that says why', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(['1'], { key: 'a' });
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
+    const token = /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())?.[1];
+    const post = (fields: Record<string, unknown>) =>
+      fetch(`${url}/actions/limits`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-csrf-token': token! },
+        body: JSON.stringify({ batcher: b.name, ...fields }),
+      });
+    const taken = await post({ concurrency: 5 });
+    expect(taken.status).toBe(200);
+    expect((await b.stats()).limits.concurrency).toEqual({ limit: 5, running: 0 });
+    for (const fields of [
+      { concurrency: 0 },
+      {},
+      { concurrency: [3] },
+      { concurrency: null },
+      { rate: { max: 5, durationMs: 1000 } },
+      { rate: 5 },
+    ]) {
+      const refused = await post(fields);
+      expect({ fields, status: refused.status }).toEqual({ fields, status: 400 });
+      expect(await refused.text()).toMatch(/concurrency|rate/);
+    }
+    expect((await b.stats()).limits).toMatchObject({ concurrency: { limit: 5 } });
+    expect((await b.stats()).limits).not.toHaveProperty('rate');
+  });
+
   it('read-only: no buttons, and a POST is refused with 403', async () => {
     const { b } = await workload();
     const url = await serveLocally(dashboard({ batchers: [b] }));

@@ -135,8 +135,8 @@ describe('globalRateLimit', () => {
     b.createWorker({ concurrency: 8 });
     await pushKeys(b, 10, 15);
     await waitFor(() => slices.reduce((n, s) => n + s[1], 0) === 150, { what: 'all 150 ids', timeoutMs: 30_000 });
-    // Handler starts lag their claims by a few ms (see flow-control.test.ts): 50 ms of slack.
-    expect(busiestWindow(slices, 300 - 50)).toBeLessThanOrEqual(30);
+    // Counted at handler start, a few ms after each reservation: the window enforced keeps a margin for that.
+    expect(busiestWindow(slices, 300)).toBeLessThanOrEqual(30);
   });
 
   it('a key refused by the window is woken when a run gives back what it reserved and did not claim', async () => {
@@ -296,7 +296,7 @@ describe.skipIf(onCluster())('batcher-wide limits across 3 worker processes', ()
       expect(
         busiestWindow(
           slices.map((s) => [s.at, s.count] as const),
-          1000 - 50,
+          1000,
         ),
       ).toBeLessThanOrEqual(200);
       expect(Math.max(...(await redis.lrange(`${name}:running:seen`, 0, -1)).map(Number))).toBeLessThanOrEqual(4);

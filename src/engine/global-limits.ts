@@ -4,11 +4,12 @@ import { integer } from '../core/validate';
 import type { Logger } from '../core/types';
 import type { LimitNames } from '../storage/keys';
 import {
-  allWaiters,
   enterLimits,
   holdBatcher,
   leaveLimits,
+  limitsChanged,
   renewLeases,
+  restampLimits,
   type EnterCall,
   type Entered,
   type LeaveCall,
@@ -29,10 +30,11 @@ export const MAX_GLOBAL_CONCURRENCY = 1_000_000;
 export const LIMIT_RECHECK_MS = 1_000;
 
 /**
- * While a limit is in force, each process reads the config hash again at most this often (on a
- * run, no timer), so a change or a removal reaches every worker within about this. A limit set
- * where none was reaches a worker at its next store check (at most `recoveryIntervalMs`), or at
- * once in the process that set it.
+ * While a limit is in force, each worker process reads the config hash again this often (on a
+ * timer, so a worker whose keys all wait hears it too), so a change or a removal made anywhere
+ * (another process, the CLI, which exits at once) reaches every worker within about this, and
+ * the worker that hears it wakes the waiting keys. A limit set where none was reaches a worker
+ * at its next store check (at most `recoveryIntervalMs`), or at once in the process that set it.
  */
 const LIMITS_REFRESH_MS = 1_000;
 
@@ -80,6 +82,9 @@ export class GlobalLimits {
   private heldUntil = 0;
   private refreshedAt = Date.now();
   private refreshing: Promise<void> | undefined;
+  /** Set once this process runs keys under the limits (it asked `active`): it re-reads them on a timer, and wakes waiters on a change. */
+  private serving = false;
+  private refresher: NodeJS.Timeout | undefined;
   /** This process's lanes' leases, renewed as long as they are held. */
   private readonly leases = new Set<string>();
   private renewal: NodeJS.Timeout | undefined;
@@ -91,40 +96,72 @@ export class GlobalLimits {
     this.inForce = defaults;
   }
 
-  /** What the config hash holds, as a store check or a refresh read it. */
+  /**
+   * What the config hash holds, as a store check or a refresh read it. A worker that hears a
+   * change wakes every waiting key and forgets the waiters of a limit now off (see `changed`):
+   * the process that made the change may be gone (the CLI), or not run keys at all.
+   */
   heard(limits: LimitsInForce): void {
+    const before = this.inForce;
     this.inForce = limits;
     this.refreshedAt = Date.now();
+    if (this.serving && !sameLimits(before, limits)) this.reconcile();
   }
 
   current(): LimitsInForce {
     return this.inForce;
   }
 
-  /** Whether runs pass the limits now (a run decides once, at its start). */
+  /** Whether runs pass the limits now (a run asks before each claim: a local read). */
   active(): boolean {
-    if (this.stale()) void this.refresh();
+    this.serving = true;
+    if (this.stale()) this.refresh();
+    this.followChanges();
     return this.inForceNow();
   }
 
   /**
-   * A limit changed by this process: every waiter asks again, now (this process follows the
-   * change at once) and once every worker has read it (LIMITS_REFRESH_MS), so a key refused
-   * under a window of a minute runs once the limit is raised or off, not a minute later.
+   * A limit changed by this process (which `heard` it just before): a process that runs no key
+   * wakes the waiters itself, at once; every worker wakes them again as it hears the change
+   * (`heard`), within LIMITS_REFRESH_MS, so a key refused under a window of a minute runs once
+   * the limit is raised or off, not a minute later, even when this process exits at once.
    */
   changed(): void {
-    const wakeAll = (): void => {
-      allWaiters(this.deps.client(), this.deps.names)
-        .then((waiters) => this.wakeAll(waiters))
-        .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not wake the keys waiting for a limit', { err }));
-    };
-    wakeAll();
-    setTimeout(wakeAll, LIMITS_REFRESH_MS + 100).unref();
+    if (!this.serving) this.reconcile();
+  }
+
+  /** The batcher closes: no more reads on a timer. */
+  stop(): void {
+    clearInterval(this.refresher);
+    this.refresher = undefined;
+  }
+
+  /** Wakes every waiting key and forgets the waiters of a limit now off (see limits-changed.lua). */
+  private reconcile(): void {
+    Promise.resolve()
+      .then(() => limitsChanged(this.deps.client(), this.deps.names, this.inForce))
+      .then((waiters) => this.wakeAll(waiters))
+      .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not wake the keys waiting for a limit', { err }));
+  }
+
+  /**
+   * While a limit is in force, a worker reads the limits again every LIMITS_REFRESH_MS on a timer:
+   * reads on a run alone missed a change made while every key waited (none runs to read it).
+   */
+  private followChanges(): void {
+    if (this.refresher || !this.limited()) return;
+    this.refresher = setInterval(() => {
+      if (this.limited()) return this.refresh();
+      this.stop();
+    }, LIMITS_REFRESH_MS).unref();
+  }
+
+  private limited(): boolean {
+    return this.inForce.rate !== undefined || this.inForce.concurrency !== undefined;
   }
 
   private stale(): boolean {
-    const { rate, concurrency } = this.inForce;
-    return (rate !== undefined || concurrency !== undefined) && Date.now() - this.refreshedAt > LIMITS_REFRESH_MS;
+    return this.limited() && Date.now() - this.refreshedAt > LIMITS_REFRESH_MS;
   }
 
   private inForceNow(): boolean {
@@ -151,6 +188,17 @@ export class GlobalLimits {
     for (const lease of call.leases) this.leases.delete(lease);
     if (call.leases.length === 0 && call.settle.length === 0) return;
     this.wakeAll(await leaveLimits(this.deps.client(), this.deps.names, this.inForce, call));
+  }
+
+  /**
+   * A slice that starts late: its `n` ids, reserved at `at` (0: counted nowhere), are counted
+   * again now (see limits-restamp.lua); their new stamp, or 0 and how long to wait for room.
+   */
+  async restamp(at: number, n: number): Promise<{ stamp: number; waitMs: number }> {
+    const { rate } = this.inForce;
+    // The limit turned off meanwhile: nothing to count the slice against.
+    if (!rate) return { stamp: Date.now(), waitMs: 0 };
+    return restampLimits(this.deps.client(), this.deps.names, rate, at, n);
   }
 
   /** `ctx.retryAfter(ms, { scope: 'batcher' })`: holds every key of the batcher for `ms`. */
@@ -193,4 +241,9 @@ export class GlobalLimits {
       .catch((err: unknown) => log(this.deps.logger, 'debug', 'batch-by-key: could not read the global limits', { err }))
       .finally(() => (this.refreshing = undefined));
   }
+}
+
+/** Whether two reads of the limits say the same. */
+function sameLimits(a: LimitsInForce, b: LimitsInForce): boolean {
+  return a.concurrency === b.concurrency && a.rate?.max === b.rate?.max && a.rate?.durationMs === b.rate?.durationMs;
 }

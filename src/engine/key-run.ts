@@ -29,7 +29,7 @@ import { fillOf, type Fill } from '../core/fill';
 import { incidentBackoffMs } from '../core/limits';
 import { redisFailureKind } from '../core/redis-errors';
 import type { EachIteration, Id, KeyJob, RateLimit, SliceInfo } from '../core/types';
-import type { Entered, Unclaimed } from '../storage/limits-protocol';
+import { windowOf, type Entered, type Unclaimed } from '../storage/limits-protocol';
 
 /** Whether the run of the job under `token` must hand its job back before its next slice, for a lowered concurrency (see ShardWorker.shed). */
 export type Shed = (token: string) => boolean;
@@ -68,11 +68,13 @@ export class KeyRun {
   private stoppedBy: RunOutcome | undefined;
   /** What a lane threw (Redis trouble): the run rethrows it once every lane has stopped. */
   private error: { thrown: unknown } | undefined;
-  /** Whether the run passes the batcher-wide limits before each claim (decided at its start; see global-limits.ts). */
+  /** Whether the run passes the batcher-wide limits before each claim (from the first slice a limit was in force at; see global-limits.ts). */
   private gated = false;
   /** The places its lanes hold under `globalConcurrency`, and, per lane, its last reservation of the shared window. */
   private readonly leases = new Set<string>();
   private readonly reserved = new Map<number, Unclaimed>();
+  /** Per lane, when its last pass that reserved ids from the shared window was sent (performance.now()). */
+  private readonly passSentAt = new Map<number, number>();
 
   constructor(
     private readonly env: RunEnv,
@@ -162,12 +164,22 @@ export class KeyRun {
   }
 
   /**
+   * Whether this run passes the limits from now on: once a limit is in force (or a batcher hold
+   * heard), it passes them at each claim until its end, which gives back what it holds.
+   */
+  private gatedNow(): boolean {
+    if (!this.gated && this.env.limits.active()) this.gated = true;
+    return this.gated;
+  }
+
+  /**
    * A lane's pass through the batcher-wide limits before its claim (see global-limits.ts): how
    * many ids it may claim, or the refusal. It settles the lane's last reservation on the way.
    */
   private async pass(lane: number): Promise<number | (Entered & { code: Exclude<Entered['code'], 'ok'> })> {
     const { env, job } = this;
     const lease = `${this.session.lock.value}:${lane}`;
+    const sentAt = performance.now();
     const entered = await env.limits.enter({
       lease,
       waiter: `${job.queueQualifiedName}|${job.id}`,
@@ -181,8 +193,45 @@ export class KeyRun {
       return entered;
     }
     if (env.limits.current().concurrency !== undefined) this.leases.add(lease);
-    if (env.limits.current().rate) this.reserved.set(lane, { at: entered.stamp, count: entered.granted });
+    if (env.limits.current().rate) {
+      this.reserved.set(lane, { at: entered.stamp, count: entered.granted });
+      this.passSentAt.set(lane, sentAt);
+    }
     return entered.granted;
+  }
+
+  /**
+   * `globalRateLimit` is promised at handler start, and the window enforced has a margin for the
+   * delay from a reservation to its slice's start (see limits-protocol.ts `windowOf`). A slice
+   * whose start comes later than that (a busy event loop held the pass's reply, or the claim's)
+   * would start in one window with ids reserved just after its own expired: its ids are counted
+   * again now (limits-restamp.lua), and when the window has no room for them they wait for it,
+   * unstarted, counted nowhere. A reply late again is counted again, a few times at most.
+   */
+  private async onTime(lane: number, n: number): Promise<void> {
+    const { env } = this;
+    const rate = env.limits.current().rate;
+    const reservation = this.reserved.get(lane);
+    let since = this.passSentAt.get(lane);
+    this.passSentAt.delete(lane);
+    if (!rate || !reservation || since === undefined) return;
+    // Stamps and starts are whole ms: a start a ms inside the margin may read as outside it.
+    const margin = windowOf({ rate }) - rate.durationMs - CLOCK_GRAIN_MS;
+    let at = reservation.at;
+    for (let late = 0; late < MAX_RESTAMPS && performance.now() - since > margin;) {
+      if (this.stop.aborted) return;
+      since = performance.now();
+      const { stamp, waitMs } = await env.limits.restamp(at, n);
+      if (stamp > 0) {
+        at = stamp;
+        late++;
+        continue;
+      }
+      // Given back and not spent: the slice counts nowhere until a restamp spends it.
+      at = 0;
+      await sleep(Math.min(waitMs, RESTAMP_WAIT_STEP_MS));
+      since = -Infinity;
+    }
   }
 
   /** A gated lane's claim took `n` ids: what its reservation did not use is given back at its next pass. */
@@ -261,7 +310,9 @@ export class KeyRun {
       const sliceId = sliceIdOf(session.lock.value, lane, n);
       const finish: ClaimCall['finish'] = releaseIfEmpty && emptied ? this.finisher?.callFor(this.job, this.token) : undefined;
       const given = n === 1 ? first : undefined;
-      const count = !given && this.gated ? await this.pass(lane) : sliceSize;
+      // Asked at each slice, not once per run: a limit set, lowered or a batcher hold heard while
+      // the run goes on holds from its next slice (a local read: no command while none is in force).
+      const count = !given && this.gatedNow() ? await this.pass(lane) : sliceSize;
       if (typeof count !== 'number') return this.refused(lane, sliceId, count);
       const sentAt = Date.now();
       const claimed: ClaimResult =
@@ -283,6 +334,7 @@ export class KeyRun {
         return { kind: 'drained', released: true, finished: { reply: claimed.finished, settled: claimed.settled ?? [], finish, sentAt } };
       emptied = claimed.ids.length < sliceSize;
       if (claimed.ids.length === 0) return nothingClaimed(claimed.waitMs, releaseIfEmpty);
+      if (this.gated) await this.onTime(lane, claimed.ids.length);
       // Another lane's stop is this lane's too, but its slice succeeded: nothing to restore. A run
       // stopped before its slice starts (its job was fetched as the worker began closing or
       // pausing), or sent away by a lowered concurrency, hands the slice back unrun: asked here,
@@ -618,6 +670,13 @@ export function sliceIdOf(lock: string, lane: number, n: number): string {
  * window waited up to twice that, and ran at half its limit.
  */
 const PROMPT_WAKE_MS = 1_000;
+
+/** A late slice is counted again at most this many times (see `onTime`): then it starts. */
+const MAX_RESTAMPS = 5;
+/** Redis stamps and handler starts as users time them are whole ms: each may be up to a ms early. */
+const CLOCK_GRAIN_MS = 2;
+/** A late slice that waits for room in the window looks at its run's stop this often. */
+const RESTAMP_WAIT_STEP_MS = 100;
 
 /** Redis' refusals in an incident that ends by itself (see `handOnAfterError`): retried, not given up on. */
 const REFUSALS: ReadonlySet<string> = new Set(['OOM', 'BUSY', 'LOADING']);

@@ -159,6 +159,8 @@ async function act(batcher: Batcher, action: Action, form: Record<string, string
     // A field left empty leaves its limit as it is.
     const rate = form.rate?.trim() ? parseRateInput(form.rate) : undefined;
     const concurrency = form.concurrency?.trim() ? parseConcurrencyInput(form.concurrency) : undefined;
+    // Nothing to set is a mistake (a misspelt field, say), not a success that changed nothing.
+    if (rate === undefined && concurrency === undefined) throw new HttpError(400, 'limits needs rate or concurrency');
     if (rate !== undefined) await batcher.setGlobalRateLimit(rate);
     if (concurrency !== undefined) await batcher.setGlobalConcurrency(concurrency);
     return { limits: (await batcher.stats({ maxKeys: 1, top: 1 })).limits };
@@ -260,9 +262,23 @@ async function readForm(req: IncomingMessage): Promise<Record<string, string | u
     key: str(fields.key) ?? decoded('key64', fields.key64),
     id: str(fields.id) ?? decoded('id64', fields.id64),
     token: str(fields.token) ?? headerToken,
-    rate: str(fields.rate),
-    concurrency: str(fields.concurrency),
+    rate: limitField('rate', fields.rate),
+    concurrency: limitField('concurrency', fields.concurrency),
   };
+}
+
+/**
+ * A limit's field as posted: text (the form's, or a JSON string), or for `concurrency` a JSON
+ * number, which the docs allow. Any other value (an object, an array, null, a number for `rate`)
+ * is a 400 that says what is taken: read as text it was dropped, and the action answered 200
+ * having set nothing.
+ */
+function limitField(name: 'rate' | 'concurrency', v: unknown): string | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (typeof v === 'string') return v;
+  if (name === 'concurrency' && typeof v === 'number') return String(v);
+  const taken = name === 'rate' ? "text: max/durationMs (600/60000, say) or 'off'" : "a number, or text: a number or 'off'";
+  throw new HttpError(400, `${name} must be ${taken}, got ${JSON.stringify(v)}`);
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string): void {

@@ -234,6 +234,7 @@ export class BatcherRuntime {
     if (this.closed) return false;
     this.closed = true;
     this.closing.abort();
+    this.limits.stop();
     return true;
   }
 }

@@ -6,6 +6,7 @@
  */
 import type { RateLimit } from '../core/types';
 import type { LimitNames } from './keys';
+import { enforcedWindowMs } from './protocol';
 import { runScript, type RedisClient } from './scripts';
 import { argv } from './scripts/args';
 
@@ -18,6 +19,16 @@ export function limitKeys(n: LimitNames): string[] {
 export interface LimitsInForce {
   rate?: RateLimit;
   concurrency?: number;
+}
+
+/**
+ * The shared window as enforced: `durationMs` and a margin, the per-key `rateLimit`'s (see
+ * protocol.ts `enforcedWindowMs`). The limit is promised at handler start, a few ms after the
+ * reservation (more than the per-key claim's: a pass's reply, then the claim's round trip); a
+ * slice that starts later than the margin is counted again as it starts (limits-restamp.lua).
+ */
+export function windowOf(limits: LimitsInForce): number {
+  return limits.rate ? enforcedWindowMs(limits.rate) : 0;
 }
 
 /** A reservation of the shared rate window: when it was made, and how many of its ids went unclaimed (negative: claimed beyond it). */
@@ -56,7 +67,7 @@ export async function enterLimits(client: RedisClient, names: LimitNames, limits
       waitBoundMs: c.waitBoundMs,
       need: c.need,
       rateMax: limits.rate?.max ?? 0,
-      rateWindowMs: limits.rate?.durationMs ?? 0,
+      rateWindowMs: windowOf(limits),
       settleAt: c.settle?.at ?? 0,
       settleCount: c.settle?.count ?? 0,
     }),
@@ -81,7 +92,7 @@ export async function leaveLimits(client: RedisClient, names: LimitNames, limits
     {
       cap: limits.concurrency ?? 0,
       rateMax: limits.rate?.max ?? 0,
-      rateWindowMs: limits.rate?.durationMs ?? 0,
+      rateWindowMs: windowOf(limits),
       need: c.need,
       settle: pairs,
     },
@@ -90,10 +101,29 @@ export async function leaveLimits(client: RedisClient, names: LimitNames, limits
   return (await runScript(client, 'limits-leave', limitKeys(names), args)) as string[];
 }
 
-/** Every key job waiting for a limit, for a place or for the rate window (each list read as it is: a stale entry's wake is refused). */
-export async function allWaiters(client: RedisClient, names: LimitNames): Promise<string[]> {
-  const [forPlace, forRate] = await Promise.all([client.zrange(names.waiters, 0, -1), client.zrange(names.rateWaiters, 0, -1)]);
-  return [...new Set([...forPlace, ...forRate])];
+/**
+ * The limits changed (see limits-changed.lua): every key job waiting for a limit, to wake (a stale
+ * entry's wake is refused), with the waiters of a limit now off forgotten.
+ */
+export async function limitsChanged(client: RedisClient, names: LimitNames, limits: LimitsInForce): Promise<string[]> {
+  return (await runScript(client, 'limits-changed', limitKeys(names), [limits.concurrency ?? 0, limits.rate?.max ?? 0])) as string[];
+}
+
+/** A late slice's ids, counted again now (see limits-restamp.lua): their new stamp, or 0 and how long to wait. */
+export async function restampLimits(
+  client: RedisClient,
+  names: LimitNames,
+  rate: RateLimit,
+  at: number,
+  n: number,
+): Promise<{ stamp: number; waitMs: number }> {
+  const [stamp, waitMs] = (await runScript(client, 'limits-restamp', limitKeys(names), [
+    at,
+    n,
+    rate.max,
+    enforcedWindowMs(rate),
+  ])) as number[];
+  return { stamp: Number(stamp), waitMs: Number(waitMs) };
 }
 
 /** Renews leases (see limits-renew.lua). */

@@ -57,6 +57,8 @@ const NAMES = [
   'limits-renew',
   'limits-hold',
   'limits-read',
+  'limits-changed',
+  'limits-restamp',
 ] as const;
 
 export type ScriptName = (typeof NAMES)[number];

@@ -3,7 +3,7 @@
   settles its previous reservation of the shared rate window, then asks, in this order, whether
   the batcher is held (`retryAfter` with scope 'batcher'), whether the window has room, and
   whether a place under the concurrency cap is free (or, for a lane that has one, whether it must
-  give it up to a lighter key that waits). Not fenced by a key's lock: its keys are the
+  give it up: to a lighter key that waits, or because the cap was lowered below the places held). Not fenced by a key's lock: its keys are the
   batcher's, in their own slot; a lease is the lane's own by its member (the run's lock value and
   the lane), which no other run has.
 
@@ -23,8 +23,9 @@
 
   Returns {code, granted, waitMs, stamp, wake...}: code 'ok' (claim at most `granted` ids; the
   reservation's `stamp` settles it next time), 'held', 'rate' or 'full' (claim nothing: the job
-  waits `waitMs`, and is woken sooner when a place frees, for 'full', or when a run gives back
-  ids of the window it reserved, for 'rate'), or 'yield' (the lane gave its place to a lighter
+  waits `waitMs`, and is woken sooner when a place frees, for 'full' (a lane above a lowered cap
+  gives its place up this way), or when a run gives back ids of the window it reserved, for
+  'rate'), or 'yield' (the lane gave its place to a lighter
   waiter). `wake`: waiters to wake now, places or room in the window having freed.
 ]]
 --- @include "args-limits-enter"
@@ -71,6 +72,13 @@ end
 if A.cap > 0 then
   local running = redis.call('ZCARD', L.leases)
   if mine then
+    -- The cap was lowered below the places held: this lane gives its own up and waits as any
+    -- other key, so the new cap holds from each lane's next slice, not from each run's end.
+    if running > A.cap then
+      local first = redis.call('ZRANGE', L.leases, 0, 0, 'WITHSCORES')[2]
+      local untilFree = first and tonumber(first) - now or A.waitBoundMs
+      return refuse('full', math.max(1, math.min(A.waitBoundMs, untilFree)), L.waiters)
+    end
     -- A lighter key waits and no place is free for it: this lane gives up its own.
     local best = redis.call('ZRANGE', L.waiters, 0, 0, 'WITHSCORES')
     if best[1] and running >= A.cap and math.floor(tonumber(best[2]) / LEVEL) < A.level then

@@ -1,6 +1,6 @@
--- The batcher-wide limits (see engine/global-limits.ts): what limits-enter.lua and
--- limits-leave.lua share. Every key of theirs is in KEYS, in the order `limitKeys` (storage/
--- protocol-limits.ts) sends them, all in the batcher's own slot.
+-- The batcher-wide limits (see engine/global-limits.ts): what the limits-*.lua scripts share.
+-- Every key of theirs is in KEYS, in the order `limitKeys` (storage/limits-protocol.ts) sends
+-- them, all in the batcher's own slot.
 --- @include "flow"
 
 local function limitNames()
