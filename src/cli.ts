@@ -17,6 +17,9 @@ import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, RateLimit, Stats, S
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
 
+/** The longest the CLI waits for Redis to connect, and then for each command's answer. */
+const REDIS_WAIT_MS = 5_000;
+
 /** Lines pushed per performBatchLater call (it chunks further inside its one script call). */
 const PUSH_BATCH = 10_000;
 /** Below this many bytes of input no progress bar is drawn. */
@@ -114,12 +117,20 @@ async function nothingMatched(client: RedisClient, global: Global, prefix: strin
 
 /** A producer on the batcher (the CLI never runs slices: it pushes, reads and moves dead letters), on one connection. */
 async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>, notice?: (text: string) => void): Promise<T> {
-  // Fail fast on a bad URL or a server that is down, instead of retrying forever.
-  const connection = { ...fromUrl(global.redis), maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5_000 };
+  // Fail fast on a bad URL or a server that is down, instead of retrying forever; and on one that
+  // takes the connection but answers nothing (stopped, paused), whose commands would wait for ever.
+  const connection = {
+    ...fromUrl(global.redis),
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+    connectTimeout: REDIS_WAIT_MS,
+    commandTimeout: REDIS_WAIT_MS,
+  };
   const options = { name: global.name, connection, ...(global.prefix !== undefined && { prefix: global.prefix }) };
   // A bad name or prefix is refused before anything reaches Redis.
   const { prefix } = resolveOptions(options);
   const { client } = commandClient(connection, silentLogger);
+  let failed = false;
   try {
     const keyspace = new Keyspace(prefix, global.name);
     const configKey = keyspace.config;
@@ -135,9 +146,14 @@ async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>, n
     } finally {
       await b.close().catch(() => undefined);
     }
+  } catch (err) {
+    failed = true;
+    throw err;
   } finally {
-    // The batcher leaves a client it was given open. One that is not ready has nothing to flush.
-    if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+    // The batcher leaves a client it was given open. One that is not ready has nothing to flush,
+    // nor one after a failure: the error is reported, and a Redis that did not answer would keep
+    // the QUIT waiting REDIS_WAIT_MS more.
+    if (client.status === 'ready' && !failed) await client.quit().catch(() => client.disconnect());
     else client.disconnect();
   }
 }
@@ -455,7 +471,17 @@ export async function main(argv: readonly string[], io: Io = process): Promise<n
     const { debug, redis } = cli.opts<Global>();
     const message = err instanceof Error ? err.message : String(err);
     const unreachable = !(err instanceof BatchByKeyError) && /Connection is closed|ECONNREFUSED|ENOTFOUND|ETIMEDOUT|connect/i.test(message);
-    io.stderr.write(`batch-by-key: ${unreachable ? `cannot reach Redis at ${redactUrl(redis)} (${message})` : message}\n`);
+    // ioredis' commandTimeout: Redis took the connection but did not answer (stopped, paused, busy).
+    const silent = !(err instanceof BatchByKeyError) && /^Command timed out$/.test(message);
+    io.stderr.write(
+      `batch-by-key: ${
+        silent
+          ? `Redis at ${redactUrl(redis)} did not answer within ${formatMs(REDIS_WAIT_MS)} (${message})`
+          : unreachable
+            ? `cannot reach Redis at ${redactUrl(redis)} (${message})`
+            : message
+      }\n`,
+    );
     if (debug && err instanceof Error && err.stack) io.stderr.write(`${err.stack}\n`);
     return isUsage(err) ? EXIT.usage : EXIT.runtime;
   }
@@ -466,5 +492,8 @@ if (require.main === module) {
   process.on('SIGINT', stop);
   void main(process.argv).then((code) => {
     process.exitCode = code;
+    // After a failure nothing is left to do, but a connection Redis never answered (stopped,
+    // paused) keeps its socket open until its idle timeout: exit once what was written is flushed.
+    if (code !== EXIT.ok) process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
   });
 }
