@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidOptionError, PermanentError, type Batcher, type StoreKind } from '../src';
+import { batchByKey, InvalidOptionError, PermanentError, type Batcher, type StoreKind } from '../src';
 import { redisNow } from '../src/ops/stats';
 import { Gate } from './helpers/gate';
-import { keyspaceOf, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, redisClient, testBatcher, testConnection, track, waitFor } from './helpers/redis';
 
 /** Pushes and returns the Redis clock just before and just after, which bracket the push's mark. */
 async function timedPush(b: Batcher, key: string, ids: string[]): Promise<[number, number]> {
@@ -273,6 +273,20 @@ describe('stats()', () => {
     expect(all.laggingKeys).toHaveLength(2);
     // Each key's job was added by its push (no index entry): the jobs are read oldest first.
     expect(await b.stats({ maxKeys: 3 })).toMatchObject({ keys: 3, pending: 6, truncated: true, scannedKeys: 3 });
+  });
+
+  it('counts a key once when it has a job under two shard counts (a change of shards under way)', async () => {
+    const one = testBatcher({ shards: 1 });
+    const two = track(batchByKey({ name: one.name, connection: testConnection(), shards: 2 }));
+    for (let i = 0; i < 30; i++) await one.performBatchLater(['a'], { key: `k${i}` });
+    // Each key's push under the other count adds it a job on that count's queues too.
+    for (let i = 0; i < 30; i++) await two.performBatchLater(['b'], { key: `k${i}` });
+    // Before the fix: 60 keys, 120 pending (the job keys of both counts, read in one page, were not told apart).
+    for (const b of [one, two]) {
+      const s = await b.stats({ top: 100 });
+      expect(s).toMatchObject({ keys: 30, pending: 60, scannedKeys: 30 });
+      expect(new Set(s.topKeys.map((k) => k.key)).size).toBe(30);
+    }
   });
 
   it('rejects bad options with an InvalidOptionError', async () => {
