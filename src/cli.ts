@@ -12,7 +12,7 @@ import { VERSION } from './core/version';
 import { DEFAULTS, resolveOptions, STORES } from './options';
 import { recordedShardCounts, recordedStore } from './storage/agreement';
 import { Keyspace } from './storage/keys';
-import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, RateLimit, Stats, StoreKind } from './core/types';
+import type { Batcher, DeadLetter, DeadLetterQuery, KeyStats, PausedKey, RateLimit, Stats, StoreKind } from './core/types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
@@ -158,6 +158,10 @@ async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>, n
   }
 }
 
+/** C0 and C1 control characters, and DEL: what must not reach a terminal or split a line or field raw. */
+// eslint-disable-next-line no-control-regex -- control characters are what this looks for
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
 /**
  * A key as the shell takes it back after --key: bare when it is plain, in single quotes when it
  * holds spaces or shell characters, and in bash's and zsh's $'…' when it holds control characters
@@ -165,8 +169,7 @@ async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>, n
  */
 export function shellQuote(key: string): string {
   if (/^[A-Za-z0-9._:@%+=,/-]+$/.test(key)) return key;
-  // eslint-disable-next-line no-control-regex -- control characters are what this looks for
-  if (!/[\u0000-\u001f\u007f]/.test(key)) return `'${key.replace(/'/g, `'\\''`)}'`;
+  if (!CONTROL.test(key)) return `'${key.replace(/'/g, `'\\''`)}'`;
   const escaped = [...key]
     .map((c) => {
       const code = c.codePointAt(0)!;
@@ -175,10 +178,26 @@ export function shellQuote(key: string): string {
       if (c === '\n') return '\\n';
       if (c === '\t') return '\\t';
       if (c === '\r') return '\\r';
-      return code < 0x20 || code === 0x7f ? `\\x${code.toString(16).padStart(2, '0')}` : c;
+      if (code < 0x20 || code === 0x7f) return `\\x${code.toString(16).padStart(2, '0')}`;
+      // A C1 control (U+0080-U+009F; U+009B is a CSI to many terminals), as the character, not the byte `\x` would write.
+      return code >= 0x80 && code <= 0x9f ? `\\u${code.toString(16).padStart(4, '0')}` : c;
     })
     .join('');
   return `$'${escaped}'`;
+}
+
+/**
+ * Free text (an error's name or message) as it is when it holds no control character, else in
+ * bash's `$'…'` as `shellQuote` writes it: a newline or a tab in it forges no line or field, and
+ * an ESC reaches no terminal.
+ */
+function printable(text: string): string {
+  return CONTROL.test(text) ? shellQuote(text) : text;
+}
+
+function deadLine(l: DeadLetter): string {
+  const { key, id, attempts, lastFailedAt, error } = l;
+  return `${shellQuote(key)}\t${shellQuote(id)}\t${attempts}\t${new Date(lastFailedAt).toISOString()}\t${printable(error.name)}: ${printable(error.message)}`;
 }
 
 function keyLine(k: KeyStats): string {
@@ -311,11 +330,7 @@ function program(io: Io): Command {
         async (b) => {
           const { letters } = await b.deadLetters.list({ limit: o.limit, order: o.order, ...(o.key !== undefined && { key: o.key }) });
           for (const l of letters) {
-            out(
-              o.json
-                ? `${JSON.stringify(l)}\n`
-                : `${l.key}\t${l.id}\t${l.attempts}\t${new Date(l.lastFailedAt).toISOString()}\t${l.error.name}: ${l.error.message}\n`,
-            );
+            out(o.json ? `${JSON.stringify(l)}\n` : `${deadLine(l)}\n`);
           }
         },
         notice,
