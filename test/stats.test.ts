@@ -257,6 +257,25 @@ describe('stats()', () => {
     }
   });
 
+  it('list: a key drained after an earlier version added a per-push mark behind the open one keeps no old mark for its next push', async () => {
+    const b = testBatcher({ sliceSize: 10, eachIteration: () => {} });
+    const names = keyspaceOf(b).forKey('k');
+    const client = redisClient();
+    await b.performBatchLater(['1'], { key: 'k' });
+    // A push of an earlier version (a rolling deploy): its id, and a mark of its own behind the open entry `now 0`.
+    const old = (await redisNow(client)) - 60_000;
+    await client.rpush(names.pending, '2');
+    await client.rpush(names.pushMarks, `${old} 1`);
+    const worker = b.createWorker();
+    await waitFor(async () => (await b.backlog('k')).pending + (await b.backlog('k')).inFlight === 0, { what: 'k drained' });
+    await worker.close();
+    // Before the fix the old entry stayed: this push's id read about 60 s of lag.
+    const pushed = await timedPush(b, 'k', ['3']);
+    const s = await b.stats();
+    expectLagOf(s.oldestPendingAgeMs, s.at, pushed);
+    expect(await client.lrange(names.pushMarks, 0, -1)).toHaveLength(1);
+  });
+
   it('bounds the keys read by maxKeys and says so; top limits the lists', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     for (let i = 0; i < 5; i++)
