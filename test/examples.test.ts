@@ -77,7 +77,7 @@ describe('examples/server.ts', () => {
 });
 
 describe('examples/http-errors.ts', () => {
-  it('bad input is a 400, Redis not answering, a push of unknown outcome or a closed batcher a 503, and every other code a 500', async () => {
+  it('bad input is a 400, a full backlog a 429, a sealed ticket a 409, an unknown one a 404, Redis not answering, a push of unknown outcome or a closed batcher a 503, and every other code a 500', async () => {
     const { httpStatusOf } = await import('../examples/http-errors');
     const errors = await import('../src');
     expect(httpStatusOf(new errors.InvalidIdsError('x'))).toBe(400);
@@ -86,6 +86,11 @@ describe('examples/http-errors.ts', () => {
     expect(httpStatusOf(new errors.PushTimeoutError('x'))).toBe(503);
     expect(httpStatusOf(new errors.PushOutcomeUnknownError('x'))).toBe(503);
     expect(httpStatusOf(new errors.ClosedError('x'))).toBe(503);
+    // A key's backlog full is the 429 the docs answer (Backpressure, api.md); a ticket the client
+    // named is its own mistake: sealed, a conflict; expired or never opened, not found. All three were 500.
+    expect(httpStatusOf(new errors.KeyBacklogFullError('x', 'k', 10, 10))).toBe(429);
+    expect(httpStatusOf(new errors.TicketSealedError('x'))).toBe(409);
+    expect(httpStatusOf(new errors.UnknownTicketError('x'))).toBe(404);
     expect(httpStatusOf(new errors.InvalidOptionError('x'))).toBe(500);
     expect(httpStatusOf(new errors.StoreMismatchError('x'))).toBe(500);
   });
