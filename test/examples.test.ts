@@ -269,3 +269,38 @@ describe('examples/nestjs.ts', () => {
     await app.close();
   });
 });
+
+describe('examples/demo.ts', () => {
+  it('takes an empty REDIS_URL for none: starts a throwaway redis-server, and stops it even when the demo fails', async () => {
+    const { withDemoRedis } = await import('../examples/demo');
+    const { Redis } = await import('ioredis');
+    let used = '';
+    const failed = await withDemoRedis(
+      async (url) => {
+        used = url;
+        // Before the fix the empty REDIS_URL was passed on as the URL, which the batcher refuses.
+        const client = new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+        try {
+          expect(await client.ping()).toBe('PONG');
+        } finally {
+          client.disconnect();
+        }
+        throw new Error('the demo failed');
+      },
+      { REDIS_URL: '' },
+    ).catch((err: unknown) => err);
+    expect(failed).toMatchObject({ message: 'the demo failed' });
+    // Stopped in its finally: nothing listens there any more.
+    const { connect } = await import('node:net');
+    const { port } = new URL(used);
+    const refused = await new Promise<string | undefined>((resolve) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(undefined);
+      });
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code));
+    });
+    expect(refused).toBe('ECONNREFUSED');
+  });
+});
