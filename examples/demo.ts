@@ -3,10 +3,11 @@
  * its own job that yields after MAX_RUNTIME_MS, so the small accounts finish long before the
  * noisy one instead of queueing behind its 1,000 slices.
  *
- *   npm run demo                          (starts a throwaway redis-server)
+ *   npm run demo                          (starts a throwaway redis-server, and stops it)
  *   REDIS_URL=redis://host:6379 npm run demo
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
 import { batchByKey } from 'batch-by-key';
 import { RedisNotInstalledError, startRedis, type LocalRedis } from '../tools/redis-server';
 
@@ -31,21 +32,28 @@ const elapsed = () => Date.now() - t0;
 const fmt = (n: number) => n.toLocaleString('en-US');
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
-async function main(): Promise<void> {
-  let localRedis: LocalRedis | undefined;
-  if (!process.env.REDIS_URL) {
-    try {
-      localRedis = await startRedis();
-    } catch (err) {
-      if (!(err instanceof RedisNotInstalledError)) throw err;
-      console.error(err.message);
-      process.exit(1);
-    }
+/**
+ * Runs `run` against REDIS_URL, or, when it is unset or empty (`REDIS_URL= npm run demo`), against
+ * a throwaway redis-server, which it stops whatever `run` does: a demo that fails must not leave a
+ * server running.
+ */
+export async function withDemoRedis<T>(run: (url: string) => Promise<T>, env: NodeJS.ProcessEnv = process.env): Promise<T> {
+  // `||`, not `??`: an empty REDIS_URL is no URL, and the batcher would refuse it.
+  const given = env.REDIS_URL || undefined;
+  if (given) return run(given);
+  const localRedis: LocalRedis = await startRedis();
+  try {
+    return await run(localRedis.url);
+  } finally {
+    await localRedis.stop();
   }
+}
+
+async function main(url: string): Promise<void> {
   const X = batchByKey({
     // A fresh name per run, so a shared REDIS_URL never mixes runs.
     name: `demo-${Date.now()}`,
-    connection: process.env.REDIS_URL ?? localRedis!.url,
+    connection: url,
     sliceSize: SLICE_SIZE,
     maxRuntimeMs: MAX_RUNTIME_MS,
     logger: { warn: console.warn, error: console.error },
@@ -61,37 +69,48 @@ async function main(): Promise<void> {
       }
     },
   });
-  const worker = X.createWorker({ concurrency: CONCURRENCY });
-  await worker.waitUntilReady();
+  // Closed whatever happens below (X.close() closes its worker too): the server can stop after.
+  try {
+    const worker = X.createWorker({ concurrency: CONCURRENCY });
+    await worker.waitUntilReady();
 
-  t0 = Date.now();
-  const stopProgress = showProgress();
-  for (let i = 0; i < NOISY_IDS; i += PUSH_CALL) {
-    await X.performBatchLater(
-      Array.from({ length: PUSH_CALL }, (_, j) => i + j),
-      { key: NOISY },
-    );
+    t0 = Date.now();
+    const stopShowing = showProgress();
+    let showing = true;
+    // Once: the summary follows the last progress line, and a failure stops the timer too.
+    const stopProgress = () => {
+      if (showing) stopShowing();
+      showing = false;
+    };
+    try {
+      for (let i = 0; i < NOISY_IDS; i += PUSH_CALL) {
+        await X.performBatchLater(
+          Array.from({ length: PUSH_CALL }, (_, j) => i + j),
+          { key: NOISY },
+        );
+      }
+      // The small accounts arrive after the noisy backlog is already queued and being worked on.
+      await sleep(300);
+      const smallPushedAt = elapsed();
+      await Promise.all(
+        smallKeys.map((key) =>
+          X.performBatchLater(
+            Array.from({ length: expected.get(key)! }, (_, j) => `${key}-${j}`),
+            { key },
+          ),
+        ),
+      );
+
+      while (finishedAt.size < expected.size) await sleep(50);
+      stopProgress();
+      const left = await X.backlog(NOISY);
+      printSummary(smallPushedAt, left.pending + left.inFlight);
+    } finally {
+      stopProgress();
+    }
+  } finally {
+    await X.close();
   }
-  // The small accounts arrive after the noisy backlog is already queued and being worked on.
-  await sleep(300);
-  const smallPushedAt = elapsed();
-  await Promise.all(
-    smallKeys.map((key) =>
-      X.performBatchLater(
-        Array.from({ length: expected.get(key)! }, (_, j) => `${key}-${j}`),
-        { key },
-      ),
-    ),
-  );
-
-  while (finishedAt.size < expected.size) await sleep(50);
-  stopProgress();
-  const left = await X.backlog(NOISY);
-
-  await worker.close();
-  await X.close();
-  await localRedis?.stop();
-  printSummary(smallPushedAt, left.pending + left.inFlight);
 }
 
 function noisyBar(width: number): string {
@@ -157,10 +176,12 @@ function printSummary(smallPushedAt: number, noisyLeft: number): void {
   );
 }
 
-main().then(
-  () => undefined,
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  withDemoRedis(main).then(
+    () => undefined,
+    (err: unknown) => {
+      console.error(err instanceof RedisNotInstalledError ? err.message : err);
+      process.exit(1);
+    },
+  );
+}

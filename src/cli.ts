@@ -12,10 +12,13 @@ import { VERSION } from './core/version';
 import { DEFAULTS, resolveOptions, STORES } from './options';
 import { recordedShardCounts, recordedStore } from './storage/agreement';
 import { Keyspace } from './storage/keys';
-import type { Batcher, DeadLetterQuery, KeyStats, PausedKey, RateLimit, Stats, StoreKind } from './core/types';
+import type { Batcher, DeadLetter, DeadLetterQuery, KeyStats, PausedKey, RateLimit, Stats, StoreKind } from './core/types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
+
+/** The longest the CLI waits for Redis to connect, and then for each command's answer. */
+const REDIS_WAIT_MS = 5_000;
 
 /** Lines pushed per performBatchLater call (it chunks further inside its one script call). */
 const PUSH_BATCH = 10_000;
@@ -114,12 +117,20 @@ async function nothingMatched(client: RedisClient, global: Global, prefix: strin
 
 /** A producer on the batcher (the CLI never runs slices: it pushes, reads and moves dead letters), on one connection. */
 async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>, notice?: (text: string) => void): Promise<T> {
-  // Fail fast on a bad URL or a server that is down, instead of retrying forever.
-  const connection = { ...fromUrl(global.redis), maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5_000 };
+  // Fail fast on a bad URL or a server that is down, instead of retrying forever; and on one that
+  // takes the connection but answers nothing (stopped, paused), whose commands would wait for ever.
+  const connection = {
+    ...fromUrl(global.redis),
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+    connectTimeout: REDIS_WAIT_MS,
+    commandTimeout: REDIS_WAIT_MS,
+  };
   const options = { name: global.name, connection, ...(global.prefix !== undefined && { prefix: global.prefix }) };
   // A bad name or prefix is refused before anything reaches Redis.
   const { prefix } = resolveOptions(options);
   const { client } = commandClient(connection, silentLogger);
+  let failed = false;
   try {
     const keyspace = new Keyspace(prefix, global.name);
     const configKey = keyspace.config;
@@ -135,12 +146,21 @@ async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>, n
     } finally {
       await b.close().catch(() => undefined);
     }
+  } catch (err) {
+    failed = true;
+    throw err;
   } finally {
-    // The batcher leaves a client it was given open. One that is not ready has nothing to flush.
-    if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+    // The batcher leaves a client it was given open. One that is not ready has nothing to flush,
+    // nor one after a failure: the error is reported, and a Redis that did not answer would keep
+    // the QUIT waiting REDIS_WAIT_MS more.
+    if (client.status === 'ready' && !failed) await client.quit().catch(() => client.disconnect());
     else client.disconnect();
   }
 }
+
+/** C0 and C1 control characters, and DEL: what must not reach a terminal or split a line or field raw. */
+// eslint-disable-next-line no-control-regex -- control characters are what this looks for
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**
  * A key as the shell takes it back after --key: bare when it is plain, in single quotes when it
@@ -149,8 +169,7 @@ async function withBatcher<T>(global: Global, run: (b: Batcher) => Promise<T>, n
  */
 export function shellQuote(key: string): string {
   if (/^[A-Za-z0-9._:@%+=,/-]+$/.test(key)) return key;
-  // eslint-disable-next-line no-control-regex -- control characters are what this looks for
-  if (!/[\u0000-\u001f\u007f]/.test(key)) return `'${key.replace(/'/g, `'\\''`)}'`;
+  if (!CONTROL.test(key)) return `'${key.replace(/'/g, `'\\''`)}'`;
   const escaped = [...key]
     .map((c) => {
       const code = c.codePointAt(0)!;
@@ -159,10 +178,26 @@ export function shellQuote(key: string): string {
       if (c === '\n') return '\\n';
       if (c === '\t') return '\\t';
       if (c === '\r') return '\\r';
-      return code < 0x20 || code === 0x7f ? `\\x${code.toString(16).padStart(2, '0')}` : c;
+      if (code < 0x20 || code === 0x7f) return `\\x${code.toString(16).padStart(2, '0')}`;
+      // A C1 control (U+0080-U+009F; U+009B is a CSI to many terminals), as the character, not the byte `\x` would write.
+      return code >= 0x80 && code <= 0x9f ? `\\u${code.toString(16).padStart(4, '0')}` : c;
     })
     .join('');
   return `$'${escaped}'`;
+}
+
+/**
+ * Free text (an error's name or message) as it is when it holds no control character, else in
+ * bash's `$'…'` as `shellQuote` writes it: a newline or a tab in it forges no line or field, and
+ * an ESC reaches no terminal.
+ */
+function printable(text: string): string {
+  return CONTROL.test(text) ? shellQuote(text) : text;
+}
+
+function deadLine(l: DeadLetter): string {
+  const { key, id, attempts, lastFailedAt, error } = l;
+  return `${shellQuote(key)}\t${shellQuote(id)}\t${attempts}\t${new Date(lastFailedAt).toISOString()}\t${printable(error.name)}: ${printable(error.message)}`;
 }
 
 function keyLine(k: KeyStats): string {
@@ -295,11 +330,7 @@ function program(io: Io): Command {
         async (b) => {
           const { letters } = await b.deadLetters.list({ limit: o.limit, order: o.order, ...(o.key !== undefined && { key: o.key }) });
           for (const l of letters) {
-            out(
-              o.json
-                ? `${JSON.stringify(l)}\n`
-                : `${l.key}\t${l.id}\t${l.attempts}\t${new Date(l.lastFailedAt).toISOString()}\t${l.error.name}: ${l.error.message}\n`,
-            );
+            out(o.json ? `${JSON.stringify(l)}\n` : `${deadLine(l)}\n`);
           }
         },
         notice,
@@ -477,7 +508,17 @@ export async function main(argv: readonly string[], io: Io = process): Promise<n
     const { debug, redis } = cli.opts<Global>();
     const message = err instanceof Error ? err.message : String(err);
     const unreachable = !(err instanceof BatchByKeyError) && /Connection is closed|ECONNREFUSED|ENOTFOUND|ETIMEDOUT|connect/i.test(message);
-    io.stderr.write(`batch-by-key: ${unreachable ? `cannot reach Redis at ${redactUrl(redis)} (${message})` : message}\n`);
+    // ioredis' commandTimeout: Redis took the connection but did not answer (stopped, paused, busy).
+    const silent = !(err instanceof BatchByKeyError) && /^Command timed out$/.test(message);
+    io.stderr.write(
+      `batch-by-key: ${
+        silent
+          ? `Redis at ${redactUrl(redis)} did not answer within ${formatMs(REDIS_WAIT_MS)} (${message})`
+          : unreachable
+            ? `cannot reach Redis at ${redactUrl(redis)} (${message})`
+            : message
+      }\n`,
+    );
     if (debug && err instanceof Error && err.stack) io.stderr.write(`${err.stack}\n`);
     return isUsage(err) ? EXIT.usage : EXIT.runtime;
   }
@@ -488,5 +529,8 @@ if (require.main === module) {
   process.on('SIGINT', stop);
   void main(process.argv).then((code) => {
     process.exitCode = code;
+    // After a failure nothing is left to do, but a connection Redis never answered (stopped,
+    // paused) keeps its socket open until its idle timeout: exit once what was written is flushed.
+    if (code !== EXIT.ok) process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
   });
 }

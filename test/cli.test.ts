@@ -309,6 +309,41 @@ describe('the batch-by-key CLI', () => {
     await waitFor(() => ran.has('b') && ran.has('c'), { what: 'keys b and c, woken', timeoutMs: 10_000 });
   });
 
+  it('dead list quotes keys, ids and error messages: a newline, a tab or an ESC in them forges no line, field or terminal sequence', async () => {
+    const esc = '\u001b';
+    const b = testBatcher({
+      eachIteration: (ids) => {
+        throw new PermanentError(`bad\n${esc}[2Jforged\tline`, { ids });
+      },
+    });
+    const key = `k\n${esc}[31mred\tkey`;
+    const ids = ['a\tb', `c\n${esc}]0;title\u0007`, 'c1\u009b31m'];
+    await b.performBatchLater(ids, { key });
+    const worker = b.createWorker();
+    await waitFor(async () => (await b.deadLetters.count()) === ids.length, { what: 'three dead letters' });
+    await worker.close();
+    const listed = await cli([...on(b), 'dead', 'list']);
+    expect(listed.code).toBe(0);
+    // Before the fix: 6 lines, 12 ESC bytes.
+    expect(listed.stdout).not.toContain(esc);
+    expect(listed.stdout).not.toContain('\u009b');
+    const lines = listed.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(ids.length);
+    for (const line of lines) expect(line.split('\t')).toHaveLength(5);
+    const fields = lines.map((line) => line.split('\t'));
+    // Each key and id printed as stats and paused print keys: bash takes it back whole.
+    const unquote = (quoted: string) =>
+      new Promise<string>((resolve) => {
+        const sh = spawn('bash', ['-c', `printf %s ${quoted}`]);
+        let out = '';
+        sh.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+        sh.on('close', () => resolve(out));
+      });
+    expect(await Promise.all(fields.map(([k]) => unquote(k!)))).toEqual(ids.map(() => key));
+    expect((await Promise.all(fields.map(([, id]) => unquote(id!)))).sort()).toEqual([...ids].sort());
+    expect(fields[0]![4]).toBe(`PermanentError: $'bad\\n\\x1b[2Jforged\\tline'`);
+  });
+
   it('paused prints each key so that bash takes it back whole: leading spaces, tabs, newlines and quotes', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const keys = ['  lead', 'tab\tkey', "it's", 'line\nbreak', 'plain-1'];

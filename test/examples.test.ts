@@ -77,7 +77,7 @@ describe('examples/server.ts', () => {
 });
 
 describe('examples/http-errors.ts', () => {
-  it('bad input is a 400, Redis not answering, a push of unknown outcome or a closed batcher a 503, and every other code a 500', async () => {
+  it('bad input is a 400, a full backlog a 429, a sealed ticket a 409, an unknown one a 404, Redis not answering, a push of unknown outcome or a closed batcher a 503, and every other code a 500', async () => {
     const { httpStatusOf } = await import('../examples/http-errors');
     const errors = await import('../src');
     expect(httpStatusOf(new errors.InvalidIdsError('x'))).toBe(400);
@@ -86,6 +86,11 @@ describe('examples/http-errors.ts', () => {
     expect(httpStatusOf(new errors.PushTimeoutError('x'))).toBe(503);
     expect(httpStatusOf(new errors.PushOutcomeUnknownError('x'))).toBe(503);
     expect(httpStatusOf(new errors.ClosedError('x'))).toBe(503);
+    // A key's backlog full is the 429 the docs answer (Backpressure, api.md); a ticket the client
+    // named is its own mistake: sealed, a conflict; expired or never opened, not found. All three were 500.
+    expect(httpStatusOf(new errors.KeyBacklogFullError('x', 'k', 10, 10))).toBe(429);
+    expect(httpStatusOf(new errors.TicketSealedError('x'))).toBe(409);
+    expect(httpStatusOf(new errors.UnknownTicketError('x'))).toBe(404);
     expect(httpStatusOf(new errors.InvalidOptionError('x'))).toBe(500);
     expect(httpStatusOf(new errors.StoreMismatchError('x'))).toBe(500);
   });
@@ -262,5 +267,40 @@ describe('examples/nestjs.ts', () => {
     expect([...refreshed.get('acct-42')!].sort()).toEqual(['1', '2', '3', '4']);
     expect((await batcher.deadLetters.list()).letters.map((l) => [l.key, l.id])).toEqual([['acct-42', 'summer-sale']]);
     await app.close();
+  });
+});
+
+describe('examples/demo.ts', () => {
+  it('takes an empty REDIS_URL for none: starts a throwaway redis-server, and stops it even when the demo fails', async () => {
+    const { withDemoRedis } = await import('../examples/demo');
+    const { Redis } = await import('ioredis');
+    let used = '';
+    const failed = await withDemoRedis(
+      async (url) => {
+        used = url;
+        // Before the fix the empty REDIS_URL was passed on as the URL, which the batcher refuses.
+        const client = new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+        try {
+          expect(await client.ping()).toBe('PONG');
+        } finally {
+          client.disconnect();
+        }
+        throw new Error('the demo failed');
+      },
+      { REDIS_URL: '' },
+    ).catch((err: unknown) => err);
+    expect(failed).toMatchObject({ message: 'the demo failed' });
+    // Stopped in its finally: nothing listens there any more.
+    const { connect } = await import('node:net');
+    const { port } = new URL(used);
+    const refused = await new Promise<string | undefined>((resolve) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(undefined);
+      });
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code));
+    });
+    expect(refused).toBe('ECONNREFUSED');
   });
 });

@@ -41,6 +41,53 @@ describe('processor(): a BullMQ Worker you build yourself', () => {
   });
 });
 
+describe("jobs on a batcher's queue that are not its key jobs", () => {
+  /** A batcher with a createWorker whose logger records every line, and a Queue of its own on the batcher's queue. */
+  function withLines() {
+    const lines: { level: string; message: string; meta?: Record<string, unknown> }[] = [];
+    const line = (level: string) => (message: string, meta?: Record<string, unknown>) => void lines.push({ level, message, meta });
+    const keys: unknown[] = [];
+    const b = testBatcher({
+      logger: { debug: () => {}, info: () => {}, warn: line('warn'), error: line('error') },
+      eachIteration: (_ids, ctx) => void keys.push(ctx.key),
+    });
+    const worker = b.createWorker();
+    return { b, worker, lines, keys, queue: track(new Queue(b.name, bullOptions(b.name))) };
+  }
+
+  it('one named like ours with null data, or a key that is no string, fails at once saying so: no TypeError, no numeric ctx.key', async () => {
+    const { worker, keys, queue } = withLines();
+    const failed = new Map<string | undefined, Error>();
+    worker.on('failed', (job, err) => void failed.set(job?.id, err));
+    const nullData = await queue.add(JOB_NAME, null, { attempts: 3 });
+    const numeric = await queue.add(JOB_NAME, { key: 5 }, { attempts: 3 });
+    // Before the fix: a TypeError, three times, and a run of key 5 (a number) that completed.
+    await waitFor(() => failed.size === 2, { what: 'both jobs to fail' });
+    expect(keys).toEqual([]);
+    expect([...failed.keys()].sort()).toEqual([nullData.id, numeric.id].sort());
+    for (const err of failed.values()) {
+      expect(err.message).toMatch(/^batch-by-key: job \S+ is named "batch-by-key" but its data has no string key \(got .+\)/);
+    }
+    // Not retried: no attempt of theirs can do better.
+    for (const job of [nullData, numeric])
+      expect(await queue.getJob(job.id!)).toMatchObject({ attemptsMade: 1, failedReason: expect.any(String) });
+  });
+
+  it('an orphaned job id (its hash gone, its id still in wait) is logged at warn as such, not as a job name undefined', async () => {
+    const { b, lines } = withLines();
+    // An id in wait with no hash: an eviction or an operator's DEL of the job's hash.
+    await redisClient().lpush(`${prefixOf(b.name)}:${b.name}:wait`, 'orphan-1');
+    // A push wakes the worker (its job's add sets the queue's marker); the orphan is fetched first.
+    await b.performBatchLater(['1'], { key: 'k' });
+    const about = (l: { message: string; meta?: Record<string, unknown> }) =>
+      `${l.message} ${String(l.meta?.err)} ${String(l.meta?.jobId)}`.includes('orphan-1');
+    await waitFor(() => lines.length > 0, { what: 'a line logged' });
+    // Before the fix: at error, "no processor for job name undefined".
+    expect(lines.filter((l) => l.level === 'error')).toEqual([]);
+    expect(lines.find(about)).toMatchObject({ level: 'warn', message: expect.stringMatching(/no name and no data/) });
+  });
+});
+
 describe('what a handler returns', () => {
   it('a promise of another realm (an async function from a vm context) is awaited: its rejection fails the slice', async () => {
     const { runInNewContext } = await import('node:vm');

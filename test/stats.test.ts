@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidOptionError, PermanentError, type Batcher, type StoreKind } from '../src';
+import { batchByKey, InvalidOptionError, PermanentError, type Batcher, type StoreKind } from '../src';
 import { redisNow } from '../src/ops/stats';
 import { Gate } from './helpers/gate';
-import { keyspaceOf, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, redisClient, testBatcher, testConnection, track, waitFor } from './helpers/redis';
 
 /** Pushes and returns the Redis clock just before and just after, which bracket the push's mark. */
 async function timedPush(b: Batcher, key: string, ids: string[]): Promise<[number, number]> {
@@ -257,6 +257,25 @@ describe('stats()', () => {
     }
   });
 
+  it('list: a key drained after an earlier version added a per-push mark behind the open one keeps no old mark for its next push', async () => {
+    const b = testBatcher({ sliceSize: 10, eachIteration: () => {} });
+    const names = keyspaceOf(b).forKey('k');
+    const client = redisClient();
+    await b.performBatchLater(['1'], { key: 'k' });
+    // A push of an earlier version (a rolling deploy): its id, and a mark of its own behind the open entry `now 0`.
+    const old = (await redisNow(client)) - 60_000;
+    await client.rpush(names.pending, '2');
+    await client.rpush(names.pushMarks, `${old} 1`);
+    const worker = b.createWorker();
+    await waitFor(async () => (await b.backlog('k')).pending + (await b.backlog('k')).inFlight === 0, { what: 'k drained' });
+    await worker.close();
+    // Before the fix the old entry stayed: this push's id read about 60 s of lag.
+    const pushed = await timedPush(b, 'k', ['3']);
+    const s = await b.stats();
+    expectLagOf(s.oldestPendingAgeMs, s.at, pushed);
+    expect(await client.lrange(names.pushMarks, 0, -1)).toHaveLength(1);
+  });
+
   it('bounds the keys read by maxKeys and says so; top limits the lists', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     for (let i = 0; i < 5; i++)
@@ -273,6 +292,20 @@ describe('stats()', () => {
     expect(all.laggingKeys).toHaveLength(2);
     // Each key's job was added by its push (no index entry): the jobs are read oldest first.
     expect(await b.stats({ maxKeys: 3 })).toMatchObject({ keys: 3, pending: 6, truncated: true, scannedKeys: 3 });
+  });
+
+  it('counts a key once when it has a job under two shard counts (a change of shards under way)', async () => {
+    const one = testBatcher({ shards: 1, eachIteration: () => {} });
+    const two = track(batchByKey({ name: one.name, connection: testConnection(), shards: 2 }));
+    for (let i = 0; i < 30; i++) await one.performBatchLater(['a'], { key: `k${i}` });
+    // Each key's push under the other count adds it a job on that count's queues too.
+    for (let i = 0; i < 30; i++) await two.performBatchLater(['b'], { key: `k${i}` });
+    // Before the fix: 60 keys, 120 pending (the job keys of both counts, read in one page, were not told apart).
+    for (const b of [one, two]) {
+      const s = await b.stats({ top: 100 });
+      expect(s).toMatchObject({ keys: 30, pending: 60, scannedKeys: 30 });
+      expect(new Set(s.topKeys.map((k) => k.key)).size).toBe(30);
+    }
   });
 
   it('rejects bad options with an InvalidOptionError', async () => {

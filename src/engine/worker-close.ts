@@ -1,5 +1,5 @@
 import { aroundClose, blockingClientOf, ownClientsOf, type Worker } from '../bullmq';
-import { Cluster, type Redis } from 'ioredis';
+import { Cluster, Redis, ReplyError } from 'ioredis';
 import { endClient } from '../core/connection';
 
 /**
@@ -22,17 +22,37 @@ export const CLOSE_REDIS_WAIT_MS = 10_000;
  *   Redis that is away (or does not answer): the worker's own connections are ended, which fails
  *   what they still queued, and `close()` returns. Its keys come back as after a crash (their
  *   locks expire within `lockTtlMs`).
+ * - A close still waiting `shutdownTimeoutMs + CLOSE_REFUSED_WAIT_MS` after it began, while Redis
+ *   answers (a PING gets a reply, an error reply too), waits on a Redis that refuses what the runs
+ *   write (out of memory, a busy script): they retry until it takes them, which waiting longer
+ *   for a Redis that is there does not hasten. It ends the same way then, without the wait meant
+ *   for a Redis that is away.
  *
  * Every call of the worker's `close` gets the first one's promise.
  */
 export function closeBounded(worker: Worker, shutdownTimeoutMs: number): void {
   let closing: Promise<void> | undefined;
-  aroundClose(worker, (close, force) => (closing ??= bounded(worker, () => close(force), shutdownTimeoutMs + CLOSE_REDIS_WAIT_MS)));
+  aroundClose(worker, (close, force) => (closing ??= bounded(worker, () => close(force), shutdownTimeoutMs)));
 }
 
-async function bounded(worker: Worker, close: () => Promise<void>, limitMs: number): Promise<void> {
+async function bounded(worker: Worker, close: () => Promise<void>, shutdownTimeoutMs: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), limitMs)));
+  let asking: NodeJS.Timeout | undefined;
+  let ended = false;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), shutdownTimeoutMs + CLOSE_REDIS_WAIT_MS);
+    // Asked again each interval: a Redis silent a moment may answer (and refuse) later.
+    const askIn = (ms: number) => {
+      asking = setTimeout(() => {
+        void answers(worker).then((yes) => {
+          // An answer that comes after the close ended asks nothing more.
+          if (yes) resolve('late');
+          else if (!ended) askIn(CLOSE_ASK_INTERVAL_MS);
+        });
+      }, ms);
+    };
+    askIn(shutdownTimeoutMs + CLOSE_REFUSED_WAIT_MS);
+  });
   const blocking: Redis | Cluster | undefined = await blockingClientOf(worker);
   if (blocking?.status === 'reconnecting') {
     // A Cluster client reaches 'end' only through its nodes, which it has none of now: it gets
@@ -50,7 +70,41 @@ async function bounded(worker: Worker, close: () => Promise<void>, limitMs: numb
   } finally {
     clearTimeout(stuck);
     clearTimeout(timer);
+    ended = true;
+    clearTimeout(asking);
   }
+}
+
+/**
+ * How long past `shutdownTimeoutMs` a close waits before it asks whether Redis answers: the slices
+ * it stopped are handed back by then, and their releases, retried with a backoff of at most 1 s
+ * while Redis refuses them, have had two tries.
+ */
+export const CLOSE_REFUSED_WAIT_MS = 2_000;
+/** How often a close asks again, and how long it waits for each answer. */
+const CLOSE_ASK_INTERVAL_MS = 1_000;
+
+/**
+ * Whether Redis answers the worker's command connection (the caller's client when the worker was
+ * given one) within CLOSE_ASK_INTERVAL_MS: a reply, or an error reply (OOM refuses no PING, BUSY
+ * does). A PING that is not answered (Redis away, stopped) is left to fail as the connection ends.
+ */
+async function answers(worker: Worker): Promise<boolean> {
+  const blocking = await blockingClientOf(worker);
+  const given = worker.opts.connection;
+  const client =
+    (await ownClientsOf(worker)).find((c) => c !== blocking) ?? (given instanceof Redis || given instanceof Cluster ? given : undefined);
+  if (!client) return false;
+  let timer: NodeJS.Timeout | undefined;
+  const answered = await Promise.race([
+    client.ping().then(
+      () => true,
+      (err: unknown) => err instanceof ReplyError,
+    ),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), CLOSE_ASK_INTERVAL_MS))),
+  ]);
+  clearTimeout(timer);
+  return answered;
 }
 
 /** The longest a closing worker waits for its blocking Cluster connection to finish reconnecting. */

@@ -86,9 +86,15 @@ export async function stats(deps: StatsDeps, options: StatsOptions = {}): Promis
   let scanned = 0;
   // `scanned` counts index entries read, and keys of jobs not listed in an index.
   const readPage = async (listed: readonly Key[], counted: 'entries' | 'new keys') => {
-    const page = listed.filter((key) => !seen.has(key));
+    // Marked seen as it is taken: a key twice in one page (its jobs on the queues of two shard
+    // counts, both listed by jobKeys) is read once.
+    const page: Key[] = [];
+    for (const key of listed) {
+      if (seen.has(key)) continue;
+      seen.add(key);
+      page.push(key);
+    }
     scanned += counted === 'entries' ? listed.length : page.length;
-    for (const key of page) seen.add(key);
     const read = await readKeys(
       client,
       store,

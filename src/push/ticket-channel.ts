@@ -24,6 +24,8 @@ export class TicketChannel {
   /** Subscriptions being made or made, per channel: a waiter starts reading once its own is settled. */
   private readonly subscribed = new Map<string, Promise<boolean>>();
   private deniedLogged = false;
+  /** The subscriber connection a `close` is quitting. */
+  private closing: RedisClient | undefined;
 
   constructor(
     private readonly client: () => RedisClient,
@@ -66,12 +68,24 @@ export class TicketChannel {
   async close(): Promise<void> {
     const subscriber = this.subscriber;
     this.subscriber = undefined;
+    // Kept for `drop`, should its QUIT go unanswered.
+    this.closing = subscriber;
     this.waiters.clear();
     this.subscribed.clear();
     if (!subscriber) return;
     // Like the command connection's close: nothing to flush on a connection that is not ready.
     if (subscriber.status === 'ready') await subscriber.quit().catch(() => endClient(subscriber));
     else endClient(subscriber);
+  }
+
+  /**
+   * Ends the subscriber connection at once, its QUIT unanswered: the batcher's close gives up on
+   * a Redis that is up but does not answer (see runtime.ts `CLOSE_QUIT_WAIT_MS`).
+   */
+  drop(): void {
+    const subscriber = this.closing ?? this.subscriber;
+    this.subscriber = undefined;
+    if (subscriber) endClient(subscriber);
   }
 
   /** Subscribes `channel`: true once Redis confirmed it, false when it refused (logged once). */

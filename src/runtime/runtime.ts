@@ -1,4 +1,5 @@
 import Redlock from 'redlock';
+import { Redis, Cluster } from 'ioredis';
 import { Queue, type ConnectionOptions } from '../bullmq';
 import { commandClient, endClient, fromUrl } from '../core/connection';
 import { BatchByKeyError, ClosedError } from '../core/errors';
@@ -213,20 +214,31 @@ export class BatcherRuntime {
   /**
    * Closes the queues, the ticket channel and our own connection (the user's client stays theirs),
    * once the calls under way have settled, or `pushTimeoutMs` after it began waiting for them
-   * (Redis away: they fail then, as the connection closes).
+   * (Redis away: they fail then, as the connection closes). Their QUITs get `CLOSE_QUIT_WAIT_MS`:
+   * a Redis that is up but does not answer (stopped, `CLIENT PAUSE`, a long script) would keep a
+   * QUIT waiting for ever, so what is still open then is dropped (nothing is lost: every call that
+   * mattered has settled or been given up above).
    */
   async close(): Promise<void> {
     this.abandoned = !(await settledWithin([...this.underWay], this.opts.pushTimeoutMs));
-    await Promise.all(this.shards.opened().map((queue) => queue.close()));
-    await this.ticketChannel.close();
-    if (this.redis?.owned) {
-      const own = this.redis.client;
+    const own = this.redis?.owned ? this.redis.client : undefined;
+    // Queues on the user's client share it: BullMQ's close sends them nothing, and dropping them would drop it.
+    const shared = this.opts.connection instanceof Redis || this.opts.connection instanceof Cluster;
+    const queues = this.shards.opened();
+    const graceful = Promise.all([
+      ...queues.map((queue) => queue.close()),
+      this.ticketChannel.close(),
       // QUIT waits in the offline queue while Redis is away (ioredis retries it for ~10 s): a
       // connection that is not ready has nothing to flush, so it is dropped at once.
       // Ended, not only disconnected: what it still queued (a worker's fetch) fails instead of waiting for ever.
-      if (own.status === 'ready') await own.quit().catch(() => endClient(own));
-      else endClient(own);
-    }
+      own && (own.status === 'ready' ? own.quit().catch(() => endClient(own)) : endClient(own)),
+    ]);
+    if (await settledWithin([graceful], CLOSE_QUIT_WAIT_MS)) return;
+    // The QUITs still wait: dropped, they fail, and the close above ends with them (its errors are not the caller's).
+    graceful.catch(() => undefined);
+    if (!shared) for (const queue of queues) void queue.disconnect().catch(() => undefined);
+    this.ticketChannel.drop();
+    if (own) endClient(own);
   }
 
   /** Marks the batcher closed: every later call gets a ClosedError. True the first time. */
@@ -238,6 +250,12 @@ export class BatcherRuntime {
     return true;
   }
 }
+
+/**
+ * How long `X.close()` waits for Redis to answer the QUITs of the connections it opened (its
+ * queues', its ticket channel's and its own) before it drops them.
+ */
+export const CLOSE_QUIT_WAIT_MS = 2_000;
 
 /** Waits until every one of `calls` has settled, at most `ms`: true if they all did. */
 async function settledWithin(calls: readonly Promise<unknown>[], ms: number): Promise<boolean> {

@@ -32,10 +32,11 @@ end
 local function takeMarks(marks, markKey, n, left)
   if left == 0 then
     -- Pending is empty: the head entry dates the slice, the rest goes. Moved, it is the in-flight
-    -- mark in one call; the open entry is the head only with nothing ahead of it (`t 0`), and so
-    -- the only one: its list went with it.
-    local since, ahead = markOf(redis.call('LMOVE', marks, markKey, 'LEFT', 'LEFT'))
-    if ahead ~= 0 then redis.call('DEL', marks) end
+    -- mark in one call. What is left goes whatever the head was: an open head (`t 0`) is the only
+    -- entry this version writes, but an earlier version's per-push marks may follow it (a rolling
+    -- deploy), and one left here would date the key's next push.
+    local since = markOf(redis.call('LMOVE', marks, markKey, 'LEFT', 'LEFT'))
+    redis.call('DEL', marks)
     return since or clockMs()
   end
   local now = clockMs()
