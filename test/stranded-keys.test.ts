@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Gate } from './helpers/gate';
 import { keyspaceOf, keysMatching, onCluster, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
-import { BULLMQ_DEFERRED_FAILURE, JOB_POINTER, jobPointerOf } from '../src/storage/keys';
+import { BULLMQ_DEFERRED_FAILURE, JOB_NAME, JOB_POINTER, jobPointerOf } from '../src/storage/keys';
 import type { Batcher } from '../src';
 
 /**
@@ -89,6 +89,21 @@ describe("keys stranded by what is done to BullMQ's lists", () => {
     expect(await redis.exists(keyspaceOf(b).forKey('stalled').lock)).toBe(0);
     await waitFor(() => rec.all.length === 3, { what: 'the key to run', timeoutMs: 10_000 });
     expect(rec.idsOf('stalled')).toEqual(range(3));
+  });
+
+  it('a job named like ours whose key is a number claims nothing for the key of that name', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ eachIteration: rec.handler, lockTtlMs: 30_000 });
+    const queue = queueOf(b);
+    const failed: string[] = [];
+    // Fetched first: before the fix its fetch took key "5"'s lock, for lockTtlMs.
+    const numeric = await queue.add(JOB_NAME, { key: 5 as unknown as string });
+    await b.performBatchLater(range(2), { key: '5' });
+    const worker = b.createWorker();
+    worker.on('failed', (job) => void failed.push(String(job?.id)));
+    await waitFor(() => rec.all.length === 2, { what: 'key "5" to run', timeoutMs: 10_000 });
+    expect(rec.idsOf('5')).toEqual(range(2));
+    await waitFor(() => failed.includes(numeric.id!), { what: 'the numeric job to fail' });
   });
 
   it('keys whose jobs were removed through BullMQ (remove, drain, obliterate) run without an operator', async () => {

@@ -23,9 +23,13 @@ local function firstClaimArgs(store, lock, count, lockTtlMs, releaseIfEmpty, rat
   }
 end
 
--- The claim of a fetched key: a function of its arguments, so that pcall needs no closure.
+-- The claim of a fetched key: a function of its arguments, so that pcall needs no closure. A job
+-- named like ours whose key is no string (a user's `{ key: 5 }`) is refused by the processor, so
+-- it claims nothing: Lua would take 5 for the key "5" and hold that key's lock for lockTtlMs.
 local function claimFetchedKey(root, data, A)
-  return claimKey(storeOf(A.store), keyNames(keyBase(root, encodeKey(cjson.decode(data).key)), 0), A)
+  local key = cjson.decode(data).key
+  if type(key) ~= 'string' then error('batch-by-key: a job named like ours whose data has no string key') end
+  return claimKey(storeOf(A.store), keyNames(keyBase(root, encodeKey(key)), 0), A)
 end
 
 -- The job a fetch fetched (`reply` as claimFetched takes it): its id, nil when none, and its
