@@ -1,7 +1,11 @@
 import { createHash } from 'node:crypto';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey, type KeyWorker } from '../../src';
-import { FORCE_EVALSHA_ENV, scriptSource, type ScriptName } from '../../src/storage/scripts';
+import { defaultPrefix } from '../../src/options';
+import { Keyspace } from '../../src/storage/keys';
+import { claim } from '../../src/storage/protocol';
+import { defineScripts, FORCE_EVALSHA_ENV, scriptSource, type ScriptName } from '../../src/storage/scripts';
 import { ratio } from '../lib/stats';
 import { withTimeout } from '../lib/clock';
 import { readCommandStats, resetCommandStats, scriptSplit, type ScriptSplit } from '../lib/commandstats';
@@ -44,6 +48,10 @@ interface Round {
 interface Measured {
   label: string;
   script: ScriptName;
+  /** BullMQ's script that does this call's work for one plain job, if any (see `Counterparts`). */
+  counterpart?: keyof Counterparts;
+  /** The issue 46 budget: FCALL µs per call, absolute or over the counterpart's. */
+  budget?: { us: number; over?: true };
   /** Script calls INFO counted, and calls of the script sent, over every round. */
   calls: number;
   sent: number;
@@ -101,12 +109,13 @@ export const scriptMicro: Scenario = {
         // The EVALSHA path first (forced, as on a Redis without functions), then the library's own: FCALL on Redis 7.
         process.env[FORCE_EVALSHA_ENV] = '1';
         const evalsha = await measure(redis, n).finally(() => delete process.env[FORCE_EVALSHA_ENV]);
-        return { ...evalsha, fcall: (await measure(redis, n)).scripts };
+        const fcalls = (await measure(redis, n)).scripts;
+        return { ...evalsha, fcall: fcalls, counterparts: await bullmqCounterparts(redis, n) };
       }),
       config.scriptMicro.timeoutMs,
       'script-micro',
     );
-    const { floor, scripts, fcall } = measured;
+    const { floor, scripts, fcall, counterparts } = measured;
     const notes = scripts
       .filter((m) => m.calls !== n || m.sent !== n)
       .map(
@@ -125,12 +134,18 @@ export const scriptMicro: Scenario = {
         "returning 0 where its own body begins (after its top-level includes), sent the round's recorded keys and arguments again; so " +
         'is `return 0` (with its arguments). The floor: `return 0` with no keys or arguments. Each is measured twice: with EVALSHA ' +
         '(forced, as on a Redis without functions) and as the library runs it on Redis 7, FCALL of its function library, whose ' +
-        'includes are built once per server, not per call (so it pays no prelude beyond the call itself).',
+        'includes are built once per server, not per call (so it pays no prelude beyond the call itself). ' +
+        "BullMQ's counterpart: the same number of plain BullMQ jobs of one id on the same server, in the same run, by EVALSHA as " +
+        'BullMQ sends them, the median of as many rounds: `Queue.add` (addStandardJob), `getNextJob` (moveToActive), `processJob` ' +
+        'completing with no next job and with one waiting (moveToFinished). Budget: the FCALL µs per call issue 46 sets, absolute ' +
+        "or over BullMQ's counterpart in the same run.",
       columns: [
         { key: 'script', label: 'script' },
         { key: 'calls', label: 'calls' },
         { key: 'us', label: 'EVALSHA µs/call', digits: 1 },
         { key: 'fcall', label: 'FCALL µs/call', digits: 1 },
+        { key: 'bullmq', label: "BullMQ's counterpart µs/call", digits: 1 },
+        { key: 'budget', label: 'budget FCALL µs/call', digits: 1 },
         { key: 'commands', label: 'commands/call', digits: 1 },
         { key: 'prelude', label: 'EVALSHA prelude µs', digits: 1 },
         { key: 'beyond', label: 'EVALSHA µs beyond prelude', digits: 1 },
@@ -142,6 +157,8 @@ export const scriptMicro: Scenario = {
           calls: m.calls,
           us: m.usPerCall,
           fcall: fcall[i]?.usPerCall ?? null,
+          bullmq: m.counterpart ? `${counterparts[m.counterpart].toFixed(1)} (${m.counterpart})` : null,
+          budget: budgetOf(m, counterparts) ?? null,
           commands: m.commandsPerCall,
           prelude: m.prelude,
           beyond: m.usPerCall - m.prelude,
@@ -152,16 +169,31 @@ export const scriptMicro: Scenario = {
           calls: floor.calls,
           us: floor.usPerCall,
           fcall: null,
+          bullmq: null,
+          budget: null,
           commands: 0,
           prelude: null,
           beyond: null,
           floorWithArgs: null,
         },
       ],
-      ratios: scripts.map((m, i) => ({
-        name: `${m.script} (${m.label}): FCALL / EVALSHA µs`,
-        value: ratio(fcall[i]?.usPerCall, m.usPerCall),
-      })),
+      ratios: [
+        ...scripts.map((m, i) => ({
+          name: `${m.script} (${m.label}): FCALL / EVALSHA µs`,
+          value: ratio(fcall[i]?.usPerCall, m.usPerCall),
+        })),
+        ...scripts.flatMap((m, i) =>
+          m.counterpart
+            ? [{ name: `${m.label}: FCALL µs / BullMQ's ${m.counterpart}`, value: ratio(fcall[i]?.usPerCall, counterparts[m.counterpart]) }]
+            : [],
+        ),
+        ...scripts.flatMap((m, i) => {
+          const budget = budgetOf(m, counterparts);
+          return budget === undefined
+            ? []
+            : [{ name: `${m.label}: FCALL µs over its budget`, value: (fcall[i]?.usPerCall ?? Number.NaN) - budget }];
+        }),
+      ],
       notes: [
         "the prelude runs Redis's setup of the call (KEYS and ARGV) and the top-level code of the script's includes (their " +
           'functions and tables are built on every call); `return 0` with its arguments, the setup alone',
@@ -223,25 +255,60 @@ async function measure(redis: BenchRedis, n: number): Promise<{ floor: { calls: 
     };
 
     const scripts: Measured[] = [];
-    scripts.push(await script('push: one id to an idle key', 'push', (i) => batcher.performBatchLater([`${i}`], { key: `idle-${i}` })));
+    scripts.push({
+      ...(await script('push: one id to an idle key', 'push', (i) => batcher.performBatchLater([`${i}`], { key: `idle-${i}` }))),
+      counterpart: 'addStandardJob',
+      budget: { us: 10, over: true },
+    });
+    // Their jobs wait (nothing fetched them): each push is covered by its key's waiting job.
+    scripts.push({
+      ...(await script('push: one id to a key whose job waits', 'push', (i) => batcher.performBatchLater([`w${i}`], { key: `idle-${i}` }))),
+      budget: { us: 8 },
+    });
     const jobs: Job[] = [];
-    scripts.push(
-      await script("fetch: a waiting key job, the run's first claim", 'fetch-and-claim', async (i) =>
+    scripts.push({
+      ...(await script("fetch: a waiting key job, the run's first claim", 'fetch-and-claim', async (i) =>
         jobs.push(await getNext(`fetch-${i}`)),
-      ),
-    );
-    scripts.push(await script("claim: the run's last, completes its job", 'claim-and-finish', (i) => run(jobs[i]!, `fetch-${i}`, false)));
+      )),
+      counterpart: 'moveToActive',
+      budget: { us: 12, over: true },
+    });
+    scripts.push({
+      ...(await script("claim: the run's last, completes its job", 'claim-and-finish', (i) => run(jobs[i]!, `fetch-${i}`, false))),
+      counterpart: 'moveToFinished',
+      budget: { us: 15, over: true },
+    });
+
+    // A plain key with a backlog, held by a run: each claim acks the id it claimed last and claims the next.
+    const plain = new Keyspace(defaultPrefix(target.namespace, false), target.namespace).forKey('plain');
+    for (let i = 0; i <= n; i += 1000) {
+      await batcher.performBatchLater(
+        Array.from({ length: Math.min(1000, n + 1 - i) }, (_, j) => `p${i + j}`),
+        { key: 'plain' },
+      );
+    }
+    const lock = { value: 'a run', ttlMs: 600_000 };
+    await redis.admin.set(plain.lock, lock.value, 'PX', lock.ttlMs);
+    defineScripts(caller);
+    scripts.push({
+      ...(await script('claim: a plain key, acks a slice of one id and claims the next', 'claim', async (i) => {
+        const claimed = await claim(caller, 'list', plain, { lock, claimId: `c${i}`, settle: 'ack', count: 1 });
+        if (!claimed.held || claimed.ids.length !== 1) throw new Error('script-micro: the plain key ran dry');
+      })),
+      budget: { us: 12 },
+    });
 
     // A backlog of n + 1 waiting key jobs; the first is fetched, and each run's last claim fetches the next.
     for (let i = 0; i <= n; i++) await batcher.performBatchLater([`${i}`], { key: `backlog-${i}` });
     let job = await getNext('chain');
-    scripts.push(
-      await script("claim: the run's last, completes its job, fetches and claims the next", 'claim-and-finish', async (i) => {
+    scripts.push({
+      ...(await script("claim: the run's last, completes its job, fetches and claims the next", 'claim-and-finish', async (i) => {
         const next = await run(job, 'chain', true);
         if (!next) throw new Error(`script-micro: the completion of job ${i} of the backlog fetched no next job`);
         job = next;
-      }),
-    );
+      })),
+      counterpart: 'moveToFinished, fetching the next',
+    });
     await run(job, 'chain', false);
 
     const floors: Pass[] = [];
@@ -273,4 +340,73 @@ function driver(worker: KeyWorker) {
     run: async (job: Job, token: string, fetchNext: boolean): Promise<Job | undefined> =>
       (await worker.processJob(job, token, () => fetchNext)) ?? undefined,
   };
+}
+
+/** BullMQ's scripts for one plain job of one id, µs per call (EVALSHA, as BullMQ sends them; see `bullmqCounterparts`). */
+interface Counterparts {
+  addStandardJob: number;
+  moveToActive: number;
+  moveToFinished: number;
+  'moveToFinished, fetching the next': number;
+}
+
+/** A row's budget in µs, from the counterparts measured in the same run; undefined without one. */
+function budgetOf(m: Measured, counterparts: Counterparts): number | undefined {
+  if (!m.budget) return undefined;
+  if (!m.budget.over) return m.budget.us;
+  return m.counterpart ? counterparts[m.counterpart] + m.budget.us : undefined;
+}
+
+/**
+ * What BullMQ's own scripts cost for the same work on one plain job of one id, on the same server
+ * in the same run: `n` adds (`Queue.add`: addStandardJob), fetches (`getNextJob`: moveToActive),
+ * completions with nothing to fetch (`processJob`: moveToFinished), then a chain in which each
+ * completion fetches the next job. Each in rounds; the median round's µs per call.
+ */
+async function bullmqCounterparts(redis: BenchRedis, n: number): Promise<Counterparts> {
+  const name = `${newTarget(redis).namespace}-bullmq`;
+  const connection = { url: redis.url, maxRetriesPerRequest: null };
+  const queue = new Queue<{ ids: string[] }>(name, { connection });
+  const worker = new Worker<{ ids: string[] }>(name, () => Promise.resolve(undefined), { connection, autorun: false, concurrency: n + 2 });
+  const options = { removeOnComplete: true, removeOnFail: 1000 };
+  try {
+    await queue.waitUntilReady();
+    await worker.waitUntilReady();
+    await queue.add('warm', { ids: ['warm'] }, options);
+    const warm = await worker.getNextJob('warm', { block: false });
+    if (warm) await worker.processJob(warm, 'warm', () => false);
+    const timed = async (call: (i: number) => Promise<unknown>): Promise<number> => {
+      const rounds: number[] = [];
+      for (const [from, to] of roundsOf(n)) {
+        rounds.push(
+          (
+            await pass(redis, async () => {
+              for (let i = from; i < to; i++) await call(i);
+            })
+          ).usPerCall,
+        );
+      }
+      return median(rounds);
+    };
+    const addStandardJob = await timed((i) => queue.add('work', { ids: [`${i}`] }, options));
+    const jobs: NonNullable<Awaited<ReturnType<typeof worker.getNextJob>>>[] = [];
+    const moveToActive = await timed(async (i) => {
+      const job = await worker.getNextJob(`t${i}`, { block: false });
+      if (!job) throw new Error('script-micro: BullMQ fetched no job');
+      jobs.push(job);
+    });
+    const moveToFinished = await timed((i) => worker.processJob(jobs[i]!, `t${i}`, () => false));
+    for (let i = 0; i <= n; i++) await queue.add('work', { ids: [`${i}`] }, options);
+    let job = await worker.getNextJob('chain', { block: false });
+    if (!job) throw new Error('script-micro: BullMQ fetched no job');
+    const chained = await timed(async () => {
+      const next = await worker.processJob(job, 'chain', () => true);
+      if (!next) throw new Error('script-micro: a BullMQ completion fetched no next job');
+      job = next;
+    });
+    return { addStandardJob, moveToActive, moveToFinished, 'moveToFinished, fetching the next': chained };
+  } finally {
+    await worker.close(true);
+    await queue.close();
+  }
 }
