@@ -97,28 +97,23 @@ local W = arg_high and highNames(K, kind) or K
 -- Redis does not roll a script back: a command that fails on a key of the wrong type after the
 -- ids are written would leave them stored with no job and no index entry. So every key this push
 -- writes or reads by type after its first write is checked first (TYPE is O(1): two for a plain
--- list push), and the first write itself, the ids', is caught below. Returns the first key whose
--- type is wrong, its type and the type the push needs there.
-local function wrongType()
-  local want = {}
-  local function need(name, type) want[#want + 1] = { name, type } end
-  if ticketHash then need(ticketHash, 'hash') end
-  -- Read by the backlog's count before the ids' write.
-  if arg_maxPending > 0 then need(W.pending, kind) end
-  if kind ~= 'zset' then need(W.pushMarks, kind == 'list' and 'list' or 'string') end
-  -- The other level's store: read by oneCopy (set, zset), the backlog and the wait to fill.
-  if kind ~= 'list' or arg_maxPending > 0 or arg_fillMin > 1 then need(arg_high and K.pending or K.pendingHigh, kind) end
-  if kind == 'zset' or arg_fillMin > 1 then need(K.retry, 'zset') end
-  if mode ~= '' then need(W.payloads, 'hash') end
-  if traceparent ~= '' then need(K.traces, 'hash') end
-  if ticket ~= '' then need(W.tracked, 'hash') end
-  if queue ~= '' then need(KEYS[2], 'zset') end
-  for _, w in ipairs(want) do
-    local found = redis.call('TYPE', w[1]).ok
-    if found ~= 'none' and found ~= w[2] then return {REPLY.wrongType, w[1], found, w[2]} end
-  end
+-- list push), and the first write itself, the ids', is caught below. Straight-line, with no table
+-- per check: a plain push pays its two TYPEs and nothing more.
+local function typeRefusal(name, wanted)
+  local found = redis.call('TYPE', name).ok
+  if found ~= 'none' and found ~= wanted then return {REPLY.wrongType, name, found, wanted} end
 end
-local refused = wrongType()
+local refused = (ticketHash and typeRefusal(ticketHash, 'hash'))
+  -- Read by the backlog's count before the ids' write.
+  or (arg_maxPending > 0 and typeRefusal(W.pending, kind))
+  or (kind ~= 'zset' and typeRefusal(W.pushMarks, kind == 'list' and 'list' or 'string'))
+  -- The other level's store: read by oneCopy (set, zset), the backlog and the wait to fill.
+  or ((kind ~= 'list' or arg_maxPending > 0 or arg_fillMin > 1) and typeRefusal(arg_high and K.pending or K.pendingHigh, kind))
+  or ((kind == 'zset' or arg_fillMin > 1) and typeRefusal(K.retry, 'zset'))
+  or (mode ~= '' and typeRefusal(W.payloads, 'hash'))
+  or (traceparent ~= '' and typeRefusal(K.traces, 'hash'))
+  or (ticket ~= '' and typeRefusal(W.tracked, 'hash'))
+  or (queue ~= '' and typeRefusal(KEYS[2], 'zset'))
 if refused then return refused end
 
 if ticket ~= '' and arg_ticketMode == 'open' then
