@@ -39,24 +39,43 @@ export function withHeldEvents(name: string, content: string): string {
 /**
  * Lua, included once before any of BullMQ's scripts a script of ours inlines (see
  * `withHeldEvents`): `bullmqEvent` makes BullMQ's event-stream write at once, unless
- * `holdBullmqEvents()` was called in this call; then it is held until
+ * `holdBullmqEvents(drop)` was called in this call; then it is held until
  * `releaseBullmqEvents(keep)` writes those that `keep(queuePrefix, jobId)` keeps: an XADD naming a
  * job (its `jobId` field; the queue's prefix is the stream's name less `events`) when keep says
  * so, one naming none (`drained`) always, an XTRIM when any XADD is written. In order, in the
  * same call: a reader of the stream sees what BullMQ would have written, less what keep drops.
+ * `drop`, when the caller knows already: `true` drops every XADD naming a job as it is made (an add
+ * of ours, whose keep is keepNone), a job id drops that job's (the key job a claim completes), so
+ * they cost no table and no pass of the release.
  */
 export function bullmqEventsInclude(): string {
   return `-- BullMQ's event-stream writes, held and filtered by job (bullmq/scripts.ts bullmqEventsInclude).
 local heldBullmqEvents
 --- @per-call heldBullmqEvents = nil
+local droppedBullmqEvents
+--- @per-call droppedBullmqEvents = nil
+-- The job an XADD's fields name (the value after \`jobId\`), or nil.
+local function bullmqEventJob(...)
+  for j = 3, select('#', ...) - 1 do
+    if select(j, ...) == 'jobId' then return (select(j + 1, ...)) end
+  end
+end
 local function bullmqEvent(...)
   if not heldBullmqEvents then return redis.call(...) end
+  local drop = droppedBullmqEvents
+  if drop and ... == 'XADD' then
+    local job = bullmqEventJob(...)
+    if job and (drop == true or drop == job) then return end
+  end
   heldBullmqEvents[#heldBullmqEvents + 1] = {...}
 end
-local function holdBullmqEvents() heldBullmqEvents = {} end
+local function holdBullmqEvents(drop)
+  heldBullmqEvents = {}
+  droppedBullmqEvents = drop
+end
 local function releaseBullmqEvents(keep)
   local held = heldBullmqEvents
-  heldBullmqEvents = nil
+  heldBullmqEvents, droppedBullmqEvents = nil, nil
   if not held then return end
   local written = {}
   for i = 1, #held do

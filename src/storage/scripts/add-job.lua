@@ -33,7 +33,7 @@ local add = ADDS[A.add]
 if not add then error('batch-by-key: no BullMQ add ' .. tostring(A.add)) end
 local pointer = A.queuePrefix .. JOB_POINTER .. encodeKey(A.key)
 local current = redis.call('GET', pointer)
-holdBullmqEvents()
+holdBullmqEvents(true)
 local jobId = ensureKeyJob(A.queuePrefix, pointer, current, pointedJob(A.queuePrefix, current, A.key, true), A.delayMs, function()
   return add(KEYS, {unpack(ARGV, A.rest)})
 end)

@@ -28,7 +28,8 @@
 --- @include "key-job-events"
 local A = claimAndFinishArgs()
 local function finish()
-  holdBullmqEvents()
+  -- The run's own job is ours: its events go as they are made (moveToFinished's first argument is its id).
+  holdBullmqEvents(ARGV[A.rest])
   local reply, finished = finishJob(KEYS[1], 2, A.finishKeys, A.rest)
   local nextId, nextOurs
   if A.nextLock ~= '' then
