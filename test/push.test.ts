@@ -9,8 +9,10 @@ import {
   keysMatching,
   keyspaceOf,
   onCluster,
+  queueOf,
   range,
   Recorder,
+  redisClient,
   testBatcher,
   track,
   uniqueName,
@@ -45,6 +47,32 @@ const isolatedQueue = (b: { name: string }) => track(new Queue(b.name, { connect
 const isolatedBatcher = () => track(batchByKey({ name: uniqueName(), connection: server().url, eachIteration: () => {} }));
 
 describe('performBatchLater', () => {
+  it('a key that gains an extra takes the general path, and the plain one again once it has none (push.lua plainPush)', async () => {
+    const rec = new Recorder();
+    const b = testBatcher({ eachIteration: rec.handler });
+    const queue = queueOf(b);
+    const liveJobs = async () => (await queue.getJobs(['waiting', 'prioritized', 'delayed'])).length;
+    // Plain: the push adds the key's job; a second push finds it waiting and adds none.
+    await b.performBatchLater(['1'], { key: 'k' });
+    await b.performBatchLater(['2'], { key: 'k' });
+    expect(await liveJobs()).toBe(1);
+    // An extra (a pause until resumed): a push to it adds no job (the resume will).
+    await queue.obliterate({ force: true });
+    await b.pause('k');
+    expect(await redisClient().exists(keyspaceOf(b).forKey('k').extras)).toBe(1);
+    await b.performBatchLater(['3'], { key: 'k' });
+    expect(await liveJobs()).toBe(0);
+    await b.resume('k');
+    expect(await liveJobs()).toBe(1);
+    b.createWorker();
+    await waitFor(() => rec.all.length === 3, { what: 'the resumed key to run' });
+    // Its last extra gone (the run drops the mark with the pause's), the next push is plain again.
+    await waitFor(async () => (await redisClient().exists(keyspaceOf(b).forKey('k').extras)) === 0, { what: 'the extras mark to go' });
+    await b.performBatchLater(['4'], { key: 'k' });
+    await waitFor(() => rec.all.length === 4, { what: 'the plain push to run' });
+    expect(rec.idsOf('k')).toEqual(['1', '2', '3', '4']);
+  });
+
   it('processes every pushed id of a key, in push order, in slices of sliceSize', async () => {
     const rec = new Recorder();
     const b = testBatcher({ eachIteration: rec.handler, sliceSize: 10 });

@@ -78,12 +78,66 @@
 --- @include "bullmq-add-standard-job"
 --- @include "bullmq-add-delayed-job"
 --- @include "key-job-events"
-local K = keyNames(KEYS[1], 0)
--- In the body, not the prelude: its locals are read from each call's ARGV (see args.ts).
+-- The key's names, built past the plain path (which builds its own). Its declaration opens the
+-- body: the args include after it is read from each call's ARGV (see args.ts), not in the prelude.
+local K
 --- @include "args-push"
 local queue = arg_queuePrefix
 local FIRST = arg_rest
 local mode = arg_payloadMode
+
+-- The plain push: a list key's ids, untracked, without data, trace, priority, backlog cap or wait
+-- to fill, stored whole in this call, on a standalone Redis that carries BullMQ's standard add,
+-- to a key with no extras (see extras.lua: no pause, hold, failed slice, ticket, data). It makes
+-- only the commands such a push needs and builds only the names it reads, in a straight line:
+-- the general path below pays for every feature a key may have (a table of names, the clock,
+-- closures, a check per feature). What it does is what the general path does for such a key. It
+-- returns nil, having written nothing, for a key it finds with extras: the general path takes it.
+local function plainPush()
+  local base = KEYS[1]
+  local lock, extras = base .. KEY_SUFFIXES.lock, base .. KEY_SUFFIXES.extras
+  local pointer = queue .. JOB_POINTER .. encodedKeyOf(base)
+  local got = redis.call('MGET', lock, extras, pointer)
+  if got[2] then return nil end
+  local marks = base .. KEY_SUFFIXES.pushMarks
+  -- Types first, as the general path checks them (Redis does not roll a script back): the marks
+  -- may be written after the ids, and so may the index, unless this call adds the key's job.
+  local state = not got[1] and pointedJob(queue, got[3], arg_key, false)
+  local listed = got[1] or state == 'waiting'
+  local found = redis.call('TYPE', marks).ok
+  if found ~= 'none' and found ~= 'list' then return {REPLY.wrongType, marks, found, 'list'} end
+  if listed then
+    found = redis.call('TYPE', KEYS[2]).ok
+    if found ~= 'none' and found ~= 'zset' then return {REPLY.wrongType, KEYS[2], found, 'zset'} end
+  end
+  local pending = base .. KEY_SUFFIXES.pending
+  local length = redis.pcall('RPUSH', pending, unpack(ARGV, FIRST))
+  if type(length) == 'table' then
+    if string.find(length.err, 'WRONGTYPE', 1, true) then return {REPLY.wrongType, pending, redis.call('TYPE', pending).ok, 'list'} end
+    return length
+  end
+  if length == #ARGV - FIRST + 1 then startMarks(marks, clockMs()) end
+  if listed then
+    redis.call('ZADD', KEYS[2], arg_indexScore, arg_key)
+    return {1, 0}
+  end
+  holdBullmqEvents(true)
+  local added = ensureKeyJob(queue, pointer, got[3], state, 0, function()
+    return bullmqAddStandardJob(queueKeys(queue, BULLMQ_PUSH_ADD_KEYS.standard), {arg_addArgs, arg_addData, arg_addOpts})
+  end)
+  releaseBullmqEvents(keepNone)
+  return {0, 0, added}
+end
+-- At most this many ids in a plain push: RPUSH takes them as one call's arguments (the general
+-- path sends more in chunks).
+local PLAIN_MAX = 1000
+if arg_store == 'list' and arg_stored == 0 and mode == '' and arg_ticket == '' and arg_traceparent == '' and not arg_high
+  and not arg_callback and arg_maxPending == 0 and arg_fillMin <= 1 and queue ~= '' and arg_addJob == 'standard' and #ARGV - FIRST < PLAIN_MAX then
+  local reply = plainPush()
+  if reply then return reply end
+end
+
+K = keyNames(KEYS[1], 0)
 local count = arg_stored > 0 and arg_stored or mode == '' and #ARGV - FIRST + 1 or (#ARGV - FIRST + 1) / 2
 local LAST = FIRST + count - 1
 local kind = arg_store
@@ -246,7 +300,7 @@ end
 -- push's are the first of the wait); else the caller adds it (a held key, or at another level).
 local waits = arg_addJob == 'delayed'
 if arg_addJob == '' or waitMs ~= (waits and arg_fillMaxWaitMs or 0) then return listed({0, waitMs}) end
-holdBullmqEvents()
+holdBullmqEvents(true)
 local added = ensureKeyJob(queue, pointer, got[3], state, waitMs, function()
   local add = waits and bullmqAddDelayedJob or bullmqAddStandardJob
   return add(queueKeys(queue, BULLMQ_PUSH_ADD_KEYS[arg_addJob]), {arg_addArgs, arg_addData, arg_addOpts})
