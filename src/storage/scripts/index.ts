@@ -232,7 +232,7 @@ export function keyspaceInclude(): string {
     "-- unreserved ASCII ones as %XX, in capitals (Redis's Lua runs in the C locale: %w is ASCII).",
     '-- Most keys need no escape: a find spares them the closure and the string gsub would build.',
     'local function encodeKey(key)',
-    "  if not string.find(key, \"[^%w%-_%.!~%*'%(%)]\") then return key end",
+    '  if not string.find(key, "[^%w%-_%.!~%*\'%(%)]") then return key end',
     "  return (string.gsub(key, \"[^%w%-_%.!~%*'%(%)]\", function(c) return string.format('%%%02X', string.byte(c)) end))",
     'end',
     '-- The names every claim reads are built at once (EAGER_NAMES in scripts/index.ts); any other',
