@@ -46,6 +46,7 @@ export default defineConfig({
         'nestjs',
         'one-job-per-key',
         'per-id-outcome',
+        'plain-path',
         'push',
         'push.outcomes',
         'processor',

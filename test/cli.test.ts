@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PermanentError, type Batcher, type Stats } from '../src';
 import { keyspaceOf, prefixOf, queueOf, range, Recorder, redisClient, redisUrl, testBatcher, waitFor } from './helpers/redis';
+import { keysRefusedByTheWindow } from './helpers/limits';
 
 const CLI = join(__dirname, '..', 'src', 'cli.ts');
 
@@ -292,18 +293,7 @@ describe('the batch-by-key CLI', () => {
   });
 
   it('limits set wakes the keys waiting for a limit though the CLI exits at once: the workers hear the change', async () => {
-    const ran = new Set<string>();
-    const b = testBatcher({
-      sliceSize: 5,
-      globalRateLimit: { max: 5, durationMs: 60_000 },
-      eachIteration: (_ids, ctx) => void ran.add(ctx.key),
-    });
-    b.createWorker({ concurrency: 4 });
-    await b.performBatchLater(range(5), { key: 'a' });
-    await waitFor(() => ran.has('a'), { what: 'key a to spend the window' });
-    await b.performBatchLater(range(5), { key: 'b' });
-    await b.performBatchLater(range(5), { key: 'c' });
-    await waitFor(async () => (await queueOf(b).getDelayedCount()) === 3, { what: 'keys b and c refused for a minute' });
+    const { b, ran } = await keysRefusedByTheWindow();
     expect(await cli([...on(b), 'limits', 'set', '--rate', '1000/1000'])).toMatchObject({ code: 0 });
     // Well within their own wait (the window's minute): the workers read the limits every second.
     await waitFor(() => ran.has('b') && ran.has('c'), { what: 'keys b and c, woken', timeoutMs: 10_000 });

@@ -15,6 +15,7 @@ import {
   uniqueName,
   waitFor,
 } from './helpers/redis';
+import { keysRefusedByTheWindow } from './helpers/limits';
 import { busiestWindow, sleep } from './helpers/time';
 import { batchByKey, InvalidOptionError, RateLimitedError, type Batcher, type BatchByKeyOptions } from '../src';
 
@@ -193,19 +194,7 @@ describe('set at run time, and seen', () => {
   });
 
   it('a key the rate window refused runs once the limit is turned off or raised, not when its wait ends', async () => {
-    const ran = new Set<string>();
-    const b = testBatcher({
-      sliceSize: 5,
-      globalRateLimit: { max: 5, durationMs: 60_000 },
-      eachIteration: (_ids, ctx) => void ran.add(ctx.key),
-    });
-    b.createWorker({ concurrency: 4 });
-    await b.performBatchLater(range(5), { key: 'a' });
-    await waitFor(() => ran.has('a'), { what: 'key a to spend the window' });
-    await b.performBatchLater(range(5), { key: 'b' });
-    await b.performBatchLater(range(5), { key: 'c' });
-    // Key a's run, its slice full, passes once more before it would find nothing, and waits too.
-    await waitFor(async () => (await queueOf(b).getDelayedCount()) === 3, { what: 'keys b and c to be refused for a minute' });
+    const { b, ran } = await keysRefusedByTheWindow();
     await b.setGlobalRateLimit({ max: 10, durationMs: 60_000 });
     await waitFor(() => ran.has('b') || ran.has('c'), { what: 'one of them, in the room the raise made', timeoutMs: 20_000 });
     await b.setGlobalRateLimit(null);

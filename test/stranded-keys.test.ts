@@ -15,17 +15,22 @@ describe("keys stranded by what is done to BullMQ's lists", () => {
   const jobIdOf = async (b: Batcher, key: string): Promise<string> =>
     waitFor(() => redisClient().get(pointerOf(b, key)), { what: `${key}'s job pointer` });
 
-  it('a job whose hash outlived its place in the wait list covers nothing: the sweep adds a job, and recover() does too', async () => {
+  /** Key 'lost' with 3 ids, whose job's hash survives while its id is in none of BullMQ's lists. */
+  const keyWhoseJobLostItsPlace = async () => {
     const rec = new Recorder();
     const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 400 });
-    const redis = redisClient();
     const queue = queueOf(b);
     await b.performBatchLater(range(3), { key: 'lost' });
     const jobId = await jobIdOf(b, 'lost');
     // As after an eviction or an operator's DEL of BullMQ's wait list: the job's hash survives.
-    await redis.lrem(queue.keys.wait!, 0, jobId);
-    await redis.zrem(queue.keys.prioritized!, jobId);
+    await redisClient().lrem(queue.keys.wait!, 0, jobId);
+    await redisClient().zrem(queue.keys.prioritized!, jobId);
     expect(await queue.getJobState(jobId)).toBe('unknown');
+    return { rec, b, queue };
+  };
+
+  it('a job whose hash outlived its place in the wait list covers nothing: the sweep adds a job, and recover() does too', async () => {
+    const { rec, b, queue } = await keyWhoseJobLostItsPlace();
     // A standalone push trusts the job's hash and lists the key; a Cluster push adds the job
     // after its call, and that add finds no job where BullMQ fetches.
     await b.performBatchLater(range(3, 'more-'), { key: 'lost' });
@@ -38,14 +43,7 @@ describe("keys stranded by what is done to BullMQ's lists", () => {
   });
 
   it("a job that lost its place is found by the workers' sweep alone", async () => {
-    const rec = new Recorder();
-    const b = testBatcher({ eachIteration: rec.handler, recoveryIntervalMs: 400 });
-    const redis = redisClient();
-    const queue = queueOf(b);
-    await b.performBatchLater(range(3), { key: 'lost' });
-    const jobId = await jobIdOf(b, 'lost');
-    await redis.lrem(queue.keys.wait!, 0, jobId);
-    await redis.zrem(queue.keys.prioritized!, jobId);
+    const { rec, b } = await keyWhoseJobLostItsPlace();
     await b.performBatchLater(range(2, 'more-'), { key: 'lost' });
     b.createWorker();
     await waitFor(() => rec.all.length === 5, { what: 'the sweep to serve the key', timeoutMs: 10_000 });
