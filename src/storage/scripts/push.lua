@@ -86,6 +86,26 @@ local queue = arg_queuePrefix
 local FIRST = arg_rest
 local mode = arg_payloadMode
 
+-- Redis does not roll a script back: a command that fails on a key of the wrong type after the
+-- ids are written would leave them stored with no job and no index entry. So every key a push
+-- writes or reads by type after its first write is checked first (TYPE is O(1)), and the first
+-- write itself, the ids', is caught (writeRefusal). Both paths below use these two.
+local function typeRefusal(name, wanted)
+  local found = redis.call('TYPE', name).ok
+  if found ~= 'none' and found ~= wanted then return {REPLY.wrongType, name, found, wanted} end
+end
+-- The reply to the ids' write that failed with `err` (as redis.pcall or pcall gives it): a pending
+-- key of the wrong type fails it with nothing written, refused as the types checked first are;
+-- any other error (OOM, from a script run as EVAL) is Redis's own, answered as its error reply (a
+-- raised text would come back prefixed with the script's name and line).
+local function writeRefusal(err, pending, wanted)
+  local message = type(err) == 'table' and err.err or err
+  if type(message) == 'string' and string.find(message, 'WRONGTYPE', 1, true) then
+    return {REPLY.wrongType, pending, redis.call('TYPE', pending).ok, wanted}
+  end
+  return redis.error_reply(tostring(message))
+end
+
 -- The plain push: a list key's ids, untracked, without data, trace, priority, backlog cap or wait
 -- to fill, stored whole in this call, on a standalone Redis that carries BullMQ's standard add,
 -- to a key with no extras (see extras.lua: no pause, hold, failed slice, ticket, data). It makes
@@ -100,22 +120,15 @@ local function plainPush()
   local got = redis.call('MGET', lock, extras, pointer)
   if got[2] then return nil end
   local marks = base .. KEY_SUFFIXES.pushMarks
-  -- Types first, as the general path checks them (Redis does not roll a script back): the marks
-  -- may be written after the ids, and so may the index, unless this call adds the key's job.
+  -- Types first, as the general path checks them: the marks may be written after the ids, and so
+  -- may the index, unless this call adds the key's job.
   local state = not got[1] and pointedJob(queue, got[3], arg_key, false)
   local listed = got[1] or state == 'waiting'
-  local found = redis.call('TYPE', marks).ok
-  if found ~= 'none' and found ~= 'list' then return {REPLY.wrongType, marks, found, 'list'} end
-  if listed then
-    found = redis.call('TYPE', KEYS[2]).ok
-    if found ~= 'none' and found ~= 'zset' then return {REPLY.wrongType, KEYS[2], found, 'zset'} end
-  end
+  local refused = typeRefusal(marks, 'list') or (listed and typeRefusal(KEYS[2], 'zset'))
+  if refused then return refused end
   local pending = base .. KEY_SUFFIXES.pending
   local length = redis.pcall('RPUSH', pending, unpack(ARGV, FIRST))
-  if type(length) == 'table' then
-    if string.find(length.err, 'WRONGTYPE', 1, true) then return {REPLY.wrongType, pending, redis.call('TYPE', pending).ok, 'list'} end
-    return length
-  end
+  if type(length) == 'table' then return writeRefusal(length, pending, 'list') end
   if length == #ARGV - FIRST + 1 then startMarks(marks, clockMs()) end
   if listed then
     redis.call('ZADD', KEYS[2], arg_indexScore, arg_key)
@@ -148,15 +161,8 @@ local now = clockMs()
 -- The names of the level the ids go to: a push with priority writes the key's high store.
 local W = arg_high and highNames(K, kind) or K
 
--- Redis does not roll a script back: a command that fails on a key of the wrong type after the
--- ids are written would leave them stored with no job and no index entry. So every key this push
--- writes or reads by type after its first write is checked first (TYPE is O(1): two for a plain
--- list push), and the first write itself, the ids', is caught below. Straight-line, with no table
--- per check: a plain push pays its two TYPEs and nothing more.
-local function typeRefusal(name, wanted)
-  local found = redis.call('TYPE', name).ok
-  if found ~= 'none' and found ~= wanted then return {REPLY.wrongType, name, found, wanted} end
-end
+-- The types of what this push writes after its ids (see typeRefusal), in a straight line: no
+-- table per check.
 local refused = (ticketHash and typeRefusal(ticketHash, 'hash'))
   -- Read by the backlog's count before the ids' write.
   or (arg_maxPending > 0 and typeRefusal(W.pending, kind))
@@ -180,20 +186,11 @@ end
 local pending, adding = backlogOver(kind, K, arg_high, arg_maxPending, ARGV, FIRST, LAST)
 if pending then return {REPLY.backlogFull, pending, adding} end
 
--- The ids' write, the push's first: a pending key of the wrong type fails it with nothing
--- written (every chunk is of that key), which is refused as the types checked above are. Any
--- other error (OOM, from a script run as EVAL) is Redis's own, and is its reply.
+-- The ids' write, the push's first (every chunk is of one key): its refusal, or nil and its reply.
 local function firstWrite(write, ...)
   local ok, reply = pcall(write, ...)
   if ok then return nil, reply end
-  -- Redis gives pcall the error as a table with `err` or, for redis.call's own, as its text.
-  local message = type(reply) == 'table' and reply.err or reply
-  if type(message) == 'string' and string.find(message, 'WRONGTYPE', 1, true) then
-    return {REPLY.wrongType, W.pending, redis.call('TYPE', W.pending).ok, kind}
-  end
-  -- Answered as Redis's own error reply, not raised again: a raised text would come back
-  -- prefixed with the script's name and line.
-  return redis.error_reply(tostring(message))
+  return writeRefusal(reply, W.pending, kind)
 end
 
 local waitMs = 0
@@ -235,7 +232,7 @@ if kind == 'zset' or filling > 0 then
   waitMs = due and math.max(0, due - now) or -1
 end
 
--- After the ids: every key below was checked for its type before them (see wrongType).
+-- After the ids: every key below was checked for its type before them (see typeRefusal).
 if mode ~= '' or ticket ~= '' or traceparent ~= '' or arg_high then markExtras(K) end
 if mode ~= '' then
   for i = FIRST, LAST do storePayload(W.payloads, ARGV[i], ARGV[i + count], mode) end
