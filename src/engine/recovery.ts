@@ -1,6 +1,6 @@
 import { Cluster, type Redis } from 'ioredis';
 import { ensureJob, JOB_NAME, type KeyLevel, type KeyQueue } from '../storage/job';
-import { JOB_POINTER, jobPointerOf, type Keyspace } from '../storage/keys';
+import { jobPointerOf, keyOfJobPointer, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import { forgetDeadPointers, forgetKey } from '../storage/batcher-protocol';
@@ -140,24 +140,24 @@ export class KeyspaceWalk {
   async step(deps: RecoveryDeps): Promise<void> {
     const { client } = deps;
     const nodes: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
-    const prefixes = deps.shards.all(await deps.counts()).map((queue) => `${queue.toKey('')}${JOB_POINTER}`);
+    const prefixes = deps.shards.all(await deps.counts()).map((queue) => queue.toKey(''));
     await Promise.all(nodes.map((node) => this.walkNode(deps, node, prefixes)));
   }
 
-  private async walkNode(deps: RecoveryDeps, node: Redis, pointerPrefixes: readonly string[]): Promise<void> {
+  private async walkNode(deps: RecoveryDeps, node: Redis, queuePrefixes: readonly string[]): Promise<void> {
     const id = nodeId(node);
     let cursor = this.cursors.get(id) ?? '0';
     for (let call = 0; call < WALK_CALLS; call++) {
       const [next, names] = await node.scan(cursor, 'COUNT', SCAN_COUNT);
       cursor = next;
-      await this.look(deps, names, pointerPrefixes);
+      await this.look(deps, names, queuePrefixes);
       if (cursor === '0') break;
     }
     this.cursors.set(id, cursor);
   }
 
   /** Lists the keys `names` belong to, and deletes the dead pointers among them. */
-  private async look(deps: RecoveryDeps, names: readonly string[], pointerPrefixes: readonly string[]): Promise<void> {
+  private async look(deps: RecoveryDeps, names: readonly string[], queuePrefixes: readonly string[]): Promise<void> {
     const keys = new Set<Key>();
     const pointers = new Map<string, { name: string; key: Key }[]>();
     for (const name of names) {
@@ -166,25 +166,18 @@ export class KeyspaceWalk {
         keys.add(key);
         continue;
       }
-      const prefix = pointerPrefixes.find((candidate) => name.startsWith(candidate));
-      const pointed = prefix === undefined ? undefined : decodedKey(name.slice(prefix.length));
-      if (pointed === undefined) continue;
-      const queuePrefix = prefix!.slice(0, -JOB_POINTER.length);
-      let ofQueue = pointers.get(queuePrefix);
-      if (!ofQueue) pointers.set(queuePrefix, (ofQueue = []));
-      ofQueue.push({ name, key: pointed });
+      for (const queuePrefix of queuePrefixes) {
+        const pointed = keyOfJobPointer(queuePrefix, name);
+        if (pointed === undefined) continue;
+        let ofQueue = pointers.get(queuePrefix);
+        if (!ofQueue) pointers.set(queuePrefix, (ofQueue = []));
+        ofQueue.push({ name, key: pointed });
+        break;
+      }
     }
     const gone = await Promise.all([...pointers].map(([queuePrefix, found]) => forgetDeadPointers(deps.client, queuePrefix, found)));
     for (const key of gone.flat()) keys.add(key);
     if (keys.size > 0) await listKeys(deps, keys);
-  }
-}
-
-function decodedKey(encoded: string): Key | undefined {
-  try {
-    return decodeURIComponent(encoded);
-  } catch {
-    return undefined;
   }
 }
 

@@ -167,9 +167,19 @@ export const BULLMQ_CHANGE_DELAY_KEYS = ['delayed', 'meta', 'marker', 'events'] 
  * the id of the key's job, written by the calls that add and complete it. It lives in the queue's
  * slot, so a Cluster's add writes it with the add. A pointer to a job that is gone, has ended or
  * is not ours is no job (scripts/includes/key-job.lua): a completion BullMQ makes with its own
- * call leaves the pointer behind, and the next add overwrites it.
+ * call leaves the pointer behind, which the next add overwrites and the recovery sweep's walk
+ * deletes (forget-pointers.lua).
  */
 export const JOB_POINTER = 'bbk:job:';
+
+/**
+ * The key whose job pointer on the queue whose prefix is `queuePrefix` is named `name` (see
+ * `jobPointerOf`); undefined for any other name.
+ */
+export function keyOfJobPointer(queuePrefix: string, name: string): Key | undefined {
+  const head = `${queuePrefix}${JOB_POINTER}`;
+  return name.startsWith(head) ? decodedKey(name.slice(head.length)) : undefined;
+}
 
 /** The pointer to the key's job on the queue whose prefix is `queuePrefix` (see `JOB_POINTER`). */
 export function jobPointerOf(queuePrefix: string, key: Key): string {
@@ -352,11 +362,7 @@ export class Keyspace {
     const encoded = end === -1 ? '' : name.slice(head.length, end);
     // The dead letters' and history's tag holds a ':', which an encoded key never does.
     if (encoded === '' || encoded.includes(':')) return undefined;
-    try {
-      return decodeURIComponent(encoded);
-    } catch {
-      return undefined;
-    }
+    return decodedKey(encoded);
   }
 
   /**
@@ -450,4 +456,13 @@ export function deadLettersOf(dead: DeadNames, key: Key): string {
 /** A key as every name of its keys carries it. Throws URIError on lone surrogates (validated earlier). */
 export function encodeKey(key: Key): string {
   return encodeURIComponent(key);
+}
+
+/** The key `encoded` (as `encodeKey` writes it) stands for; undefined for text it did not write. */
+function decodedKey(encoded: string): Key | undefined {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return undefined;
+  }
 }
