@@ -6,25 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { PermanentError, type Batcher, type Stats } from '../src';
 import { keyspaceOf, prefixOf, queueOf, range, Recorder, redisClient, redisUrl, testBatcher, waitFor } from './helpers/redis';
 import { keysRefusedByTheWindow } from './helpers/limits';
-
-const CLI = join(__dirname, '..', 'src', 'cli.ts');
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI from source under tsx, as `npx batch-by-key` would run the build. */
-function cli(args: string[], { input, env = {} }: { input?: string; env?: Record<string, string> } = {}): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, REDIS_URL: '', ...env } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  child.stdin.end(input ?? '');
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
+import { cli, spawnCli } from './helpers/cli';
 
 const on = (b: Batcher) => ['--redis', redisUrl(), '--name', b.name];
 
@@ -183,7 +165,7 @@ describe('the batch-by-key CLI', () => {
 
   it('stats --watch prints until interrupted', async () => {
     const b = testBatcher({ eachIteration: () => {} });
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...on(b), 'stats', '--watch', '50', '--json']);
+    const child = spawnCli([...on(b), 'stats', '--watch', '50', '--json']);
     let lines = 0;
     child.stdout.on('data', (d: Buffer) => (lines += d.toString().split('\n').length - 1));
     await waitFor(() => lines >= 2, { what: 'two readings' });

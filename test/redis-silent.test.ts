@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { batchByKey, ClosedError } from '../src';
 import { startRedis, type LocalRedis } from '../tools/redis-server';
 import { outOfMemory } from './fixtures/incident';
+import { cli } from './helpers/cli';
 import { parseUrl, range, uniqueName, waitFor } from './helpers/redis';
 
 // Each test starts a redis-server of its own: stopping one (SIGSTOP) or filling its memory must not reach other files' tests.
@@ -41,18 +40,6 @@ async function timed(work: Promise<unknown>, giveUpMs: number): Promise<number> 
   ]);
   clearTimeout(timer);
   return settled ? Date.now() - start : NaN;
-}
-
-const CLI = join(__dirname, '..', 'src', 'cli.ts');
-
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, REDIS_URL: '' } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  child.stdin.end();
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
 describe('Redis up but silent, or refusing: every wait ends within its documented bound', () => {
