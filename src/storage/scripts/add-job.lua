@@ -4,9 +4,9 @@
   it), and where its job is active, or it has none, a job is added and the key's job pointer
   names it. A job counts as waiting only where BullMQ fetches it (pointedJob's `verify`): a job
   whose hash outlived its place in BullMQ's lists is no job, so the recovery sweep's add, which
-  comes here, serves a key such a job stranded. The add is BullMQ's own (addStandardJob, addDelayedJob or addPrioritizedJob,
-  inlined), with the keys and arguments BullMQ built for it (storage/job.ts ensureJob). A job not
-  ours is never taken for the key's job, nor moved. Touches BullMQ's keys and the pointer only
+  comes here, serves a key such a job stranded. The add is BullMQ's own (addStandardJob,
+  addDelayedJob or addPrioritizedJob, inlined), with the keys and arguments BullMQ built for it
+  (storage/job.ts ensureJob). A job not ours is never taken for the key's job, nor moved. Touches BullMQ's keys and the pointer only
   (the queue's slot, on a Cluster too).
 
   KEYS    BullMQ's keys of that add, as BullMQ built them

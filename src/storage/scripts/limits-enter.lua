@@ -3,9 +3,9 @@
   settles its previous reservation of the shared rate window, then asks, in this order, whether
   the batcher is held (`retryAfter` with scope 'batcher'), whether the window has room, and
   whether a place under the concurrency cap is free (or, for a lane that has one, whether it must
-  give it up: to a lighter key that waits, or because the cap was lowered below the places held). Not fenced by a key's lock: its keys are the
-  batcher's, in their own slot; a lease is the lane's own by its member (the run's lock value and
-  the lane), which no other run has.
+  give it up: to a lighter key that waits, or because the cap was lowered below the places held).
+  Not fenced by a key's lock: its keys are the batcher's, in their own slot; a lease is the lane's
+  own by its member (the run's lock value and the lane), which no other run has.
 
   KEYS    the batcher's limit names, in `limitKeys` order (see includes/global-limits.lua)
   ARGV    by name, generated from storage/scripts/args.ts (`limits-enter`):
@@ -25,8 +25,7 @@
   reservation's `stamp` settles it next time), 'held', 'rate' or 'full' (claim nothing: the job
   waits `waitMs`, and is woken sooner when a place frees, for 'full' (a lane above a lowered cap
   gives its place up this way), or when a run gives back ids of the window it reserved, for
-  'rate'), or 'yield' (the lane gave its place to a lighter
-  waiter). `wake`: waiters to wake now, places or room in the window having freed.
+  'rate'), or 'yield' (the lane gave its place to a lighter waiter). `wake`: waiters to wake now, places or room in the window having freed.
 ]]
 --- @include "args-limits-enter"
 --- @include "global-limits"
