@@ -166,6 +166,25 @@ describe('push outcomes', () => {
   });
 
   standaloneOnly(
+    'a push that a waiting job covers, its recovery index of the wrong type, writes nothing and rejects with WrongTypeError',
+    async () => {
+      const redis = redisClient();
+      const b = testBatcher({ eachIteration: () => {} });
+      const names = keyspaceOf(b).forKey('k');
+      // The key's job waits: the next push lists the key, the write after its ids that fails.
+      await b.performBatchLater(['1', '2'], { key: 'k' });
+      await redis.del(keyspaceOf(b).index);
+      await redis.set(keyspaceOf(b).index, 'a string, so ZADD fails');
+      await expect(b.performBatchLater(['3'], { key: 'k' })).rejects.toThrow(WrongTypeError);
+      expect(await redis.lrange(names.pending, 0, -1)).toEqual(['1', '2']);
+      // The same with pending empty before the push: its lag mark goes too.
+      await redis.del(names.pending, names.pushMarks);
+      await expect(b.performBatchLater(['4'], { key: 'k' })).rejects.toThrow(WrongTypeError);
+      expect(await redis.exists(names.pending, names.pushMarks)).toBe(0);
+    },
+  );
+
+  standaloneOnly(
     'a bulk push refused for a key of the wrong type rejects with WrongTypeError and leaves no index entry (item 16)',
     async () => {
       const redis = redisClient();

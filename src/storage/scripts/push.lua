@@ -87,23 +87,30 @@ local FIRST = arg_rest
 local mode = arg_payloadMode
 
 -- Redis does not roll a script back: a command that fails on a key of the wrong type after the
--- ids are written would leave them stored with no job and no index entry. So every key a push
--- writes or reads by type after its first write is checked first (TYPE is O(1)), and the first
--- write itself, the ids', is caught (writeRefusal). Both paths below use these two.
+-- ids are written would leave them stored with no job and no index entry. So the general path
+-- checks every key it writes or reads by type after its first write (typeRefusal: TYPE is O(1)),
+-- and the plain one takes its ids back when a write after them fails; both read a failed write
+-- with writeRefusal.
 local function typeRefusal(name, wanted)
   local found = redis.call('TYPE', name).ok
   if found ~= 'none' and found ~= wanted then return {REPLY.wrongType, name, found, wanted} end
 end
--- The reply to the ids' write that failed with `err` (as redis.pcall or pcall gives it): a pending
--- key of the wrong type fails it with nothing written, refused as the types checked first are;
+-- The reply to a write of key `name` that failed with `err` (as redis.pcall or pcall gives it),
+-- nothing of the push left written: a key of the wrong type is refused as typeRefusal refuses it;
 -- any other error (OOM, from a script run as EVAL) is Redis's own, answered as its error reply (a
 -- raised text would come back prefixed with the script's name and line).
-local function writeRefusal(err, pending, wanted)
+local function writeRefusal(err, name, wanted)
   local message = type(err) == 'table' and err.err or err
   if type(message) == 'string' and string.find(message, 'WRONGTYPE', 1, true) then
-    return {REPLY.wrongType, pending, redis.call('TYPE', pending).ok, wanted}
+    return {REPLY.wrongType, name, redis.call('TYPE', name).ok, wanted}
   end
   return redis.error_reply(tostring(message))
+end
+
+-- Takes back a list push's `count` ids, the last of `pending` (now `length` long): a write after
+-- them failed, and this call is atomic, so the list is as it was before the push.
+local function takeBackIds(pending, count, length)
+  if length == count then redis.call('DEL', pending) else redis.call('LTRIM', pending, 0, -count - 1) end
 end
 
 -- The plain push: a list key's ids, untracked, without data, trace, priority, backlog cap or wait
@@ -119,19 +126,28 @@ local function plainPush()
   local pointer = queue .. JOB_POINTER .. encodedKeyOf(base)
   local got = redis.call('MGET', lock, extras, pointer)
   if got[2] then return nil end
-  local marks = base .. KEY_SUFFIXES.pushMarks
-  -- Types first, as the general path checks them: the marks may be written after the ids, and so
-  -- may the index, unless this call adds the key's job.
   local state = not got[1] and pointedJob(queue, got[3], arg_key, false)
-  local listed = got[1] or state == 'waiting'
-  local refused = typeRefusal(marks, 'list') or (listed and typeRefusal(KEYS[2], 'zset'))
-  if refused then return refused end
-  local pending = base .. KEY_SUFFIXES.pending
+  local pending, count = base .. KEY_SUFFIXES.pending, #ARGV - FIRST + 1
   local length = redis.pcall('RPUSH', pending, unpack(ARGV, FIRST))
   if type(length) == 'table' then return writeRefusal(length, pending, 'list') end
-  if length == #ARGV - FIRST + 1 then startMarks(marks, clockMs()) end
-  if listed then
-    redis.call('ZADD', KEYS[2], arg_indexScore, arg_key)
+  -- The writes after the ids (the marks, and the index unless this call adds the key's job) may
+  -- fail on a key of the wrong type: the ids are taken back then, exactly, so a refused push wrote
+  -- nothing, as the general path's checks before the write ensure. A plain push asks no TYPE.
+  local marks = base .. KEY_SUFFIXES.pushMarks
+  if length == count then
+    local ok, err = pcall(startMarks, marks, clockMs())
+    if not ok then
+      takeBackIds(pending, count, length)
+      return writeRefusal(err, marks, 'list')
+    end
+  end
+  if got[1] or state == 'waiting' then
+    local listed = redis.pcall('ZADD', KEYS[2], arg_indexScore, arg_key)
+    if type(listed) == 'table' then
+      takeBackIds(pending, count, length)
+      if length == count then redis.call('DEL', marks) end
+      return writeRefusal(listed, KEYS[2], 'zset')
+    end
     return {1, 0}
   end
   holdBullmqEvents(true)

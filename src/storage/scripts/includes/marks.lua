@@ -20,9 +20,12 @@ local function markOf(entry)
   return since, tonumber(count)
 end
 
--- The push that finds a list's pending empty (`marks`: its marks) starts them at `now`.
+-- The push that finds a list's pending empty (`marks`: its marks) starts them at `now`. Marks
+-- left behind a drained key are an earlier version's per-push ones (a rolling deploy: see
+-- takeMarks), which would date this push's ids: they go here, in the rare push that finds them,
+-- not in every claim that empties a key.
 local function startMarks(marks, now)
-  redis.call('RPUSH', marks, now .. ' 0')
+  if redis.call('RPUSH', marks, now .. ' 0') > 1 then redis.call('LTRIM', marks, -1, -1) end
 end
 
 -- A list's claim of `n` ids from the head, `left` ids left: consumes their marks, leaves the first
@@ -32,11 +35,12 @@ end
 local function takeMarks(marks, markKey, n, left)
   if left == 0 then
     -- Pending is empty: the head entry dates the slice, the rest goes. Moved, it is the in-flight
-    -- mark in one call. What is left goes whatever the head was: an open head (`t 0`) is the only
-    -- entry this version writes, but an earlier version's per-push marks may follow it (a rolling
-    -- deploy), and one left here would date the key's next push.
-    local since = markOf(redis.call('LMOVE', marks, markKey, 'LEFT', 'LEFT'))
-    redis.call('DEL', marks)
+    -- mark in one call; the open entry is the head only with nothing ahead of it (`t 0`), and so
+    -- the only one this version writes: its list went with it. An earlier version's per-push
+    -- marks may still follow it (a rolling deploy): the push that next finds pending empty drops
+    -- them (startMarks), so a one-slice run pays no DEL for them.
+    local since, ahead = markOf(redis.call('LMOVE', marks, markKey, 'LEFT', 'LEFT'))
+    if ahead ~= 0 then redis.call('DEL', marks) end
     return since or clockMs()
   end
   local now = clockMs()
