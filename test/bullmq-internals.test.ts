@@ -11,21 +11,36 @@ import { sleep } from './helpers/time';
 
 /**
  * What batch-by-key takes from BullMQ beyond its documented API, each named, so that a BullMQ
- * upgrade that moves one fails here first, saying what moved (package.json pins the tested
- * minor version for this reason). The behaviour built on each is tested where it is used:
+ * upgrade that moves one fails here first, saying what moved (CI runs it on the oldest and the
+ * newest release of the peer range). The behaviour built on each is tested where it is used:
  * finish-in-claim.test.ts (the fused fetch and completion), push.test.ts (the inlined add and
  * its two-call fallback), processor.test.ts (add-job.lua's adds, under a key job's spare id);
  * how BullMQ's worker loop fetches, which the shard workers' slot budget builds on, below.
  */
 describe('the BullMQ internals batch-by-key relies on', () => {
-  it('is the BullMQ minor version package.json pins', () => {
+  it('is a BullMQ of the peer range package.json declares, which the app provides', () => {
     const require = createRequire(import.meta.url);
+    const pkg = require('../package.json') as {
+      dependencies: { bullmq?: string };
+      peerDependencies: { bullmq: string };
+      peerDependenciesMeta: { bullmq?: { optional?: boolean } };
+      devDependencies: { bullmq: string };
+    };
+    const semver = require('semver') as {
+      satisfies(version: string, range: string): boolean;
+      minVersion(range: string): { version: string };
+    };
     const installed = (require('bullmq/package.json') as { version: string }).version;
-    const pinned = (require('../package.json') as { dependencies: Record<string, string> }).dependencies.bullmq!;
-    expect(pinned, 'bullmq is pinned to a minor version (~x.y.z): its internals are not semver').toMatch(/^~\d+\.\d+\.\d+$/);
-    expect(installed.split('.').slice(0, 2), `the installed BullMQ ${installed} is the pinned ${pinned}`).toEqual(
-      pinned.slice(1).split('.').slice(0, 2),
-    );
+    const { bullmq: peer } = pkg.peerDependencies;
+    const { bullmq: dev } = pkg.devDependencies;
+    // A dependency would give an app two copies beside its own BullMQ: two Queue classes, two sets of scripts.
+    expect(pkg.dependencies.bullmq, 'bullmq is a peer, not a dependency').toBeUndefined();
+    expect(pkg.peerDependenciesMeta.bullmq?.optional, 'the bullmq peer is required: nothing runs without it').not.toBe(true);
+    // CI runs the suites on this range's oldest release and its newest: widening it needs CI on the new oldest.
+    expect(peer, 'the peer range is the one CI proves').toBe('^6.3.16');
+    expect(dev, 'the devDependency is pinned to a minor (~x.y.z): its internals are not semver').toMatch(/^~6\.7\.\d+$/);
+    expect(semver.satisfies(semver.minVersion(dev).version, peer), `the devDependency ${dev} is inside the peer range ${peer}`).toBe(true);
+    expect(semver.satisfies(installed, peer), `the installed BullMQ ${installed} is inside the peer range ${peer}`).toBe(true);
   });
 
   it('has the Lua scripts the claims and the push inline, with the key counts their arguments are built for', () => {
