@@ -77,7 +77,7 @@ export class Workers {
           : undefined,
       sampler,
       serveShards: async () => {
-        const served = await runtime.counts();
+        const served = await runtime.shardCounts.read();
         await Promise.all([...this.leaders].map(([leader, make]) => leader.serveOnly(served, make)));
       },
     });
@@ -160,8 +160,8 @@ export class Workers {
     leader.on('closed', () => this.leaders.delete(leader));
     void leader.serveOnly([opts.shards], follow);
     // Shards of other counts that processes recorded (a change of `shards` under way) join once read.
-    runtime
-      .counts()
+    runtime.shardCounts
+      .read()
       .then((served) => leader.serveOnly(served, follow))
       .catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: could not read the recorded shard counts', { err }));
     return leader;
@@ -186,7 +186,7 @@ export class Workers {
     // Built once per change of the counts served, not per run.
     let lists: { of: readonly number[]; lists: ReturnType<typeof bullKeysOf>[] } | undefined;
     const queueLists = () => {
-      const served = runtime.served();
+      const served = runtime.shardCounts.served();
       if (lists?.of !== served) lists = { of: served, lists: runtime.shards.all(served).map(bullKeysOf) };
       return lists.lists;
     };
