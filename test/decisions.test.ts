@@ -73,7 +73,7 @@ describe('stoppedFor and nothingClaimed', () => {
 });
 
 describe('conclusion', () => {
-  const finished = { reply: [], settled: [], finish: { call: { keys: [], args: [] } }, sentAt: 0 } satisfies Finished;
+  const finished = { settled: [] } satisfies Finished;
 
   it('leaves a job its last claim completed to BullMQ, and releases nothing more', () => {
     expect(conclusion({ kind: 'drained', released: true, finished }, 'fifo')).toEqual({ job: { to: 'completed' } });

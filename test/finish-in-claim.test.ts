@@ -6,14 +6,14 @@ import { promisify } from 'node:util';
 import { createRedisBackend, Queue, Worker, type RedisQueueBackend } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey, InvalidOptionError, type FastPath } from '../src';
-import { bullmqScript } from '../src/bullmq';
-import { derivable, fastPathProblem } from '../src/engine/finisher';
+import { bullmqScript, derivable } from '../src/bullmq';
+import { fastPathProblem } from '../src/engine/claims/backend';
 import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
 import { isolatedRedis, keyspaceOf, onCluster, prefixOf, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
 /**
  * A run's first claim rides on BullMQ's fetch, and its last claim completes its BullMQ job and
- * claims the next job's first slice (engine/finisher.ts). A Redis of its own, so the command log
+ * claims the next job's first slice (engine/claims/fused.ts). A Redis of its own, so the command log
  * holds only this file's commands. Standalone only: on a Cluster runs make their own claims and
  * BullMQ its own calls (BullMQ's keys are in another slot).
  */

@@ -5,7 +5,7 @@ export type { BackendFactory, QueueBaseOptions, RedisQueueBackend };
 /**
  * BullMQ's own Redis backend of a queue or worker (bullmq `createRedisBackend`, its
  * `src/classes/redis-queue-backend.ts`): what a `BackendFactory` of ours starts from and hooks
- * (see engine/finisher.ts).
+ * (see fused-path.ts).
  */
 export function redisBackend(name: string, opts: QueueBaseOptions, options?: Parameters<BackendFactory>[2]): RedisQueueBackend {
   return createRedisBackend(name, opts, options);

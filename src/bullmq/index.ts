@@ -21,3 +21,14 @@ export {
 } from './backend';
 export { buildAdd, PUSH_ADD_KEYS, type PushAddKind } from './job-add';
 export { aroundCancels, aroundClose, blockingClientOf, fetchBeforeBlocking, markNotDrained, ownClientsOf } from './worker';
+export {
+  appendedToFetch,
+  derivable,
+  fetchKeyCount,
+  FinishCalls,
+  fusedBackendProblem,
+  fusedScriptsProblem,
+  routeFetches,
+  type SplitCall,
+} from './fused-path';
+export { HookedWorker } from './worker-hooks';

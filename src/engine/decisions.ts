@@ -1,5 +1,4 @@
 import { RateLimitedError } from '../core/errors';
-import type { ClaimCall } from '../storage/protocol';
 import type { StopReason } from '../core/types';
 
 /**
@@ -13,7 +12,7 @@ import type { StopReason } from '../core/types';
 export type RunOutcome =
   /**
    * No id left: the last slice is acked; `released` when that claim released the lock too, and
-   * `finished` (BullMQ's reply) when it completed the job as well (see finisher.ts);
+   * `finished` when it completed the job as well (see claims/transport.ts `last`);
    * `pausedUntilResumed` when its ids stay, their key paused until resumed (its job ends all the same).
    */
   | { kind: 'drained'; released: boolean; finished?: Finished; pausedUntilResumed?: true }
@@ -32,14 +31,11 @@ export type RunOutcome =
   | { kind: 'lock_lost' };
 
 /**
- * What the claim that completed the job returned: BullMQ's reply and the tickets its ack settled,
- * with the `finish` it was sent with and when (see finisher.ts `completed`).
+ * What the claim that completed the job left its run (see claims/transport.ts `last`): the
+ * tickets its ack settled, whose callbacks the run adds once the job is complete.
  */
 export interface Finished {
-  reply: unknown;
   settled: readonly string[];
-  finish: NonNullable<ClaimCall['finish']>;
-  sentAt: number;
 }
 
 /** How a stopped lane's last slice is settled without a claim: restored to pending, or acked, and the key held `holdMs`. */
@@ -120,7 +116,7 @@ export function combine(outcomes: readonly RunOutcome[]): RunOutcome {
 
 /** Where a concluded run's job goes. */
 export type JobMove =
-  /** Completed already, by the run's last claim (see finisher.ts; the outcome's `finished`): BullMQ's completion takes its reply. */
+  /** Completed already, by the run's last claim (see claims/transport.ts; the outcome's `finished`): BullMQ's completion takes its reply. */
   | { to: 'completed' }
   /** Nothing left: the processor returns and BullMQ completes the job; with `ifPending`, requeued at once when the release found ids pushed meanwhile. */
   | { to: 'done'; ifPending?: 'requeue' }

@@ -1,5 +1,5 @@
 import type { JobCancels } from './cancels';
-import type { JobFinisher } from './finisher';
+import { PLAIN_CLAIMS, type ClaimTransport } from './claims/transport';
 import { KeyRun, type Shed } from './key-run';
 import type { RunEnv } from './run-env';
 import { runTicketCallback } from './ticket-callback';
@@ -23,22 +23,23 @@ export function keyProcessor(env: RunEnv, fallback?: FallbackProcessor): KeyProc
       await fallback(job, token, signal);
       return;
     }
-    return runJob(env, undefined, job, token ?? '', signal);
+    return runJob(env, PLAIN_CLAIMS, job, token ?? '', signal);
   };
 }
 
 /**
  * `createWorker`'s processor: two declared parameters, so BullMQ builds no AbortController per
  * job (see cancels.ts); the worker's cancelJob and cancelAllJobs reach its runs through `cancels`,
- * its runs complete their jobs in their last claim through `finisher` (see finisher.ts), and ask
- * `shed` before each slice whether a lowered concurrency sends them away (see shard-worker.ts).
+ * its runs make their first and last claims through `claims` (fused into BullMQ's fetch and
+ * completion when the worker's backend is: see claims/fused.ts), and ask `shed` before each slice
+ * whether a lowered concurrency sends them away (see shard-worker.ts).
  */
-export function workerKeyProcessor(env: RunEnv, cancels: JobCancels, finisher: JobFinisher, shed: Shed): KeyProcessor {
+export function workerKeyProcessor(env: RunEnv, cancels: JobCancels, claims: ClaimTransport, shed: Shed): KeyProcessor {
   return async function processKeyJob(job, token): Promise<void> {
     const id = job.id!;
     const cancel = cancels.open(id);
     try {
-      return await runJob(env, finisher, job, token ?? '', cancel, shed);
+      return await runJob(env, claims, job, token ?? '', cancel, shed);
     } finally {
       cancels.close(id);
     }
@@ -53,7 +54,7 @@ function keyOf(data: unknown): Key | undefined {
 
 async function runJob(
   env: RunEnv,
-  finisher: JobFinisher | undefined,
+  claims: ClaimTransport,
   job: KeyJob,
   token: string,
   cancel: CancelSource | undefined,
@@ -86,5 +87,5 @@ async function runJob(
   // A worker on another store than the pushers' must touch nothing: the job fails (logged),
   // the ids stay, and the recovery sweep tries again once the deployment is fixed.
   await env.agree();
-  await new KeyRun(env, finisher, job, token, cancel, shed).run();
+  await new KeyRun(env, claims, job, token, cancel, shed).run();
 }

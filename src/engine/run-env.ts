@@ -16,12 +16,11 @@ import type { EachIteration, Key, KeyJob, StoreKind } from '../core/types';
 /**
  * What every run of a batcher's key jobs needs and no run changes: built once (runtime/workers.ts),
  * shared by every run of every worker of the batcher in this process. A run's own state is its
- * `KeyRun`'s; what a worker keeps between runs (the fused path's claims and replies) is its `JobFinisher`'s.
+ * `KeyRun`'s; what a worker keeps between runs (the fused path's first claims) is its `FusedClaims`'s (claims/fused.ts).
  * @internal
  */
 export class RunEnv implements SessionEnv, FailureDeps {
   readonly client: RedisClient;
-  readonly store: StoreKind;
   readonly outbox: TicketOutbox;
   readonly redlock: Redlock;
   readonly keyspace: Keyspace;
@@ -48,7 +47,6 @@ export class RunEnv implements SessionEnv, FailureDeps {
 
   constructor(parts: Omit<RunEnv, 'store' | 'level' | 'session'>) {
     this.client = parts.client;
-    this.store = parts.options.store;
     this.level = keyLevels(parts.options.priority, parts.options.logger);
     this.outbox = parts.outbox;
     this.redlock = parts.redlock;
@@ -62,6 +60,11 @@ export class RunEnv implements SessionEnv, FailureDeps {
     this.listForRecovery = parts.listForRecovery;
     this.limits = parts.limits;
     this.addKeyJob = parts.addKeyJob;
+  }
+
+  /** The batcher's store, as its options say (what a session's scripts are told). */
+  get store(): StoreKind {
+    return this.options.store;
   }
 
   /** A run's session of `key` under its lock. */

@@ -1,7 +1,6 @@
 import {
   fetchBeforeBlocking,
-  markNotDrained,
-  Worker,
+  HookedWorker,
   type BackendFactory,
   type Job,
   type Processor,
@@ -39,7 +38,7 @@ const FORWARDED = ['active', 'completed', 'failed', 'progress', 'stalled', 'erro
  * instead (see slots.ts), so the slices that start after the change never run more at once than
  * it allows, and once the slices running at the change have ended, no more run at all.
  */
-export class ShardWorker extends Worker<KeyJobData, void, string> implements KeyWorker {
+export class ShardWorker extends HookedWorker<KeyJobData, void> implements KeyWorker {
   /** Set only after the constructor (which may call `run`): by shard, `${count}.${index}`. */
   private followers: Map<string, ShardWorker> | undefined;
   /** The tokens of jobs being processed: a fetch under one of them takes over that job's slot. */
@@ -154,28 +153,21 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
   /**
    * A slot first; the job is fetched only with one, and the slot goes back if none was fetched.
    * A fetch BullMQ makes while it ends a job (after a job moved itself to delayed) gets that job's
-   * slot instead (see processJob). Without a free slot, a worker waits for one (and so counts as
-   * contended), unless it has fetched jobs it has not started: BullMQ's loop awaits each fetch
+   * slot instead (see `aroundProcess`). Without a free slot, a worker waits for one (and so counts
+   * as contended), unless it has fetched jobs it has not started: BullMQ's loop awaits each fetch
    * before it starts the jobs fetched before it, so those would never start and free a slot. It
    * then fetches nothing for now, starts them, and asks again. A job that arrives while the wait is
    * on (the next job of a completion decided before the wait began) ends the wait the same way
-   * (see processJob). A worker pausing or closing fetches nothing.
+   * (see `aroundProcess`). A worker pausing or closing fetches nothing.
    */
-  protected override async moveToActive(token: string, name?: string): Promise<KeyJob> {
-    if (this.ending.has(token)) return super.moveToActive(token, name);
+  protected override async aroundFetch(token: string, fetch: () => Promise<KeyJob | undefined>): Promise<KeyJob | undefined> {
+    if (this.ending.has(token)) return fetch();
     if (!this.slots.tryTake()) {
-      if (this.unstarted > 0 || this.closing || this.isPaused() || !(await this.slots.take(this))) {
-        // This fetch may have followed BullMQ's blocking wait, which took the queue's marker, and
-        // ends with no job: a pause or a close that cancelled its wait for a slot, or a job of
-        // ours fetched and not started yet. Left drained, the next fetch would block for a new
-        // marker (up to drainDelay) while that job waits.
-        markNotDrained(this);
-        return undefined as unknown as KeyJob;
-      }
+      if (this.unstarted > 0 || this.closing || this.isPaused() || !(await this.slots.take(this))) return undefined;
     }
     let job: KeyJob | undefined;
     try {
-      job = await super.moveToActive(token, name);
+      job = await fetch();
       if (job) this.unstarted++;
       return job;
     } finally {
@@ -184,12 +176,16 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
   }
 
   /** The job's slot passes to the next job its completion fetched, or goes back. */
-  override async processJob(job: KeyJob, token: string, fetchNextCallback: () => boolean = () => true): Promise<void | KeyJob> {
+  protected override async aroundProcess(
+    _job: KeyJob,
+    token: string,
+    process: (mayFetchNext: () => boolean) => Promise<void | KeyJob>,
+  ): Promise<void | KeyJob> {
     let next: void | KeyJob = undefined;
     this.unstarted--;
     this.ending.add(token);
     try {
-      next = await super.processJob(job, token, () => fetchNextCallback() && this.mayFetchNext(token));
+      next = await process(() => this.mayFetchNext(token));
       if (next) {
         this.unstarted++;
         // The completion fetched it (with this job's slot) while this worker's loop may wait for
@@ -206,7 +202,7 @@ export class ShardWorker extends Worker<KeyJobData, void, string> implements Key
 
   /**
    * Whether the completion of the job under `token` (BullMQ's, or one in a claim: see
-   * finisher.ts) may fetch a next job with its slot: not while closing or paused, while another
+   * engine/claims/fused.ts) may fetch a next job with its slot: not while closing or paused, while another
    * shard waits for a slot, while a lowered concurrency leaves more slots in use than it allows,
    * nor for a job whose run ended for that.
    */

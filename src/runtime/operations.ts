@@ -58,10 +58,10 @@ export class Operations {
         client: runtime.client(),
         keyspace: runtime.keyspace,
         store: runtime.store,
-        indexes: async () => runtime.shards.indexes(await runtime.counts()),
+        indexes: async () => runtime.shards.indexes(await runtime.shardCounts.read()),
         jobKeys: async (limit) => {
           const keys: Key[] = [];
-          for (const queue of runtime.shards.all(await runtime.counts())) {
+          for (const queue of runtime.shards.all(await runtime.shardCounts.read())) {
             if (keys.length >= limit) break;
             keys.push(...(await liveJobKeys(queue, limit - keys.length)));
           }
@@ -112,7 +112,7 @@ export class Operations {
 
   async shardCounts(): Promise<ShardCount[]> {
     const { runtime } = this;
-    return shardCounts(runtime.client(), await runtime.counts(), runtime.opts.shards, runtime.shards);
+    return shardCounts(runtime.client(), await runtime.shardCounts.read(), runtime.opts.shards, runtime.shards);
   }
 
   async retireShardCount(count: number): Promise<void> {
@@ -134,7 +134,7 @@ export class Operations {
           '(its recoveryIntervalMs plus pushTimeoutMs): retire it once no process has used it for that long',
         leftMs,
       );
-    runtime.forgetCountsRead();
+    runtime.shardCounts.forget();
     // Its queues were opened for the check above only (up to 64 connections): not kept until close.
     await runtime.shards.closeCount(count);
   }
@@ -155,12 +155,12 @@ export class Operations {
   // finds the mark (and pauses its own queues; see agreement.ts) or is among the counts read.
   async pauseAll(): Promise<void> {
     await setPausedAll(this.runtime.client(), this.runtime.keyspace.config, true);
-    await Promise.all(this.runtime.shards.all(await this.runtime.readCounts()).map((queue) => queue.pause()));
+    await Promise.all(this.runtime.shards.all(await this.runtime.shardCounts.readAgain()).map((queue) => queue.pause()));
   }
 
   async resumeAll(): Promise<void> {
     await setPausedAll(this.runtime.client(), this.runtime.keyspace.config, false);
-    await Promise.all(this.runtime.shards.all(await this.runtime.readCounts()).map((queue) => queue.resume()));
+    await Promise.all(this.runtime.shards.all(await this.runtime.shardCounts.readAgain()).map((queue) => queue.resume()));
   }
 
   async setGlobalRateLimit(limit: RateLimit | null): Promise<void> {
@@ -197,7 +197,7 @@ export class Operations {
     return {
       tickets: runtime.ticketOutbox(),
       client: runtime.client(),
-      counts: () => runtime.counts(),
+      counts: () => runtime.shardCounts.read(),
       shards: runtime.shards,
       keyspace: runtime.keyspace,
       store: runtime.store,

@@ -7,12 +7,13 @@ import { BatcherEmitter } from '../core/events';
 import { log } from '../core/logger';
 import { TicketChannel } from '../push/ticket-channel';
 import { TicketOutbox } from '../storage/ticket-outbox';
-import { limitsRecord, recordedShardCounts, StoreAgreement } from '../storage/agreement';
+import { limitsRecord, StoreAgreement } from '../storage/agreement';
 import { GlobalLimits } from '../engine/global-limits';
 import type { KeyQueue } from '../storage/job';
 import { Keyspace } from '../storage/keys';
 import { defineScripts, type RedisClient } from '../storage/scripts';
 import { ShardQueues } from '../storage/shard-queues';
+import { ShardCounts } from './shard-counts';
 import { storeFor, type Store } from '../storage/store';
 import type { ResolvedOptions } from '../options';
 import type { Connection, Key } from '../core/types';
@@ -39,33 +40,30 @@ export class BatcherRuntime {
   readonly ticketChannel: TicketChannel;
   /** The batcher-wide limits as this process follows them (see engine/global-limits.ts). */
   readonly limits: GlobalLimits;
+  /** The shard counts processes recorded, and this one's: the shards workers serve and reads read. */
+  readonly shardCounts: ShardCounts;
   private redis: ReturnType<typeof commandClient> | undefined;
   private redlockOfClient: Redlock | undefined;
   private outbox: TicketOutbox | undefined;
-  private closed = false;
-  /** Aborted when the batcher is marked closed: what a caller waits on for long (waitFor) ends then. */
+  /** Aborted when the batcher is marked closed: every later call gets a ClosedError, and what a caller waits on for long (waitFor) ends. */
   private readonly closing = new AbortController();
   /** The calls of the batcher's methods under way (see `track`). */
   private readonly underWay = new Set<Promise<unknown>>();
   /** Set when `close` stopped waiting for calls still under way (see `track`). */
   private abandoned = false;
-  /** The shard counts last read: a run's preemption reads the wait lists of every count served. */
-  private servedCounts: readonly number[];
-  /** A read of the counts under way: calls made meanwhile share it (a worker's sweep asks three times at once). */
-  private reading: Promise<number[]> | undefined;
 
   constructor(readonly opts: ResolvedOptions) {
     this.connection = bullConnection(opts.connection);
     this.keyspace = new Keyspace(opts.prefix, opts.name);
     this.store = storeFor(opts.store);
     this.events = new BatcherEmitter(opts.logger);
-    this.servedCounts = [opts.shards];
     this.shards = new ShardQueues(opts.prefix, opts.name, this.keyspace, opts.shards, (prefix) => {
       const created: KeyQueue = new Queue(opts.name, { connection: this.connection, prefix });
       created.on('error', (err: Error) => log(opts.logger, 'warn', 'batch-by-key: queue error', { err }));
       return created;
     });
     const client = () => this.client();
+    this.shardCounts = new ShardCounts(client, this.keyspace.config, opts.shards);
     this.limits = new GlobalLimits(
       {
         // Runs enter and leave the limits: a run that close() stops gives its place back (see runClient).
@@ -95,7 +93,7 @@ export class BatcherRuntime {
   }
 
   assertOpen(): void {
-    if (this.closed) throw new ClosedError(`batcher ${this.opts.name} is closed; create a new one`);
+    if (this.closing.signal.aborted) throw new ClosedError(`batcher ${this.opts.name} is closed; create a new one`);
   }
 
   /**
@@ -149,25 +147,7 @@ export class BatcherRuntime {
 
   /** The queues of every shard count served. */
   async allQueues(): Promise<KeyQueue[]> {
-    return this.shards.all(await this.counts());
-  }
-
-  /** Every count a process recorded, and this one's: the shards workers serve and reads read. */
-  counts(): Promise<number[]> {
-    return (this.reading ??= this.readCounts().finally(() => (this.reading = undefined)));
-  }
-
-  /** A read of its own, not shared with one under way (which may have begun before a change). */
-  async readCounts(): Promise<number[]> {
-    const recorded = await recordedShardCounts(this.client(), this.keyspace.config);
-    const read = recorded.includes(this.opts.shards) ? recorded : [...recorded, this.opts.shards].sort((a, b) => a - b);
-    this.servedCounts = read;
-    return read;
-  }
-
-  /** The counts last read (no Redis call). */
-  served(): readonly number[] {
-    return this.servedCounts;
+    return this.shards.all(await this.shardCounts.read());
   }
 
   /**
@@ -177,14 +157,9 @@ export class BatcherRuntime {
    */
   private async wake(waiter: string): Promise<void> {
     const bar = waiter.indexOf('|');
-    const queue = this.shards.all(this.servedCounts).find((q) => q.qualifiedName === waiter.slice(0, bar));
+    const queue = this.shards.all(this.shardCounts.served()).find((q) => q.qualifiedName === waiter.slice(0, bar));
     // A job no longer delayed refuses the promote (the caller logs it at debug).
     await (await queue?.getJob(waiter.slice(bar + 1)))?.promote();
-  }
-
-  /** Drops a read under way, which began before a change of the counts and would answer without it. */
-  forgetCountsRead(): void {
-    this.reading = undefined;
   }
 
   /** Aborted once the batcher is marked closed. */
@@ -243,8 +218,7 @@ export class BatcherRuntime {
 
   /** Marks the batcher closed: every later call gets a ClosedError. True the first time. */
   markClosed(): boolean {
-    if (this.closed) return false;
-    this.closed = true;
+    if (this.closing.signal.aborted) return false;
     this.closing.abort();
     this.limits.stop();
     return true;

@@ -4,7 +4,8 @@ import { InvalidOptionError, MissingHandlerError } from '../core/errors';
 import { log } from '../core/logger';
 import { AttachedWorkers } from '../engine/attach';
 import { JobCancels } from '../engine/cancels';
-import { firstClaimConfig, JobFinisher, type BackendMode } from '../engine/finisher';
+import { workerBackend, type BackendMode } from '../engine/claims/backend';
+import { firstClaimConfig, FusedClaims } from '../engine/claims/fused';
 import { keyProcessor, workerKeyProcessor } from '../engine/processor';
 import { RunEnv } from '../engine/run-env';
 import { age, budgetOf } from '../engine/scheduling';
@@ -76,7 +77,7 @@ export class Workers {
           : undefined,
       sampler,
       serveShards: async () => {
-        const served = await runtime.counts();
+        const served = await runtime.shardCounts.read();
         await Promise.all([...this.leaders].map(([leader, make]) => leader.serveOnly(served, make)));
       },
     });
@@ -121,7 +122,7 @@ export class Workers {
     // One budget for every shard's worker: the leader's concurrency (see slots.ts).
     const slots = new SlotBudget(() => leader.concurrency);
     const make = (shard: ShardRef, follower: boolean): ShardWorker => {
-      const finisher = new JobFinisher(
+      const claims = new FusedClaims(
         config && {
           client: () => runtime.client(),
           config,
@@ -133,7 +134,7 @@ export class Workers {
       const worker: ShardWorker = new ShardWorker(
         opts.name,
         // A run asks its own worker (made just below) before each slice.
-        workerKeyProcessor(this.runEnv(), cancels, finisher, (token) => worker.shed(token)),
+        workerKeyProcessor(this.runEnv(), cancels, claims, (token) => worker.shed(token)),
         {
           ...WORKER_DEFAULTS,
           ...workerOptions,
@@ -143,12 +144,12 @@ export class Workers {
           // A follower takes as many slots as the shared budget gives it, and runs when its leader does.
           ...(follower && { concurrency: FOLLOWER_CONCURRENCY, autorun: false }),
         },
-        finisher.factory(backendMode),
+        workerBackend(claims, backendMode),
         shard,
         slots,
       );
       cancels.serve(worker);
-      finisher.serve(worker);
+      claims.serve(worker);
       if (follower) this.attached.follow(worker);
       return worker;
     };
@@ -159,8 +160,8 @@ export class Workers {
     leader.on('closed', () => this.leaders.delete(leader));
     void leader.serveOnly([opts.shards], follow);
     // Shards of other counts that processes recorded (a change of `shards` under way) join once read.
-    runtime
-      .counts()
+    runtime.shardCounts
+      .read()
       .then((served) => leader.serveOnly(served, follow))
       .catch((err: unknown) => log(opts.logger, 'warn', 'batch-by-key: could not read the recorded shard counts', { err }));
     return leader;
@@ -185,7 +186,7 @@ export class Workers {
     // Built once per change of the counts served, not per run.
     let lists: { of: readonly number[]; lists: ReturnType<typeof bullKeysOf>[] } | undefined;
     const queueLists = () => {
-      const served = runtime.served();
+      const served = runtime.shardCounts.served();
       if (lists?.of !== served) lists = { of: served, lists: runtime.shards.all(served).map(bullKeysOf) };
       return lists.lists;
     };
