@@ -9,7 +9,6 @@ import type { KeyNames } from '../storage/keys';
 import { planPush, type PlanDeps, type StoreHow } from './plan';
 import { checkBacklog, type PushCall } from '../storage/protocol';
 import type { Committer } from './committer';
-import type { FillingKeys } from './filling';
 import { jobAddFailed, outcomeOf } from './outcomes';
 import { backlogFullError } from './backlog';
 import { settledTicket } from './tickets';
@@ -46,8 +45,6 @@ export interface StoreDeps {
   agree: () => Promise<void>;
   /** Sends the push's script call, shared with the pushes that arrive while one is in flight (group commit). */
   committer: Committer;
-  /** Keys seen waiting to fill, whose pushes need no job add built (see filling.ts). */
-  filling: FillingKeys;
   /** The owner of the key's job (storage/key-job.ts). */
   keyJobs: KeyJobs;
 }
@@ -110,13 +107,9 @@ async function store(
   // A list's or set's key that waits to fill (its push starts no run by itself, nor is high, whose
   // ids never wait) carries its delayed add of maxWaitMs, for the push that starts the wait.
   // Building it costs the pusher CPU, so a push to a key it saw waiting with its job builds none
-  // (see filling.ts).
+  // (see storage/key-job.ts `carried`).
   const waitsToFill = fill && !high && ids.length < fill.minSliceSize ? fill : undefined;
-  const filling = cluster || kind === 'zset' || !fill ? undefined : deps.filling;
-  const add =
-    cluster || kind === 'zset' || (waitsToFill && filling?.covers(key))
-      ? undefined
-      : deps.keyJobs.carried(queue, key, level, waitsToFill?.maxWaitMs);
+  const add = cluster || kind === 'zset' ? undefined : deps.keyJobs.carried(queue, key, level, waitsToFill?.maxWaitMs);
   if (cluster) {
     // A push refused for its key's backlog writes no index entry either: judged first, with
     // nothing written; push.lua judges again with its write.
@@ -143,11 +136,10 @@ async function store(
   progress.sent = true;
   const pushed = outcomeOf(key, await committing);
   // The ids are stored; the key is in its recovery index, so a workers' sweep serves it if the job add fails.
-  const zset = kind === 'zset' ? { names, fill } : undefined;
-  await deps.keyJobs.afterPush({ key, queue, level, ...(zset && { zset }) }, add, pushed).catch((err: unknown) => {
+  const pushedKey = kind === 'zset' ? { key, queue, level, zset: { names, fill } } : { key, queue, level, mayFill: !cluster && !!fill };
+  await deps.keyJobs.afterPush(pushedKey, add, pushed).catch((err: unknown) => {
     throw jobAddFailed(key, err);
   });
-  filling?.saw(key, pushed.waitMs);
 }
 
 /**

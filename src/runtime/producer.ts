@@ -2,7 +2,6 @@ import { describe, InvalidOptionError } from '../core/errors';
 import { validateKey } from '../core/input';
 import { performBatchLater, type EnqueueDeps } from '../push/enqueue';
 import { Committer } from '../push/committer';
-import { FillingKeys } from '../push/filling';
 import { progress, waitFor } from '../push/progress';
 import { openTicket, sealTicket } from '../push/tickets';
 import { keyLevels } from '../storage/job';
@@ -74,7 +73,6 @@ export class Producer {
         merge: opts.merge,
         agree: () => runtime.agreement.check('push'),
         committer: new Committer(client, { maxPushes: opts.pushesPerCall, lingerMs: opts.pushLingerMs }),
-        filling: new FillingKeys(),
         keyJobs: new KeyJobs(client, (key) => runtime.shards.of(key)),
       },
       tickets: runtime.ticketOutbox(),

@@ -38,6 +38,9 @@ import type { Key, KeyJob, KeyJobData } from '../core/types';
  * its recovery index, whose sweep adds it.
  */
 export class KeyJobs {
+  /** Keys this process's pushes saw waiting to fill with their job: a push to one carries no add. */
+  private readonly filling = new FillingKeys();
+
   constructor(
     private readonly client: RedisClient,
     /** The queue a key's job is added to: its shard's, of this batcher's count. */
@@ -84,12 +87,13 @@ export class KeyJobs {
    * BullMQ's add of the key's job for a push to carry into its own call (push.lua makes it there,
    * if the key needs one): its standard add where the job may start now (`waitsToFillMs`
    * undefined), at the wait list's level only, or its delayed add of `waitsToFillMs` for a key
-   * whose ids wait to fill. Undefined where the push carries none: then its job is added after its
-   * call (`afterPush`).
+   * whose ids wait to fill, unless a push of this process saw the key waiting with its job
+   * (building an add costs the pusher CPU). Undefined where the push carries none: then its job is
+   * added after its call, if it needs one (`afterPush`).
    */
   carried(queue: KeyQueue, key: Key, level: Level, waitsToFillMs: number | undefined): CarriedAdd | undefined {
     if (waitsToFillMs === undefined) return level === WAIT_LIST ? pushAdd(queue, key, 0, level) : undefined;
-    return pushAdd(queue, key, waitsToFillMs, level);
+    return this.filling.covers(key) ? undefined : pushAdd(queue, key, waitsToFillMs, level);
   }
 
   /**
@@ -100,7 +104,7 @@ export class KeyJobs {
    */
   async afterPush(push: PushedKey, add: CarriedAdd | undefined, pushed: PushResult): Promise<void> {
     await add?.done(pushed.added ?? null);
-    if (pushed.covered || pushed.added !== undefined) return;
+    if (pushed.covered || pushed.added !== undefined) return this.saw(push, pushed);
     // Not for a list's or set's wait to fill, to spare a call: its job's time is its oldest id's,
     // whichever push sets it, and a push that fills the key adds or brings the job forward itself.
     // Only when that lands between this push's call and this add to a job that was active or
@@ -110,19 +114,29 @@ export class KeyJobs {
     for (let moves = 0; ; moves++) {
       const dueAt = Date.now() + waitMs;
       await this.ensure(push.key, waitMs, push.level, push.queue);
-      if (!push.zset || moves === MAX_BRING_FORWARD) return;
+      if (!push.zset || moves === MAX_BRING_FORWARD) return this.saw(push, pushed);
       waitMs = await dueIn(this.client, 'zset', push.zset.names, push.zset.fill);
       if (waitMs < 0 || Date.now() + waitMs >= dueAt - RESCHEDULE_TOLERANCE_MS) return;
     }
   }
+
+  /** Remembers what a push to a key that may wait to fill found (see `FillingKeys`). */
+  private saw(push: PushedKey, pushed: PushResult): void {
+    if (push.mayFill) this.filling.saw(push.key, pushed.waitMs);
+  }
 }
 
-/** The key of a push whose call is answered, for `afterPush`: its queue, its job's level, and for a zset key its names. */
+/**
+ * The key of a push whose call is answered, for `afterPush`: its queue, its job's level, for a zset
+ * key its names, and whether it is a list's or set's key with a wait to fill whose push made its
+ * call with its job's add (`KeyJobs.carried`), whose pushes remember it waiting.
+ */
 export interface PushedKey {
   key: Key;
   queue: KeyQueue;
   level: Level;
   zset?: { names: KeyNames; fill: Fill | undefined };
+  mayFill?: boolean;
 }
 
 /** BullMQ's add of a key's job that a push carries (`KeyJobs.carried`). */
@@ -219,4 +233,35 @@ export function pushAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level
     return undefined;
   }
   return { kind, call: add.call, done: add.done };
+}
+
+/** The most keys remembered: past it, the key remembered longest ago is forgotten. */
+const MAX_KEYS = 10_000;
+
+/**
+ * Keys this process's pushes found waiting to fill with their job due by then, and until when (by
+ * this process's clock). A push to one sends no BullMQ add: its call finds the key covered, and
+ * building the add would cost the pusher 13–20 µs (BullMQ's Job.addJob, measured per push) on
+ * every push of a wait, for the one that adds the job. Only a hint: a key whose job ran early (a
+ * push filled it) costs the push that finds it so a second call, its job added after it
+ * (`KeyJobs.afterPush`), as every push to a waiting key cost before.
+ */
+class FillingKeys {
+  private readonly until = new Map<Key, number>();
+
+  /** Whether `key` was seen waiting to fill, its job due later than now. */
+  covers(key: Key): boolean {
+    const until = this.until.get(key);
+    return until !== undefined && until > Date.now();
+  }
+
+  /** What a push to `key` found: its ids wait `waitMs` more, with a job due by then (0 or less: none wait). */
+  saw(key: Key, waitMs: number): void {
+    if (waitMs <= 0) {
+      this.until.delete(key);
+      return;
+    }
+    if (this.until.size >= MAX_KEYS && !this.until.has(key)) this.until.delete(this.until.keys().next().value!);
+    this.until.set(key, Date.now() + waitMs);
+  }
 }
