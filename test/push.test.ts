@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { Queue, QueueKeys } from 'bullmq';
 import { batchByKey, withKey } from '../src';
-import { pushAdd, queuePrefixOf, WAIT_LIST, type KeyQueue } from '../src/storage/job';
+import { WAIT_LIST, type KeyQueue } from '../src/storage/job';
+import { pushAdd, queuePrefixOf } from '../src/storage/key-job';
 import { addKeysDerivable } from '../src/storage/protocol';
 import {
   isolatedRedis,

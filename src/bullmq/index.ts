@@ -19,7 +19,16 @@ export {
   type QueueBaseOptions,
   type RedisQueueBackend,
 } from './backend';
-export { buildAdd, PUSH_ADD_KEYS, type PushAddKind } from './job-add';
+export {
+  captureAdd,
+  jobLists,
+  prefixNaming,
+  PUSH_ADD_KEYS,
+  queuePrefix,
+  type AddKind,
+  type CapturedAdd,
+  type PushAddKind,
+} from './job-add';
 export { aroundCancels, aroundClose, blockingClientOf, fetchBeforeBlocking, markNotDrained, ownClientsOf } from './worker';
 export {
   appendedToFetch,

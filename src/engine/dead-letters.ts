@@ -1,7 +1,6 @@
 import { describe, InvalidOptionError, KeyBacklogFullError } from '../core/errors';
 import { log } from '../core/logger';
 import { integer, oneOf } from '../core/validate';
-import type { FailurePlan, SerializedError } from './failures';
 import { normalizeIds, validateKey } from '../core/input';
 import { deadLettersOf, encodeKey, type DeadNames, type Keyspace } from '../storage/keys';
 import { addDeadLetters, removeDeadLetters, trimDeadLetters, undoDeadLetters, type WrittenLetters } from '../storage/batcher-protocol';
@@ -12,6 +11,23 @@ import type { DeadLetter, DeadLetterListOptions, DeadLetterQuery, DeadLetters, I
 /** Letters read and moved per round trip by requeue and purge. */
 const BATCH = 1000;
 const MAX_PAGE = 1000;
+
+/** What a dead letter keeps of an error (failures.ts `serializeError`), and a ticket's errors too. */
+export interface SerializedError {
+  name: string;
+  message: string;
+  stack?: string;
+}
+
+/** The ids a failure dead-letters, with what their letters record of it (failures.ts `FailurePlan` is one). */
+export interface DeadIds {
+  dead: readonly Id[];
+  /** Failed runs of the slice, this one included. */
+  attempts: number;
+  firstFailedAt: number;
+  /** When this run failed. */
+  failedAt: number;
+}
 
 export interface DeadLetterDeps {
   client: () => RedisClient;
@@ -44,7 +60,7 @@ export class DeadLetterBox implements DeadLetters {
    */
   async add(
     key: Key,
-    plan: FailurePlan,
+    plan: DeadIds,
     error: SerializedError,
     payloadsJson: string | undefined,
     own?: readonly SerializedError[],

@@ -7,7 +7,7 @@ import type { BatcherEmitter } from '../core/events';
 import type { RetrySlice, Traces } from '../storage/protocol';
 import type { KeySession } from '../storage/key-session';
 import { MAX_TICKET_ERRORS } from '../push/progress';
-import type { DeadLetterBox } from './dead-letters';
+import type { DeadIds, DeadLetterBox, SerializedError } from './dead-letters';
 import type { Backoff, BatcherEvents, FailureOutcome, Id, Logger, SliceInfo } from '../core/types';
 
 export type { RetrySlice };
@@ -48,17 +48,12 @@ export interface FailureDeps {
 }
 
 /** What to do with a failed slice: parts to retry (each with its delay) and ids to dead-letter. */
-export interface FailurePlan {
+export interface FailurePlan extends DeadIds {
   outcome: FailureOutcome;
   retry: { delayMs: number; slice: RetrySlice }[];
   dead: Id[];
   /** With `retry`: the backoff before the whole slice runs again. */
   retryInMs?: number;
-  /** Failed runs of the slice, this one included (what a dead letter records). */
-  attempts: number;
-  firstFailedAt: number;
-  /** When this run failed. */
-  failedAt: number;
   /** Each failed id's own error (`ctx.fail`), for its dead letter; else every id died of the slice's. */
   errors?: ReadonlyMap<Id, unknown>;
   /** How many of the slice's ids succeeded (`ctx.fail` reported the others): they are acked with the failure. */
@@ -277,13 +272,6 @@ export function mayRetry(attempts: number, isolating: boolean, policy: FailurePo
  * 100 MB and more. Documented in docs/failures-and-flow.md.
  */
 export const MAX_ERROR_TEXT = { name: 200, message: 2_000, stack: 2_000 } as const;
-
-/** What a dead letter (and a ticket's errors) keeps of an error. */
-export interface SerializedError {
-  name: string;
-  message: string;
-  stack?: string;
-}
 
 /**
  * What a dead letter (and a ticket's errors) keeps of an error (anything may be thrown): well-formed

@@ -1,5 +1,7 @@
 import { Cluster, type Redis } from 'ioredis';
-import { ensureJob, JOB_NAME, type KeyLevel, type KeyQueue } from '../storage/job';
+import { queuePrefix } from '../bullmq';
+import { JOB_NAME, type KeyLevel, type KeyQueue } from '../storage/job';
+import { KeyJobs } from '../storage/key-job';
 import { jobPointerOf, keyOfJobPointer, type Keyspace } from '../storage/keys';
 import { log } from '../core/logger';
 import type { TicketOutbox } from '../storage/ticket-outbox';
@@ -56,7 +58,7 @@ const LIVE = new Set(['waiting', 'prioritized', 'delayed', 'active']);
  */
 async function hasLiveJob(client: RedisClient, queues: readonly KeyQueue[], key: string): Promise<boolean> {
   for (const queue of queues) {
-    const jobId = await client.get(jobPointerOf(queue.toKey(''), key));
+    const jobId = await client.get(jobPointerOf(queuePrefix(queue), key));
     if (jobId === null) continue;
     const job = await queue.getJob(jobId);
     if (job?.name === JOB_NAME && job.data?.key === key && LIVE.has(await job.getState())) return true;
@@ -74,6 +76,7 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
   const cutoff = Date.now() - deps.graceMs;
   const stopAt = Date.now() + SWEEP_BUDGET_MS;
   const counts = await deps.counts();
+  const keyJobs = new KeyJobs(client, (key) => deps.shards.of(key));
   let recovered = 0;
   for (const index of deps.shards.indexes(counts)) {
     while (Date.now() < stopAt) {
@@ -82,7 +85,7 @@ export async function recoverStrandedKeys(deps: RecoveryDeps): Promise<number> {
       for (let i = 0; i < flat.length; i += 2 * SWEEP_CONCURRENCY) {
         const entries = [];
         for (let j = i; j < Math.min(flat.length, i + 2 * SWEEP_CONCURRENCY); j += 2)
-          entries.push(sweepOne(deps, counts, index, flat[j] as string, flat[j + 1] as string));
+          entries.push(sweepOne(deps, keyJobs, counts, index, flat[j] as string, flat[j + 1] as string));
         recovered += (await Promise.all(entries)).filter(Boolean).length;
       }
     }
@@ -140,7 +143,7 @@ export class KeyspaceWalk {
   async step(deps: RecoveryDeps): Promise<void> {
     const { client } = deps;
     const nodes: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
-    const prefixes = deps.shards.all(await deps.counts()).map((queue) => queue.toKey(''));
+    const prefixes = deps.shards.all(await deps.counts()).map(queuePrefix);
     await Promise.all(nodes.map((node) => this.walkNode(deps, node, prefixes)));
   }
 
@@ -211,7 +214,14 @@ export async function listEveryKey(deps: Pick<RecoveryDeps, 'client' | 'keyspace
 }
 
 /** Looks at one index entry: drops a drained key, adds a job to a stranded one (true), moves the rest behind. */
-async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: string, key: string, seenScore: string): Promise<boolean> {
+async function sweepOne(
+  deps: RecoveryDeps,
+  keyJobs: KeyJobs,
+  counts: readonly number[],
+  index: string,
+  key: string,
+  seenScore: string,
+): Promise<boolean> {
   const { client, keyspace } = deps;
   const names = keyspace.forKey(key);
   const [{ pending, inFlight, retrying }, lockTtl, pausedTtl, outbox] = await Promise.all([
@@ -240,7 +250,7 @@ async function sweepOne(deps: RecoveryDeps, counts: readonly number[], index: st
   // A run holds the key, or a job waits for it (delayed for a backoff or a zset time), or it is
   // paused until resumed (resume adds its job): fine.
   if (!locked && pausedTtl !== -1 && !(await hasLiveJob(client, deps.shards.ofKeyIn(counts, key), key))) {
-    await ensureJob(client, deps.shards.of(key), key, 0, deps.level(key, 'light'));
+    await keyJobs.ensure(key, 0, deps.level(key, 'light'));
     recovered = true;
   }
   // Either way the key moves behind the others (past the cutoff), so busy keys never hide the rest.

@@ -1,6 +1,7 @@
 import { describe, InvalidOptionError, NotPausedError } from '../core/errors';
 import { validateKey } from '../core/input';
-import { ensureJob, type KeyLevel, type KeyQueue } from '../storage/job';
+import type { KeyLevel, KeyQueue } from '../storage/job';
+import { KeyJobs } from '../storage/key-job';
 import type { Keyspace } from '../storage/keys';
 import { MAX_TIMER_MS } from '../core/limits';
 import { duration, onlyKnownOptions, optionNames } from '../core/validate';
@@ -84,7 +85,7 @@ export async function resume(deps: PauseDeps, rawKey: Key): Promise<void> {
   if (!wasPaused) throw new NotPausedError(`key ${JSON.stringify(key)} is not paused`);
   // A key paused until resumed has no job (its last run completed it); a timed one waits delayed.
   const due = await dueIn(client, deps.store, names, fill);
-  if (due >= 0) await ensureJob(client, deps.queue(key), key, due, deps.level(key, 'light'));
+  if (due >= 0) await new KeyJobs(client, deps.queue).ensure(key, due, deps.level(key, 'light'));
 }
 
 /** Index entries read per page by `paused()`; each page's markers are read in one round trip (standalone). */

@@ -23,6 +23,15 @@ export interface CommitOptions {
   lingerMs: number;
 }
 
+/**
+ * The lanes of a standalone connection, beside a Cluster's slots (0 and up). A call's pushes send
+ * as many keys each (see push-many.lua): a push whose call writes its recovery index and may add
+ * its key's job sends two, and a push that adds no job in its call (a BullMQ that names its keys
+ * otherwise) sends one, and goes in a lane of its own.
+ */
+const WITH_JOB_KEYS = -1;
+const KEY_ONLY = -2;
+
 interface Waiting {
   push: PushOfMany;
   /** A bulk push (see protocol.ts `isBulk`), which goes in a call of its own. */
@@ -62,9 +71,7 @@ export class Committer {
 
   /** Sends `p` in the lane's next call. Never rejects: the outcome says what happened. */
   commit(p: PushOfMany): Promise<Committed> {
-    // A call's pushes send as many keys each (see push-many.lua): a push that adds no job in its
-    // call (a BullMQ that names its keys otherwise) sends one, and goes in a lane of its own.
-    const id = this.client instanceof Cluster ? calculateSlot(p.names.base) : p.call.job ? -1 : -2;
+    const id = this.client instanceof Cluster ? calculateSlot(p.names.base) : p.call.job ? WITH_JOB_KEYS : KEY_ONLY;
     let lane = this.lanes.get(id);
     if (!lane) this.lanes.set(id, (lane = { inFlight: 0, waiting: [], bulks: 0, linger: undefined }));
     const bulk = isBulk(p.call);

@@ -3,14 +3,12 @@ import { describe, InvalidOptionError, MissingKeyError } from '../core/errors';
 import { boolean, onlyKnownOptions, optionNames } from '../core/validate';
 import { isHighPush } from '../core/priority';
 import { normalizeItems, validateKey, type NormalizedPush } from '../core/input';
-import { fillOf, type Fill } from '../core/fill';
+import type { Fill } from '../core/fill';
 import { newTicket, parseTicket } from './progress';
-import { maxPendingOf } from './backlog';
-import type { EnqueueDeps } from './enqueue';
-import type { KeyNames } from '../storage/keys';
+import type { KeyLevel, Level } from '../storage/job';
+import type { KeyNames, Keyspace } from '../storage/keys';
 import type { PushCall } from '../storage/protocol';
-import type { Store } from '../storage/store';
-import type { BatchByKeyOptions, Key, PerformOptions, PerformResult, PushItem } from '../core/types';
+import type { BatchByKeyOptions, Key, PerformOptions, PerformResult, PushItem, StoreKind } from '../core/types';
 
 /**
  * The plan of a push: its input validated and what the batcher's options decide for its key,
@@ -27,8 +25,25 @@ export interface PushPlan {
   store?: { names: KeyNames; push: NormalizedPush; how: StoreHow };
 }
 
-/** What the plan reads of the batcher. */
-type PlanDeps = Pick<EnqueueDeps, 'store' | 'resolver' | 'callbacks' | 'fill' | 'sliceSize' | 'keyspace' | 'maxPending' | 'ticketTtlMs'>;
+/** What the plan reads of the batcher: its options, each resolved for a key where it may vary by key. */
+export interface PlanDeps {
+  store: StoreKind;
+  resolver: BatchByKeyOptions['key'];
+  keyspace: Keyspace;
+  /** Whether a tracked push asks for a callback when it settles, unless it says (the batcher has onTicketSettled). */
+  callbacks: boolean;
+  /** How long a ticket of a tracked push lives. */
+  ticketTtlMs: number;
+  /** The key's wait to fill (`minSliceSize`, `maxWaitMs`; see core/fill.ts `fillOf`), undefined for none. */
+  fill: (key: Key) => Fill | undefined;
+  /** The key's `maxPendingPerKey` (see backlog.ts `maxPendingOf`), undefined for none: a function's bad result throws. */
+  maxPending: (key: Key) => number | undefined;
+  /** The level of a key's new job (see storage/job.ts `keyLevels`): `priority(key)` ranks keys. */
+  level: KeyLevel;
+  /** Fair scheduling: a new key's job whose first push is more than a slice waits behind light ones (see scheduling.ts). */
+  fair: boolean;
+  sliceSize: number;
+}
 
 /** Every name `PerformOptions` has (the compiler holds the list to the type). */
 const PERFORM_OPTIONS = optionNames<PerformOptions>()(['key', 'delayMs', 'track', 'ticket', 'callback', 'priority']);
@@ -48,7 +63,7 @@ export async function planPush(deps: PlanDeps, items: ReadonlyArray<PushItem>, o
   // some and not others let a push to an open ticket overtake one made before it).
   const resolved = open ? keyOfTicket(open.key, options.key) : resolveKey(deps.resolver, options.key);
   const key = typeof resolved === 'string' ? resolved : await resolved;
-  const fill = fillOf(deps.fill, key, deps.sliceSize);
+  const fill = deps.fill(key);
   if (track && ids.length === 0) return { key, result: { key, pushed: 0 }, emptyTicket: { callback } };
   const ticket = track ? newTicket(key) : undefined;
   const result: PerformResult = {
@@ -58,11 +73,14 @@ export async function planPush(deps: PlanDeps, items: ReadonlyArray<PushItem>, o
     ...(open && { ticket: options.ticket! }),
   };
   if (ids.length === 0) return { key, result };
-  const maxPending = maxPendingOf(deps.maxPending, key);
+  const maxPending = deps.maxPending(key);
   const tracked = ticket
     ? { id: ticket.id, ttlMs: deps.ticketTtlMs, callback }
     : open && { id: open.id, ttlMs: deps.ticketTtlMs, open: true };
-  const how: StoreHow = { delayMs, ticket: tracked || undefined, maxPending, fill, high };
+  // A light newcomer queues FIFO before keys whose first push is bigger than a slice, and a
+  // high-priority key's job before both.
+  const level = deps.level(key, deps.fair && ids.length > deps.sliceSize ? 'heavy' : 'light');
+  const how: StoreHow = { delayMs, ticket: tracked || undefined, maxPending, fill, high, level };
   return { key, result, store: { names: deps.keyspace.forKey(key), push: { ids, ...(payloads && { payloads }) }, how } };
 }
 
@@ -86,12 +104,14 @@ export interface StoreHow {
   fill: Fill | undefined;
   /** A push with priority 'high'. */
   high: boolean;
+  /** The level of the key's job, if the push adds it. */
+  level: Level;
 }
 
-function validateDelay(store: Store, delayMs: unknown): number {
+function validateDelay(store: StoreKind, delayMs: unknown): number {
   if (delayMs === undefined) return 0;
-  if (store.kind !== 'zset') {
-    throw new InvalidOptionError(`delayMs needs store 'zset'; this batcher uses '${store.kind}'`);
+  if (store !== 'zset') {
+    throw new InvalidOptionError(`delayMs needs store 'zset'; this batcher uses '${store}'`);
   }
   if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0) {
     throw new InvalidOptionError(`delayMs must be an integer >= 0, got ${describe(delayMs)}`);

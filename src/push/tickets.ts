@@ -10,6 +10,25 @@ import type { Key, Ticket } from '../core/types';
 
 /** Creates an open ticket of `key`: pushes add to it (`{ ticket }`) until `sealTicket`. */
 export async function openTicket(outbox: TicketOutbox, key: Key, callback: boolean): Promise<Ticket> {
+  return ticketOf(key, await open(outbox, key, callback));
+}
+
+/** Seals an open ticket; if it settles at once, adds its callback. */
+export async function sealTicket(outbox: TicketOutbox, ticket: Ticket): Promise<void> {
+  const { key, id } = parseTicket(ticket);
+  await seal(outbox, key, id, ticket);
+}
+
+/** A ticket of `key` with no ids: opened and sealed, so it is settled at once (and calls back, if asked). */
+export async function settledTicket(outbox: TicketOutbox, key: Key, callback: boolean): Promise<Ticket> {
+  const id = await open(outbox, key, callback);
+  const ticket = ticketOf(key, id);
+  await seal(outbox, key, id, ticket);
+  return ticket;
+}
+
+/** Writes an open ticket's hash; returns its id. */
+async function open(outbox: TicketOutbox, key: Key, callback: boolean): Promise<string> {
   const { deps } = outbox;
   const id = randomUUID();
   const hash = ticketHash(deps.keyspace.forKey(key), id);
@@ -18,13 +37,11 @@ export async function openTicket(outbox: TicketOutbox, key: Key, callback: boole
     .hset(hash, { total: 0, done: 0, failed: 0, sealed: '0', ttl: deps.ticketTtlMs, cb: callback ? '1' : '0' })
     .pexpire(hash, deps.ticketTtlMs)
     .exec();
-  return ticketOf(key, id);
+  return id;
 }
 
-/** Seals an open ticket; if it settles at once, adds its callback. */
-export async function sealTicket(outbox: TicketOutbox, ticket: Ticket): Promise<void> {
+async function seal(outbox: TicketOutbox, key: Key, id: string, ticket: Ticket): Promise<void> {
   const { deps } = outbox;
-  const { key, id } = parseTicket(ticket);
   const sealed = await sealScript(deps.client, deps.keyspace.forKey(key), id);
   if (sealed === 'unknown')
     throw new UnknownTicketError(`ticket ${ticket} is unknown or expired (open tickets live ticketTtlMs after their last push)`);

@@ -2,10 +2,12 @@ import { describe, InvalidOptionError } from '../core/errors';
 import { validateKey } from '../core/input';
 import { performBatchLater, type EnqueueDeps } from '../push/enqueue';
 import { Committer } from '../push/committer';
-import { FillingKeys } from '../push/filling';
 import { progress, waitFor } from '../push/progress';
 import { openTicket, sealTicket } from '../push/tickets';
 import { keyLevels } from '../storage/job';
+import { KeyJobs } from '../storage/key-job';
+import { fillOf } from '../core/fill';
+import { maxPendingOf } from '../push/backlog';
 import type { BatcherRuntime } from './runtime';
 import type { Key, PerformOptions, PerformResult, Progress, PushItem, Ticket, WaitForOptions } from '../core/types';
 
@@ -23,7 +25,7 @@ export class Producer {
 
   /** At close: pushes lingering for others (pushLingerMs) go out before the connection closes. */
   flush(): void {
-    this.enqueueDepsBuilt?.committer.flush();
+    this.enqueueDepsBuilt?.store.committer.flush();
   }
 
   async progress(ticket: Ticket): Promise<Progress> {
@@ -52,25 +54,30 @@ export class Producer {
     const { opts } = runtime;
     const client = runtime.client();
     return (this.enqueueDepsBuilt ??= {
-      client,
-      shard: (key) => runtime.shards.forKey(key),
-      keyspace: runtime.keyspace,
-      store: runtime.store,
-      resolver: opts.key,
-      ticketTtlMs: opts.ticketTtlMs,
-      fair: opts.scheduling === 'fair',
-      level: keyLevels(opts.priority, opts.logger),
-      logger: opts.logger,
-      sliceSize: opts.sliceSize,
-      fill: opts.fill,
-      timeoutMs: opts.pushTimeoutMs,
-      agree: () => runtime.agreement.check('push'),
-      merge: opts.merge,
-      maxPending: opts.maxPendingPerKey,
-      callbacks: opts.onTicketSettled !== undefined,
+      plan: {
+        store: opts.store,
+        resolver: opts.key,
+        keyspace: runtime.keyspace,
+        callbacks: opts.onTicketSettled !== undefined,
+        ticketTtlMs: opts.ticketTtlMs,
+        fill: (key) => fillOf(opts.fill, key, opts.sliceSize),
+        maxPending: (key) => maxPendingOf(opts.maxPendingPerKey, key),
+        level: keyLevels(opts.priority, opts.logger),
+        fair: opts.scheduling === 'fair',
+        sliceSize: opts.sliceSize,
+      },
+      store: {
+        client,
+        shard: (key) => runtime.shards.forKey(key),
+        store: opts.store,
+        merge: opts.merge,
+        agree: () => runtime.agreement.check('push'),
+        committer: new Committer(client, { maxPushes: opts.pushesPerCall, lingerMs: opts.pushLingerMs }),
+        keyJobs: new KeyJobs(client, (key) => runtime.shards.of(key)),
+      },
       tickets: runtime.ticketOutbox(),
-      committer: new Committer(client, { maxPushes: opts.pushesPerCall, lingerMs: opts.pushLingerMs }),
-      filling: new FillingKeys(),
+      client,
+      timeoutMs: opts.pushTimeoutMs,
     });
   }
 }
