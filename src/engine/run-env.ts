@@ -5,13 +5,14 @@ import type { GlobalLimits } from './global-limits';
 import type { RunOptions } from './run-options';
 import type { BatcherEmitter } from '../core/events';
 import type { QueueLists } from '../storage/batcher-protocol';
-import { keyLevels, type KeyLevel, type Level } from '../storage/job';
+import { keyLevels, type KeyLevel } from '../storage/job';
+import type { KeyJobs } from '../storage/key-job';
 import { KeySession, type SessionEnv } from '../storage/key-session';
 import type { Keyspace } from '../storage/keys';
 import type { LockRef } from '../storage/protocol';
 import type { RedisClient } from '../storage/scripts';
 import type { TicketOutbox } from '../storage/ticket-outbox';
-import type { EachIteration, Key, KeyJob, StoreKind } from '../core/types';
+import type { EachIteration, Key, StoreKind } from '../core/types';
 
 /**
  * What every run of a batcher's key jobs needs and no run changes: built once (runtime/workers.ts),
@@ -37,11 +38,8 @@ export class RunEnv implements SessionEnv, FailureDeps {
   readonly listForRecovery: (key: Key) => Promise<void>;
   /** The batcher-wide limits (see global-limits.ts). */
   readonly limits: GlobalLimits;
-  /**
-   * Adds a key's job at `level`, due in `delayMs`, unless it has one (its delayed one is moved to
-   * `delayMs`), on the queue its pushes use (storage/job.ts `ensureJob`): the key's job.
-   */
-  readonly addKeyJob: (key: Key, delayMs: number, level: Level) => Promise<KeyJob>;
+  /** The one owner of a key's BullMQ job (storage/key-job.ts): a run's hand-on and requeue go through it. */
+  readonly keyJobs: KeyJobs;
   /** The level of a key's job (`priority(key)` ranks keys; see scheduling.ts). */
   readonly level: KeyLevel;
 
@@ -59,7 +57,7 @@ export class RunEnv implements SessionEnv, FailureDeps {
     this.agree = parts.agree;
     this.listForRecovery = parts.listForRecovery;
     this.limits = parts.limits;
-    this.addKeyJob = parts.addKeyJob;
+    this.keyJobs = parts.keyJobs;
   }
 
   /** The batcher's store, as its options say (what a session's scripts are told). */

@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis';
-import { Job, type Worker } from '../bullmq';
+import type { Worker } from '../bullmq';
 import { InvalidOptionError, MissingHandlerError } from '../core/errors';
 import { log } from '../core/logger';
 import { AttachedWorkers } from '../engine/attach';
@@ -13,8 +13,8 @@ import { ShardWorker, type ShardRef } from '../engine/shard-worker';
 import { SlotBudget } from '../engine/slots';
 import { HistorySampler } from '../ops/history';
 import { listForRecovery } from '../storage/batcher-protocol';
-import { bullKeysOf, JOB_NAME, prioritizedLevels } from '../storage/job';
-import { ensureJob } from '../storage/key-job';
+import { bullKeysOf, prioritizedLevels } from '../storage/job';
+import { KeyJobs } from '../storage/key-job';
 import { WORKER_DEFAULTS } from '../options';
 import { bullConnection, type BatcherRuntime } from './runtime';
 import type { Operations } from './operations';
@@ -204,11 +204,7 @@ export class Workers {
       agree: () => runtime.agreement.check('worker'),
       listForRecovery: (key) => this.listForRecovery(key),
       limits: runtime.limits,
-      addKeyJob: async (key, delayMs, level) => {
-        const queue = runtime.shards.of(key);
-        const id = await ensureJob(runtime.runClient(), queue, key, delayMs, level);
-        return new Job(queue, JOB_NAME, { key }, {}, id);
-      },
+      keyJobs: new KeyJobs(runtime.runClient(), (key) => runtime.shards.of(key)),
     }));
   }
 

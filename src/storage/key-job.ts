@@ -142,11 +142,6 @@ export interface PushedKey {
 /** BullMQ's add of a key's job that a push carries (`KeyJobs.carried`). */
 export type CarriedAdd = PushAdd & { done: (reply: unknown) => Promise<void> };
 
-/** Adds the key's job on `queue` unless it has one (`KeyJobs.ensure`): for a caller that holds no `KeyJobs`. */
-export function ensureJob(client: RedisClient, queue: KeyQueue, key: Key, delayMs: number, level: Level): Promise<string> {
-  return new KeyJobs(client, () => queue).ensure(key, delayMs, level, queue);
-}
-
 /**
  * Waits up to this long are ended by a timer of the worker that set them, as well as by BullMQ.
  * A worker blocked on BullMQ's marker wakes for a delayed job only at a timeout, which Redis

@@ -14,7 +14,7 @@ import type { Id, RateLimit, StoreKind } from '../core/types';
  *
  * One key's cycle, on a standalone Redis with a worker from `createWorker`, is one call on each side:
  * - push: `push` stores the ids (lag mark, ticket, index) and, when no run or waiting job will
- *   claim them, adds the key's job in the same call (BullMQ's add, inlined; job.ts `ensureJob`
+ *   claim them, adds the key's job in the same call (BullMQ's add, inlined; key-job.ts `KeyJobs`
  *   after it only for a job that must wait or start at another level, and on a Cluster);
  * - run: `fetch` is BullMQ's fetch of the key's job and the run's first `claim` (lock taken, a
  *   dead run's slices recovered, first slice claimed); each next `claim` acks the previous slice

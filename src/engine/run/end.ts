@@ -12,14 +12,6 @@ import { conclusion, type Finished, type RunOutcome } from '../decisions';
 import { backoffDelay } from '../failures';
 import type { RunEnv } from '../run-env';
 
-/**
- * Waits up to this long are ended by a timer of the worker that set them, as well as by BullMQ.
- * A worker blocked on BullMQ's marker wakes for a delayed job only at a timeout, which Redis
- * serves on its timer tick (100 ms at the default `hz` 10): a key waiting out a 100 ms rate-limit
- * window waited up to twice that, and ran at half its limit.
- */
-const PROMPT_WAKE_MS = 1_000;
-
 /** Redis' refusals in an incident that ends by itself (see `handOnAfterError`): retried, not given up on. */
 const REFUSALS: ReadonlySet<string> = new Set(['OOM', 'BUSY', 'LOADING']);
 
@@ -99,7 +91,7 @@ export class RunEnd {
    * the job itself must wait: the batcher-wide limits wake a refused key by its job's id.
    */
   async requeue(delayMs: number): Promise<never> {
-    await this.job.moveToDelayed(Date.now() + delayMs, this.token);
+    await this.env.keyJobs.requeue(this.job, this.token, delayMs);
     throw new DelayedError();
   }
 
@@ -120,19 +112,9 @@ export class RunEnd {
     return Number(this.job.priority ?? 0);
   }
 
-  /**
-   * Hands the key on to its next job, due in `delayMs`, and this job completes: after the run's
-   * release, or when another run holds the key. A push that finds the key's lock free and this
-   * job active adds the key's next job, so the next job is whichever the key's job pointer names:
-   * one is added at `level` unless the key has one, and a delayed one is moved to `delayMs`
-   * (add-job.lua, one call in the queue's slot). Moving this job instead, after the release, raced
-   * such a push: the key then had two jobs waiting. A wait of at most PROMPT_WAKE_MS is ended by
-   * this worker's timer too; so is a delayed job moved to 0, which BullMQ would promote only at a
-   * worker's next fetch.
-   */
+  /** Hands the key on to its next job, due in `delayMs`, and this job completes (storage/key-job.ts `handOn` says why by an add). */
   private async handOn(delayMs: number, level: Level, moved = false): Promise<void> {
-    const next = await this.env.addKeyJob(this.session.key, delayMs, level);
-    if ((delayMs > 0 || moved) && delayMs <= PROMPT_WAKE_MS) wakeWhenDue(next, delayMs);
+    await this.env.keyJobs.handOn(this.session.key, delayMs, level, { moved });
   }
 
   /**
@@ -246,13 +228,4 @@ export class RunEnd {
       log(options.logger, 'warn', 'batch-by-key: could not re-check a delayed key', { err, key });
     }
   }
-}
-
-/**
- * Promotes the delayed job when its delay ends (a ms late, so the key's hold, timed by Redis,
- * has ended too). If this worker dies first, or the job moved meanwhile, BullMQ's own promotion
- * still runs it; a promote that finds it no longer delayed changes nothing.
- */
-function wakeWhenDue(job: KeyJob, delayMs: number): void {
-  setTimeout(() => void job.promote().catch(() => undefined), delayMs + 1).unref();
 }

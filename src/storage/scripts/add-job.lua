@@ -6,7 +6,7 @@
   whose hash outlived its place in BullMQ's lists is no job, so the recovery sweep's add, which
   comes here, serves a key such a job stranded. The add is BullMQ's own (addStandardJob,
   addDelayedJob or addPrioritizedJob, inlined), with the keys and arguments BullMQ built for it
-  (storage/job.ts ensureJob). A job not ours is never taken for the key's job, nor moved. Touches BullMQ's keys and the pointer only
+  (storage/key-job.ts KeyJobs.ensure). A job not ours is never taken for the key's job, nor moved. Touches BullMQ's keys and the pointer only
   (the queue's slot, on a Cluster too).
 
   KEYS    BullMQ's keys of that add, as BullMQ built them
