@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join, relative } from 'node:path';
 import * as bullmq from 'bullmq';
 import { describe, expect, it } from 'vitest';
@@ -12,16 +13,18 @@ import { describe, expect, it } from 'vitest';
 const SRC = join(__dirname, '..', 'src');
 const DOOR = join(SRC, 'bullmq');
 
-/**
- * BullMQ's Lua scripts whose names are not public methods of its classes (a public method's name
- * is its documented API), and those we inline or route whatever their public namesakes.
- */
 /** BullMQ's public classes: a method of theirs is documented API. */
 const CLASSES = [bullmq.Queue, bullmq.Job, bullmq.Worker, bullmq.QueueEvents, bullmq.FlowProducer];
 
+/** The scripts we inline or route, whatever their public namesakes (a Worker's protected moveToActive). */
 const ROUTED = ['moveToActive', 'moveToFinished', 'changeDelay', 'moveStalledJobsToWait'];
+
+/**
+ * BullMQ's Lua scripts whose names are not public methods of its classes (a public method's name
+ * is its documented API), and those of ROUTED.
+ */
 const SCRIPT_NAMES = (() => {
-  const scripts = Object.keys(require('bullmq/dist/cjs/scripts') as Record<string, unknown>);
+  const scripts = Object.keys(createRequire(import.meta.url)('bullmq/dist/cjs/scripts') as Record<string, unknown>);
   const isPublic = (name: string) => CLASSES.some((c) => name in c.prototype);
   // Single words (pause, drain, promote) are ours too: only names of several words tell.
   const compound = scripts.filter((name) => /[A-Z]/.test(name) && !isPublic(name));
@@ -90,12 +93,6 @@ const words = (name: string) =>
     .toLowerCase()
     .split(/[^a-z0-9]+/)
     .filter(Boolean);
-
-const PUBLIC = new Set(
-  [bullmq.Queue, bullmq.Job, bullmq.Worker, bullmq.QueueEvents, bullmq.FlowProducer].flatMap((c) =>
-    Object.getOwnPropertyNames(c.prototype),
-  ),
-);
 
 /** The BullMQ script whose name `name` holds (its words in a row), if any; a public method's name holds none. */
 function scriptIn(name: string): string | undefined {

@@ -6,9 +6,8 @@ import { promisify } from 'node:util';
 import { createRedisBackend, Queue, Worker, type RedisQueueBackend } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey, InvalidOptionError, type FastPath } from '../src';
-import { bullmqScript } from '../src/bullmq';
+import { BULLMQ_FINISH_KEYS, bullmqScript } from '../src/bullmq';
 import { derivable, fastPathProblem } from '../src/engine/finisher';
-import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
 import { isolatedRedis, keyspaceOf, onCluster, prefixOf, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
 /**

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { Queue, QueueKeys } from 'bullmq';
 import { batchByKey, withKey } from '../src';
 import { pushAdd, queuePrefixOf, WAIT_LIST, type KeyQueue } from '../src/storage/job';
-import { addKeysDerivable } from '../src/storage/protocol';
+import { addKeysDerivable } from '../src/bullmq';
 import {
   isolatedRedis,
   keysMatching,

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   answerCompletions,
   backendProblem,
+  BULLMQ_FINISH_KEYS,
   bullmqScript,
   completionCall,
   nextJobData,
@@ -21,7 +22,6 @@ import {
   type FirstClaimConfig,
 } from '../storage/protocol';
 import { fastScriptsProblem, type RedisClient, type ScriptArg } from '../storage/scripts';
-import { BULLMQ_FINISH_KEYS } from '../storage/keys';
 import { KeyLock } from './lock';
 import { sharedFill } from '../core/fill';
 import { incidentBackoffMs } from '../core/limits';

@@ -1,8 +1,8 @@
-import { buildAdd, bullmqScript, type JobsOptions, type Queue } from '../bullmq';
-import { addKeysDerivable, bullmqCall, type BullmqCall, type PushAdd } from './protocol';
+import { addKeysDerivable, BULLMQ_JOB_LISTS, buildAdd, bullmqScript, type JobsOptions, type Queue } from '../bullmq';
+import { bullmqCall, type BullmqCall, type PushAdd } from './protocol';
 import { runScript, type RedisClient } from './scripts';
 import { argv } from './scripts/args';
-import { BULLMQ_JOB_LISTS, JOB_NAME } from './keys';
+import { JOB_NAME } from './keys';
 import { isHighKey } from '../core/priority';
 import type { Key, KeyJobData, Logger, Priority } from '../core/types';
 
