@@ -1,9 +1,8 @@
 import { createRequire } from 'node:module';
 import * as bullmq from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { bullmqScript, markNotDrained, PUSH_ADD_KEYS } from '../src/bullmq';
+import { BULLMQ_FINISH_KEYS, bullmqScript, markNotDrained, PUSH_ADD_KEYS } from '../src/bullmq';
 import type { KeyJobData } from '../src';
-import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
 import { Gate } from './helpers/gate';
 import { queueOf, Recorder, redisClient, testBatcher, testConnection, track, uniqueName, waitFor } from './helpers/redis';
 import { keysOfShard, layoutOf } from './helpers/shards';

@@ -6,9 +6,8 @@ import { promisify } from 'node:util';
 import { createRedisBackend, Queue, Worker, type RedisQueueBackend } from 'bullmq';
 import { Redis } from 'ioredis';
 import { batchByKey, InvalidOptionError, type FastPath } from '../src';
-import { bullmqScript, derivable } from '../src/bullmq';
+import { BULLMQ_FINISH_KEYS, bullmqScript, derivable } from '../src/bullmq';
 import { fastPathProblem } from '../src/engine/claims/backend';
-import { BULLMQ_FINISH_KEYS } from '../src/storage/keys';
 import { isolatedRedis, keyspaceOf, onCluster, prefixOf, range, Recorder, track, uniqueName, waitFor } from './helpers/redis';
 
 /**

@@ -4,7 +4,7 @@ import { Queue, QueueKeys } from 'bullmq';
 import { batchByKey, withKey } from '../src';
 import { WAIT_LIST, type KeyQueue } from '../src/storage/job';
 import { pushAdd, queuePrefixOf } from '../src/storage/key-job';
-import { addKeysDerivable } from '../src/storage/protocol';
+import { addKeysDerivable } from '../src/bullmq';
 import {
   isolatedRedis,
   keysMatching,

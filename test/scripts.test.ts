@@ -2,19 +2,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { bullmqEventsInclude, bullmqScript } from '../src/bullmq';
+import { bullmqDefinitions, bullmqInclude, BULLMQ_INCLUDES, bullmqScript, INLINED_FROM, INLINED_TO } from '../src/bullmq';
 import { Keyspace, laneNames } from '../src/storage/keys';
 import { failSlice, sealTicket } from '../src/storage/protocol';
 import { argsInclude, argv, SCRIPT_ARGS, type ArgsScript } from '../src/storage/scripts/args';
-import {
-  bullmqDefinitions,
-  defineScripts,
-  keyspaceInclude,
-  runScript,
-  scriptLibrary,
-  scriptMode,
-  splitScript,
-} from '../src/storage/scripts';
+import { defineScripts, keyspaceInclude, runScript, scriptLibrary, scriptMode, splitScript } from '../src/storage/scripts';
 import { keyspaceOf, prefixOf, redisClient, testBatcher, uniqueName } from './helpers/redis';
 import { sleep } from './helpers/time';
 
@@ -99,7 +91,7 @@ describe('the scripts as one library of Redis functions (Redis 7+)', () => {
     expect(split, 'the installed BullMQ moveToFinished has a block of helper functions first').toBeDefined();
     expect(split!.body.split('\n')[0]).toMatch(/\bKEYS\[\d+\]/);
     expect((split!.definitions.match(/^local (function )?\w+( = function)?/gm) ?? []).length).toBeGreaterThan(30);
-    expect(scriptLibrary().source).toContain('local bullmqMoveToFinished\ndo\n');
+    expect(scriptLibrary().source).toContain('local bullmqComplete\ndo\n');
     // Scripts whose helpers come after code that reads KEYS stay whole, as their own call builds them.
     expect(bullmqDefinitions('local rcall = redis.call\nlocal waitKey = KEYS[1]\nlocal function f() end')).toBeUndefined();
     expect(bullmqDefinitions('local function f()\n  return ARGV[1]\nend\nreturn f()')).toBeUndefined();
@@ -120,14 +112,24 @@ describe('the scripts as one library of Redis functions (Redis 7+)', () => {
     expect(splitScript(source.join('\n'))).toEqual({ prelude: source.slice(0, 6).join('\n'), body: source.slice(6).join('\n') });
     // fetch-and-claim.lua's claim includes are in its prelude: built once per server by a function library.
     const fetch = splitScript(readFileSync(join(INCLUDES, '../fetch-and-claim.lua'), 'utf8'));
-    expect(fetch.prelude).toContain('--- @include "bullmq-move-to-active"');
+    expect(fetch.prelude).toContain('--- @include "bullmq-fetch"');
     expect(fetch.prelude).toContain('--- @include "fused-claim"');
     expect(fetch.body).not.toContain('--- @include');
   });
 
   it('keeps no state of an include from one call to the next: an include’s top-level local is a function, a constant, a memo, or reset per call', () => {
     const sources = readdirSync(INCLUDES).map((file) => [file, readFileSync(join(INCLUDES, file), 'utf8')] as const);
-    sources.push(['keyspace (generated)', keyspaceInclude()], ['bullmq-events (generated)', bullmqEventsInclude()]);
+    sources.push(
+      ['keyspace (generated)', keyspaceInclude()],
+      // Less BullMQ's own scripts, inlined whole (a function each, built once: see bullmq/lua.ts).
+      ...BULLMQ_INCLUDES.map(
+        (name) =>
+          [
+            `bullmq-${name} (generated)`,
+            bullmqInclude(name, true).replace(new RegExp(`^${INLINED_FROM}[\\s\\S]*?^${INLINED_TO}.*$`, 'gm'), ''),
+          ] as const,
+      ),
+    );
     const stateful: string[] = [];
     for (const [file, source] of sources) {
       const reset = new Set([...source.matchAll(/^--- @per-call (.+?) =/gm)].flatMap((m) => m[1]!.split(/,\s*/)));

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Gate } from './helpers/gate';
 import { keyspaceOf, keysMatching, onCluster, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
-import { BULLMQ_DEFERRED_FAILURE, JOB_NAME, JOB_POINTER, jobPointerOf } from '../src/storage/keys';
+import { BULLMQ_DEFERRED_FAILURE } from '../src/bullmq';
+import { JOB_NAME, JOB_POINTER, jobPointerOf } from '../src/storage/keys';
 import type { Batcher } from '../src';
 
 /**

@@ -1,7 +1,7 @@
 import type { Job, RedisQueueBackend } from 'bullmq';
 import { answerCompletions, backendProblem, completionCall, nextJobData, routeCommands } from './backend';
 import { bullmqScript } from './scripts';
-import { BULLMQ_FINISH_KEYS } from '../storage/keys';
+import { BULLMQ_FINISH_KEYS } from './layout';
 
 /**
  * BullMQ's side of a worker whose runs are fused into BullMQ's own calls (see engine/claims): which

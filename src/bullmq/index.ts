@@ -29,6 +29,23 @@ export {
   type CapturedAdd,
   type PushAddKind,
 } from './job-add';
+export {
+  addKeysDerivable,
+  BULLMQ_CHANGE_DELAY_KEYS,
+  BULLMQ_DEFERRED_FAILURE,
+  BULLMQ_FETCH_REPLY,
+  BULLMQ_FINISH_ARGS,
+  BULLMQ_FINISH_KEYS,
+  BULLMQ_JOB_FIELDS,
+  BULLMQ_JOB_LISTS,
+  BULLMQ_SCORES,
+  fetchReplyOf,
+  queueListsOf,
+  queueLoadKeys,
+  type QueueLists,
+} from './layout';
+export { bullmqDefinitions, bullmqInclude, BULLMQ_INCLUDES, INLINED_FROM, INLINED_TO } from './lua';
+export { processorWithoutSignal, processorWithSignal } from './processor';
 export { aroundCancels, aroundClose, blockingClientOf, fetchBeforeBlocking, markNotDrained, ownClientsOf } from './worker';
 export {
   appendedToFetch,

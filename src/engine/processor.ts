@@ -3,7 +3,7 @@ import { PLAIN_CLAIMS, type ClaimTransport } from './claims/transport';
 import { KeyRun, type Shed } from './key-run';
 import type { RunEnv } from './run-env';
 import { runTicketCallback } from './ticket-callback';
-import { UnrecoverableError } from '../bullmq';
+import { processorWithoutSignal, processorWithSignal, UnrecoverableError } from '../bullmq';
 import { describe } from '../core/errors';
 import { log } from '../core/logger';
 import type { CancelSource } from '../core/stop';
@@ -16,26 +16,26 @@ import type { FallbackProcessor, Key, KeyJob, KeyProcessor } from '../core/types
  * job runs its callback (ticket-callback.ts), and with `fallback` any other job is the caller's.
  */
 export function keyProcessor(env: RunEnv, fallback?: FallbackProcessor): KeyProcessor {
-  // Three declared parameters: BullMQ hands a cancellation signal only to processors of arity >= 3.
-  return async function processKeyJob(job, token, signal): Promise<void> {
+  // The signal reaches a fallback processor, and a run cancelled by BullMQ (its lost lock, its close).
+  return processorWithSignal(async function processKeyJob(job, token, signal): Promise<void> {
     // A job of the caller's that took our name, its data not a key's, is theirs too.
     if (fallback && !(job.name === TICKET_JOB_NAME || (job.name === JOB_NAME && keyOf(job.data) !== undefined))) {
       await fallback(job, token, signal);
       return;
     }
     return runJob(env, PLAIN_CLAIMS, job, token ?? '', signal);
-  };
+  });
 }
 
 /**
- * `createWorker`'s processor: two declared parameters, so BullMQ builds no AbortController per
- * job (see cancels.ts); the worker's cancelJob and cancelAllJobs reach its runs through `cancels`,
+ * `createWorker`'s processor: BullMQ hands it no signal, so builds no AbortController per job
+ * (see cancels.ts); the worker's cancelJob and cancelAllJobs reach its runs through `cancels`,
  * its runs make their first and last claims through `claims` (fused into BullMQ's fetch and
  * completion when the worker's backend is: see claims/fused.ts), and ask `shed` before each slice
  * whether a lowered concurrency sends them away (see shard-worker.ts).
  */
 export function workerKeyProcessor(env: RunEnv, cancels: JobCancels, claims: ClaimTransport, shed: Shed): KeyProcessor {
-  return async function processKeyJob(job, token): Promise<void> {
+  return processorWithoutSignal(async function processKeyJob(job, token): Promise<void> {
     const id = job.id!;
     const cancel = cancels.open(id);
     try {
@@ -43,7 +43,7 @@ export function workerKeyProcessor(env: RunEnv, cancels: JobCancels, claims: Cla
     } finally {
       cancels.close(id);
     }
-  };
+  });
 }
 
 /** The key of a key job's data; undefined for anything else (a caller's job that took our name). */

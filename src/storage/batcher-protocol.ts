@@ -4,6 +4,7 @@
  * array from the names keys.ts gives, as protocol.ts does for one key's scripts. The engine and
  * ops call verbs, never scripts with positional keys.
  */
+import { queueLoadKeys, type QueueLists } from '../bullmq';
 import type { Key } from '../core/types';
 import type { DeadNames, HistoryNames } from './keys';
 import { runScript, type RedisClient } from './scripts';
@@ -105,15 +106,8 @@ export async function forgetDeadPointers(
   return (reply as string[]).map(String);
 }
 
-/** BullMQ's keys the scheduler reads, by full Redis name. */
-export interface QueueLists {
-  wait: string;
-  active: string;
-  delayed: string;
-  prioritized: string;
-  /** A job's hash is this followed by its id. */
-  jobPrefix: string;
-}
+/** BullMQ's keys the scheduler reads (bullmq/layout.ts). */
+export type { QueueLists };
 
 /**
  * Jobs waiting in the wait list, and at `light` (normal light keys' BullMQ priority; 0: they wait
@@ -130,12 +124,7 @@ export async function queueLoad(
   const loads = await Promise.all(
     queues.map(
       async (lists) =>
-        (await runScript(
-          client,
-          'queue-load',
-          [lists.wait, lists.active, lists.delayed, lists.jobPrefix, lists.prioritized],
-          [Date.now(), dueLookedAt, light],
-        )) as [number, number, number],
+        (await runScript(client, 'queue-load', queueLoadKeys(lists), [Date.now(), dueLookedAt, light])) as [number, number, number],
     ),
   );
   const sum = (at: number) => loads.reduce((total, load) => total + load[at]!, 0);

@@ -1,8 +1,8 @@
-import { captureAdd, Job, prefixNaming, queuePrefix, type JobsOptions } from '../bullmq';
-import { addKeysDerivable, bullmqCall, dueIn, type PushAdd, type PushResult } from './protocol';
+import { addKeysDerivable, BULLMQ_JOB_LISTS, captureAdd, Job, prefixNaming, queuePrefix, type JobsOptions } from '../bullmq';
+import { bullmqCall, dueIn, type PushAdd, type PushResult } from './protocol';
 import { runScript, type RedisClient } from './scripts';
 import { argv } from './scripts/args';
-import { BULLMQ_JOB_LISTS, JOB_NAME, type KeyNames } from './keys';
+import { JOB_NAME, type KeyNames } from './keys';
 import { WAIT_LIST, type KeyQueue, type Level } from './job';
 import type { Fill } from '../core/fill';
 import type { Key, KeyJob, KeyJobData } from '../core/types';

@@ -112,57 +112,6 @@ export interface KeyNames {
 }
 
 /**
- * BullMQ's moveToFinished keys for a completed job, as its queue prefix (`${prefix}:${queue}:`)
- * followed by each of these, '' standing for the job's id: what BullMQ's backend builds today. A
- * claim that completes a job derives them in Lua from that prefix (see finish-job.lua) once the
- * worker has checked they match what its BullMQ builds (engine/finisher.ts); else it sends them.
- */
-export const BULLMQ_FINISH_KEYS = [
-  'wait',
-  'active',
-  'prioritized',
-  'events',
-  'stalled',
-  'limiter',
-  'delayed',
-  'paused',
-  'meta',
-  'pc',
-  'completed',
-  '',
-  'metrics:completed',
-  'marker',
-] as const;
-
-/**
- * The BullMQ lists a key's job is in until it ends, as its queue prefix followed by these (a job's
- * own hash is the prefix and its id): what a push or an add reads to tell what state the key's job
- * is in (scripts/includes/key-job.lua). Derived in Lua only when the installed BullMQ names them
- * so (job.ts `queuePrefixOf`).
- */
-export const BULLMQ_JOB_LISTS = {
-  active: 'active',
-  delayed: 'delayed',
-  wait: 'wait',
-  prioritized: 'prioritized',
-  paused: 'paused',
-} as const;
-
-/**
- * The field of a job's hash where BullMQ's stalled check leaves the failure it defers to the
- * job's next fetch (moveStalledJobsToWait's `defa`): the worker that fetches such a job fails it
- * without running it, so a fetch that claims for key jobs must not claim for it
- * (scripts/includes/fused-claim.lua).
- */
-export const BULLMQ_DEFERRED_FAILURE = 'defa';
-
-/**
- * BullMQ's changeDelay keys, as its queue prefix followed by each of these: what an add of ours
- * sends when it brings the key's delayed job forward (scripts/includes/key-job.lua).
- */
-export const BULLMQ_CHANGE_DELAY_KEYS = ['delayed', 'meta', 'marker', 'events'] as const;
-
-/**
  * A key's job pointer is its BullMQ queue's prefix followed by this and the encoded key: a string,
  * the id of the key's job, written by the calls that add and complete it. It lives in the queue's
  * slot, so a Cluster's add writes it with the add. A pointer to a job that is gone, has ended or

@@ -1,5 +1,5 @@
 import { MAX_TIMER_MS } from '../core/limits';
-import { PUSH_ADD_KEYS, type PushAddKind } from '../bullmq';
+import type { PushAddKind } from '../bullmq';
 import type { KeyNames } from './keys';
 import { CLAIM_REPLY_HEAD, REPLY } from './replies';
 import { lostFunction, queueScript, runScript, type RedisClient, type ScriptArg } from './scripts';
@@ -263,9 +263,9 @@ export async function pushMany(client: RedisClient, pushes: readonly PushOfMany[
 function pushArgs(names: KeyNames, p: PushCall, stored = 0): { keys: string[]; args: ScriptArg[] } {
   const job = p.job;
   // BullMQ's add keys are derived in the script from its prefix (job.ts pushAdd builds an add
-  // only where they are what the installed BullMQ builds).
+  // only where they are what the installed BullMQ builds); its arguments open the tail, as built.
   const add = job && p.add;
-  const [addArgs = '', addData = '', addOpts = ''] = add ? add.call.args : [];
+  const addArgs = add ? add.call.args : [];
   const args = argv(
     'push',
     {
@@ -280,16 +280,14 @@ function pushArgs(names: KeyNames, p: PushCall, stored = 0): { keys: string[]; a
       callback: p.ticket?.callback ?? false,
       queuePrefix: job?.queuePrefix ?? '',
       addJob: add?.kind ?? '',
-      addArgs,
-      addData,
-      addOpts,
+      addArgCount: addArgs.length,
       traceparent: p.traceparent ?? '',
       maxPending: p.maxPending ?? 0,
       ...fillArgs(p.fill),
       high: p.high ?? false,
       stored,
     },
-    stored > 0 ? [] : [...p.ids, ...(p.payloads?.json ?? [])],
+    stored > 0 ? addArgs : [...addArgs, ...p.ids, ...(p.payloads?.json ?? [])],
   );
   return { keys: job ? [names.base, job.index] : [names.base], args };
 }
@@ -331,12 +329,6 @@ export async function checkBacklog(
 /** A wait to fill as the scripts take it (1 and 0: none; see includes/fill.lua). */
 function fillArgs(fill: Fill | undefined): { fillMin: number; fillMaxWaitMs: number } {
   return fill ? { fillMin: fill.minSliceSize, fillMaxWaitMs: fill.maxWaitMs } : { fillMin: 1, fillMaxWaitMs: 0 };
-}
-
-/** Whether BullMQ's add call uses the keys push.lua derives from the queue prefix. */
-export function addKeysDerivable(add: PushAdd, queuePrefix: string): boolean {
-  const names = PUSH_ADD_KEYS[add.kind];
-  return add.call.keys.length === names.length && names.every((name, i) => add.call.keys[i] === queuePrefix + name);
 }
 
 /** Data per id as a claim returns it: id → its payloads (parsed JSON), oldest first. */
@@ -489,18 +481,23 @@ export async function claimWith(client: RedisClient, store: StoreKind, names: Ke
 /** A claim's reply (claim-key.lua's), as a ClaimResult. */
 export function claimResult(raw: unknown): ClaimResult {
   const reply = raw as [number, number, string, number, string, string, unknown, string, ...Id[]];
-  if (reply[0] !== REPLY.ok) return { held: false, lockTtlMs: reply[1] };
+  const [status, waitMs, retry, waitedMs, payloadsJson, settled, finished, traces] = reply;
+  if (status !== REPLY.ok) {
+    // A refusal's second element is the lock's TTL.
+    const [, lockTtlMs] = reply;
+    return { held: false, lockTtlMs };
+  }
   const ids = reply.slice(CLAIM_REPLY_HEAD) as Id[];
   return {
     held: true,
-    waitMs: reply[1],
+    waitMs,
     ids,
-    ...(reply[2] && { retry: JSON.parse(reply[2]) as RetrySlice }),
-    ...(reply[3] >= 0 && { waitedMs: reply[3] }),
-    ...(reply[4] && { payloadsJson: reply[4] }),
-    ...(reply[5] && { settled: reply[5].split(' ') }),
-    ...(reply[6] !== '' && { finished: reply[6] }),
-    ...(reply[7] && { traces: JSON.parse(reply[7]) as Traces }),
+    ...(retry && { retry: JSON.parse(retry) as RetrySlice }),
+    ...(waitedMs >= 0 && { waitedMs }),
+    ...(payloadsJson && { payloadsJson }),
+    ...(settled && { settled: settled.split(' ') }),
+    ...(finished !== '' && { finished }),
+    ...(traces && { traces: JSON.parse(traces) as Traces }),
   };
 }
 

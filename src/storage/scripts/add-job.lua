@@ -23,19 +23,14 @@
 --- @include "args-add-job"
 --- @include "keyspace"
 --- @include "key-job"
---- @include "bullmq-add-standard-job"
---- @include "bullmq-add-delayed-job"
---- @include "bullmq-add-prioritized-job"
+--- @include "bullmq-adds"
 --- @include "key-job-events"
-local ADDS = { standard = bullmqAddStandardJob, delayed = bullmqAddDelayedJob, prioritized = bullmqAddPrioritizedJob }
 local A = addJobArgs()
-local add = ADDS[A.add]
-if not add then error('batch-by-key: no BullMQ add ' .. tostring(A.add)) end
 local pointer = A.queuePrefix .. JOB_POINTER .. encodeKey(A.key)
 local current = redis.call('GET', pointer)
 holdBullmqEvents(true)
 local jobId = ensureKeyJob(A.queuePrefix, pointer, current, pointedJob(A.queuePrefix, current, A.key, true), A.delayMs, function()
-  return add(KEYS, {unpack(ARGV, A.rest)})
+  return bullmqAdd(A.add, KEYS, {unpack(ARGV, A.rest)})
 end)
 releaseBullmqEvents(keepNone)
 return jobId

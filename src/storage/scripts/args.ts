@@ -8,13 +8,12 @@ import type { ScriptArg } from './index';
  *
  * - `str`: sent and read as a string;
  * - `int`: a number, read with `tonumber`;
- * - `flag`: a boolean, sent as '1' or '0', read as `== '1'`;
- * - `raw`: passed on untouched (one of BullMQ's own arguments, a Buffer, say).
+ * - `flag`: a boolean, sent as '1' or '0', read as `== '1'`.
  *
  * A schema with `rest` takes a variadic tail after its named arguments (BullMQ's own arguments,
  * say): its Lua table carries `rest`, the index in ARGV where the tail starts.
  */
-type Kind = 'str' | 'int' | 'flag' | 'raw';
+type Kind = 'str' | 'int' | 'flag';
 
 type Fields = Readonly<Record<string, Kind>>;
 
@@ -31,7 +30,7 @@ interface Schema<F extends Fields> {
   readonly rest: boolean;
 }
 
-type Value<K extends Kind> = K extends 'flag' ? boolean : K extends 'int' ? number : K extends 'raw' ? ScriptArg : string;
+type Value<K extends Kind> = K extends 'flag' ? boolean : K extends 'int' ? number : string;
 
 /** The values a schema's builder takes: each named argument, typed by its kind. */
 export type ArgValues<F extends Fields> = { readonly [N in keyof F]: Value<F[N]> };
@@ -94,12 +93,10 @@ export const SCRIPT_ARGS = {
       ticketMode: 'str',
       callback: 'flag',
       queuePrefix: 'str',
-      // Which of BullMQ's adds follows ('standard' or 'delayed', see job.ts pushAdd), '' for none.
+      // Which of BullMQ's adds comes with the push (its kind, see job.ts pushAdd), '' for none.
       addJob: 'str',
-      // Its arguments, '' when not sent.
-      addArgs: 'raw',
-      addData: 'raw',
-      addOpts: 'raw',
+      // How many of BullMQ's arguments of that add open the tail, before the ids (0: none).
+      addArgCount: 'int',
       traceparent: 'str',
       // The key's maxPendingPerKey, 0 for none (see includes/backlog.lua).
       maxPending: 'int',

@@ -18,8 +18,8 @@
     root        the batcher's root name (key bases are built from it, see keys.ts)
   ARGV[rest..] BullMQ's moveToFinished arguments
 
-  Returns claim-key.lua's reply; its `finished` field is BullMQ's moveToFinished reply, with the
-  next job's first claim as its fifth element when one was made. Writes no entry of a key job's
+  Returns claim-key.lua's reply; its `finished` field is BullMQ's moveToFinished reply, carrying
+  the next job's first claim (bullmqCarry) when one was made. Writes no entry of a key job's
   to BullMQ's event stream (see includes/key-job-events.lua).
 ]]
 --- @include "args-claim-and-finish"
@@ -28,8 +28,9 @@
 --- @include "key-job-events"
 local A = claimAndFinishArgs()
 local function finish()
-  -- The run's own job is ours: its events go as they are made (moveToFinished's first argument is its id).
-  holdBullmqEvents(ARGV[A.rest])
+  -- The run's own job is ours: its events go as they are made.
+  local _, jobId = bullmqCompletedJob(ARGV, A.rest)
+  holdBullmqEvents(jobId)
   local reply, finished = finishJob(KEYS[1], 2, A.finishKeys, A.rest)
   local nextId, nextOurs
   if A.nextLock ~= '' then

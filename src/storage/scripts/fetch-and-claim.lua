@@ -17,17 +17,17 @@
                     includes/fill.lua)
   ARGV[rest..] BullMQ's moveToActive arguments
 
-  Returns BullMQ's reply, with the first claim's reply (claim-key.lua's) as its fifth element
-  when it fetched a key job. Writes no entry of a key job's to BullMQ's event stream (see
+  Returns BullMQ's reply, carrying the first claim's reply (claim-key.lua's; bullmqCarry) when it
+  fetched a key job. Writes no entry of a key job's to BullMQ's event stream (see
   includes/key-job-events.lua).
 ]]
---- @include "bullmq-move-to-active"
+--- @include "bullmq-fetch"
 --- @include "args-fetch-and-claim"
 --- @include "fused-claim"
 --- @include "key-job-events"
 local F = fetchAndClaimArgs()
 holdBullmqEvents()
-local reply = bullmqMoveToActive(KEYS, {unpack(ARGV, F.rest)})
+local reply = bullmqFetch(KEYS, {unpack(ARGV, F.rest)})
 -- The claim's includes are top-level: a function library builds them once per server, so a
 -- fetch that finds nothing pays nothing for them. (By EVALSHA, on Redis < 7, every fetch builds
 -- them, a few µs: they used to be built here only when a job came, which cost a fetch with a job

@@ -27,14 +27,13 @@
                  index, BullMQ's keys and the key's data live in other slots and the caller writes
                  the index and adds the job itself): the key's job pointer is read and written
                  under it (keys.ts JOB_POINTER), and its job read and added under the names
-                 BullMQ gives them there (BULLMQ_JOB_LISTS: its active list and delayed set; job
-                 hashes; BULLMQ_PUSH_ADD_KEYS, BULLMQ_CHANGE_DELAY_KEYS)
+                 BullMQ gives them there (bullmq/lua.ts: bullmq-job, bullmq-adds, bullmq-reschedule)
     addJob       '' or which of BullMQ's adds (inlined) adds the key's job in this same call when it
-                 needs one: 'standard' (addStandardJob) when it may start now, 'delayed'
-                 (addDelayedJob, built with a delay of fillMaxWaitMs) when it waits exactly that
-                 long to fill; its arguments addArgs, addData, addOpts (see job.ts pushAdd); or
-                 it brings the key's delayed job forward (includes/key-job.lua); else the caller
-                 adds it
+                 needs one: BULLMQ_STANDARD_ADD when it may start now, BULLMQ_DELAYED_ADD (built
+                 with a delay of fillMaxWaitMs) when it waits exactly that long to fill (see job.ts
+                 pushAdd); or it brings the key's delayed job forward (includes/key-job.lua); else
+                 the caller adds it
+    addArgCount  how many of BullMQ's arguments of that add open ARGV[rest..] (0 without one)
     traceparent  the W3C traceparent of the pusher's active span, '' for none (see includes/traces.lua)
     maxPending   the key's maxPendingPerKey, 0 for none (see includes/backlog.lua)
     fillMin, fillMaxWaitMs  wait to fill: the key's minSliceSize (1: no wait) and maxWaitMs (see
@@ -45,7 +44,8 @@
     stored       how many ids the push wrote just before this call, by RPUSH in the same MULTI
                  (a list push of many ids, untracked, without data, trace, maxPending or priority;
                  see protocol.ts `push`): none are sent; 0 for a push whose ids follow
-  ARGV[rest..] ids, then (with data) as many payloads, '' for an id pushed without
+  ARGV[rest..] BullMQ's arguments of the add (addArgCount, as BullMQ built them), then the ids,
+               then (with data) as many payloads, '' for an id pushed without
 
   Refuses, writing nothing: {REPLY.unknownTicket, 0} an open ticket (ticketMode) that is unknown
   or expired; {REPLY.sealedTicket, 0} one that is sealed; {REPLY.backlogFull, pending, adding}
@@ -74,17 +74,21 @@
 --- @include "priority"
 --- @include "fill"
 --- @include "key-job"
---- @include "queue-keys"
---- @include "bullmq-add-standard-job"
---- @include "bullmq-add-delayed-job"
+--- @include "bullmq-adds"
 --- @include "key-job-events"
 -- The key's names, built past the plain path (which builds its own). Its declaration opens the
 -- body: the args include after it is read from each call's ARGV (see args.ts), not in the prelude.
 local K
 --- @include "args-push"
 local queue = arg_queuePrefix
-local FIRST = arg_rest
+-- BullMQ's add's arguments open the tail, the ids follow.
+local ADD_ARGS, FIRST = arg_rest, arg_rest + arg_addArgCount
 local mode = arg_payloadMode
+
+-- BullMQ's add of the key's job this call was sent (addJob), on this queue's keys, with its arguments.
+local function addSent()
+  return bullmqAdd(arg_addJob, bullmqAddKeys(queue, arg_addJob), {unpack(ARGV, ADD_ARGS, FIRST - 1)})
+end
 
 -- Redis does not roll a script back: a command that fails on a key of the wrong type after the
 -- ids are written would leave them stored with no job and no index entry. So the general path
@@ -141,7 +145,7 @@ local function plainPush()
       return writeRefusal(err, marks, 'list')
     end
   end
-  if got[1] or state == 'waiting' then
+  if got[1] or state == BULLMQ_WAITING then
     local listed = redis.pcall('ZADD', KEYS[2], arg_indexScore, arg_key)
     if type(listed) == 'table' then
       takeBackIds(pending, count, length)
@@ -151,9 +155,7 @@ local function plainPush()
     return {1, 0}
   end
   holdBullmqEvents(true)
-  local added = ensureKeyJob(queue, pointer, got[3], state, 0, function()
-    return bullmqAddStandardJob(queueKeys(queue, BULLMQ_PUSH_ADD_KEYS.standard), {arg_addArgs, arg_addData, arg_addOpts})
-  end)
+  local added = ensureKeyJob(queue, pointer, got[3], state, 0, addSent)
   releaseBullmqEvents(keepNone)
   return {0, 0, added}
 end
@@ -161,7 +163,7 @@ end
 -- path sends more in chunks).
 local PLAIN_MAX = 1000
 if arg_store == 'list' and arg_stored == 0 and mode == '' and arg_ticket == '' and arg_traceparent == '' and not arg_high
-  and not arg_callback and arg_maxPending == 0 and arg_fillMin <= 1 and queue ~= '' and arg_addJob == 'standard' and #ARGV - FIRST < PLAIN_MAX then
+  and not arg_callback and arg_maxPending == 0 and arg_fillMin <= 1 and queue ~= '' and arg_addJob == BULLMQ_STANDARD_ADD and #ARGV - FIRST < PLAIN_MAX then
   local reply = plainPush()
   if reply then return reply end
 end
@@ -305,19 +307,16 @@ local state, delayed = pointedJob(queue, got[3], arg_key, false)
 -- brought forward: includes/key-job.lua) when the caller sent BullMQ's add and it may start
 -- now; else the caller adds it (delayed, or at another level). A key waiting to fill whose job
 -- waits delayed is covered if that job starts by then.
-if state == 'waiting' or (state == 'delayed' and filling > 0 and startsBy(delayed, now + waitMs)) then
+if state == BULLMQ_WAITING or (state == BULLMQ_DELAYED and filling > 0 and startsBy(delayed, now + waitMs)) then
   return listed({1, waitMs})
 end
 -- The caller sent BullMQ's add for the wait the key has: its standard add for a key that may
 -- start now, its delayed add, built for maxWaitMs, for one whose ids wait that long to fill (this
 -- push's are the first of the wait); else the caller adds it (a held key, or at another level).
-local waits = arg_addJob == 'delayed'
+local waits = arg_addJob == BULLMQ_DELAYED_ADD
 if arg_addJob == '' or waitMs ~= (waits and arg_fillMaxWaitMs or 0) then return listed({0, waitMs}) end
 holdBullmqEvents(true)
-local added = ensureKeyJob(queue, pointer, got[3], state, waitMs, function()
-  local add = waits and bullmqAddDelayedJob or bullmqAddStandardJob
-  return add(queueKeys(queue, BULLMQ_PUSH_ADD_KEYS[arg_addJob]), {arg_addArgs, arg_addData, arg_addOpts})
-end)
+local added = ensureKeyJob(queue, pointer, got[3], state, waitMs, addSent)
 releaseBullmqEvents(keepNone)
 -- A ticket that wants a callback is listed all the same: a worker that dies between settling it
 -- and adding its callback job leaves it in the key's outbox, which only the sweep drains.

@@ -6,9 +6,9 @@
   backoff), which BullMQ moves on only when a worker fetches, so a key would otherwise wait for a
   busy slot to free by itself.
 
-  KEYS[1] BullMQ's wait list   KEYS[2] its active list   KEYS[3] its delayed set
-  KEYS[4] BullMQ's key prefix (a job's hash is the prefix followed by its id)
-  KEYS[5] its prioritized set
+  KEYS    BullMQ's wait list, active list, delayed set and prioritized set, and the prefix of a
+          job's hash, in the order bullmq/layout.ts queueLoadKeys gives them (read by
+          bullmqLoadLists)
   ARGV[1] now, ms (BullMQ's clock: the workers')
   ARGV[2] due delayed jobs looked at, at most
   ARGV[3] the BullMQ priority of normal light keys: 0 when they wait in the wait list (a batcher
@@ -16,19 +16,19 @@
 
   Returns {waiting, running, waitingLight}: waitingLight 0 when ARGV[3] is 0.
 ]]
+--- @include "bullmq-load"
+local waitList, activeList, delayedSet, prioritizedSet, jobPrefix = bullmqLoadLists(KEYS)
 local light = tonumber(ARGV[3])
-local waiting = redis.call('LLEN', KEYS[1])
+local waiting = redis.call('LLEN', waitList)
 local waitingLight = 0
--- BullMQ scores a prioritized job by its priority * 0x100000000 (plus a counter below that).
-if light > 0 then waitingLight = redis.call('ZCOUNT', KEYS[5], light * 0x100000000, (light + 1) * 0x100000000 - 1) end
--- BullMQ scores a delayed job by its timestamp * 0x1000 (plus a counter below that).
-local due = redis.call('ZRANGEBYSCORE', KEYS[3], 0, (tonumber(ARGV[1]) + 1) * 0x1000 - 1, 'LIMIT', 0, tonumber(ARGV[2]))
+if light > 0 then waitingLight = redis.call('ZCOUNT', prioritizedSet, bullmqPriorityScores(light)) end
+local due = redis.call('ZRANGEBYSCORE', delayedSet, 0, bullmqDueScore(tonumber(ARGV[1])), 'LIMIT', 0, tonumber(ARGV[2]))
 for _, id in ipairs(due) do
-  local priority = tonumber(redis.call('HGET', KEYS[4] .. id, 'priority') or '0')
+  local priority = bullmqJobPriority(jobPrefix, id)
   if priority == 0 then
     waiting = waiting + 1
   elseif priority == light then
     waitingLight = waitingLight + 1
   end
 end
-return {waiting, redis.call('LLEN', KEYS[2]), waitingLight}
+return {waiting, redis.call('LLEN', activeList), waitingLight}

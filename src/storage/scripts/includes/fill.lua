@@ -4,6 +4,7 @@
 -- before the option. Pushes, claims and due-in all judge it here.
 --- @include "clock"
 --- @include "due"
+--- @include "bullmq-scores"
 
 -- Ms until the key's pending ids are due, waiting to fill: 0 when they are (or when none is
 -- pending). The oldest id's age comes from the push marks (includes/marks.lua): a list's head
@@ -53,8 +54,7 @@ end
 -- counts as due by then, or every push to the key would move its job again.
 local FILL_SLACK_MS = 25
 
--- Whether a delayed job scored `score` in BullMQ's delayed set (its due time * 0x1000, plus a
--- counter below that) starts by `at` (ms).
+-- Whether a delayed job scored `score` in BullMQ's delayed set starts by `at` (ms).
 local function startsBy(score, at)
-  return tonumber(score) < (at + FILL_SLACK_MS + 1) * 0x1000
+  return tonumber(score) <= bullmqDueScore(at + FILL_SLACK_MS)
 end

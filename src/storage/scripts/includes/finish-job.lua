@@ -1,27 +1,27 @@
--- Completes a run's BullMQ job in the claim that ends the run, with BullMQ's own moveToFinished
--- (the installed version's, inlined as bullmqMoveToFinished), which also fetches the worker's
--- next job. A run of a few ids then costs one call less: the claim that finds nothing left and
--- drops the lock is the job's completion too, where BullMQ would send moveToFinished after it.
+-- Completes a run's BullMQ job in the claim that ends the run, with BullMQ's own completion
+-- (the installed version's, inlined as bullmqComplete), which also fetches the worker's next
+-- job. A run of a few ids then costs one call less: the claim that finds nothing left and drops
+-- the lock is the job's completion too, where BullMQ would send its completion after it.
 -- Standalone Redis only: BullMQ's keys live in other slots than the key's on a Cluster.
 -- BullMQ's arguments start at ARGV[firstArg]; its keys follow KEYS[firstKey], `nKeys` of them,
--- or, with nKeys -1, are derived here from its queue prefix (its 7th argument) and the job id
--- (its 1st) by BULLMQ_FINISH_KEYS (see scripts/index.ts; the caller's worker checked that this
--- gives the keys BullMQ's backend builds: see engine/finisher.ts), which spares the call 14 key
--- names. The worker takes the reply as its moveToFinished's; the job's id comes second. The key's
--- job pointer (keys.ts JOB_POINTER, under the queue prefix), when it names this job, goes with it:
--- one left behind would be no job (includes/key-job.lua), but would cost a push a read of it.
---- @include "bullmq-move-to-finished"
---- @include "queue-keys"
+-- or, with nKeys -1, are derived here from its arguments (bullmqCompletionKeys; the caller's
+-- worker checked that this gives the keys BullMQ's backend builds: see engine/finisher.ts), which
+-- spares the call 14 key names. The worker takes the reply as its completion's; the job's id
+-- comes second. The key's job pointer (keys.ts JOB_POINTER, under the queue prefix), when it
+-- names this job, goes with it: one left behind would be no job (includes/key-job.lua), but would
+-- cost a push a read of it.
+--- @include "bullmq-complete"
 local function finishJob(base, firstKey, nKeys, firstArg)
   local args = {unpack(ARGV, firstArg)}
   local keys
   if nKeys < 0 then
-    keys = queueKeys(args[7], BULLMQ_FINISH_KEYS, args[1])
+    keys = bullmqCompletionKeys(args)
   else
     keys = {unpack(KEYS, firstKey, firstKey + nKeys - 1)}
   end
-  local reply = bullmqMoveToFinished(keys, args)
-  local pointer = args[7] .. JOB_POINTER .. encodedKeyOf(base)
-  if redis.call('GET', pointer) == args[1] then redis.call('DEL', pointer) end
-  return reply, args[1]
+  local reply = bullmqComplete(keys, args)
+  local queue, jobId = bullmqCompletedJob(args, 1)
+  local pointer = queue .. JOB_POINTER .. encodedKeyOf(base)
+  if redis.call('GET', pointer) == jobId then redis.call('DEL', pointer) end
+  return reply, jobId
 end

@@ -1,15 +1,16 @@
--- A fetched job's first claim, in the call that fetched it (fetch-and-claim.lua's moveToActive,
--- or the fetch of the next job inside a run's last claim, claim-and-finish.lua), so that in
--- steady state a run of one slice is one round trip, as a BullMQ job is. `reply` is BullMQ's
--- fetch reply, {fields, jobId, ...} with the job hash as HGETALL returns it. Only our key jobs
--- are claimed for: their name is JOB_NAME, and their data (KeyJobData, JSON) holds their key, from
--- which the key's base name is built. Adds the claim's reply (see claim-key.lua) as reply[5].
--- A claim that fails (a key of the wrong type, say) must not fail the fetch, whose job is active
--- by now and would wait for BullMQ's stalled check: reply[5] is then {0, error}, and the run
--- makes its own first claim, which meets the error where the run can handle it.
+-- A fetched job's first claim, in the call that fetched it (fetch-and-claim.lua's fetch, or the
+-- fetch of the next job inside a run's last claim, claim-and-finish.lua), so that in steady
+-- state a run of one slice is one round trip, as a BullMQ job is. `reply` is BullMQ's fetch
+-- reply, read through bullmqFetchedJob. Only our key jobs are claimed for: their name is
+-- JOB_NAME, and their data (KeyJobData, JSON) holds their key, from which the key's base name is
+-- built. The reply carries the claim's reply (see claim-key.lua; bullmqCarry). A claim that
+-- fails (a key of the wrong type, say) must not fail the fetch, whose job is active by now and
+-- would wait for BullMQ's stalled check: the reply then carries {0, error}, and the run makes
+-- its own first claim, which meets the error where the run can handle it.
 --- @include "keyspace"
 --- @include "stores"
 --- @include "claim-key"
+--- @include "bullmq-fetched"
 
 -- A run's first claim made by a fetch, as claim.lua's arguments (see args.ts): it takes the lock
 -- with `lock`, recovers what a dead run left in flight, and claims the first slice, as a run's
@@ -38,20 +39,8 @@ end
 -- claim made for it would keep the key's lock for lockTtlMs with no run to release it (its
 -- `failed` event lists the key for the recovery sweep instead; see engine/attach.ts).
 local function fetchedJob(reply)
-  local fields = type(reply) == 'table' and reply[1]
-  if type(fields) ~= 'table' then return nil end
-  local name, data, failing
-  for i = 1, #fields, 2 do
-    local field = fields[i]
-    if field == 'name' then
-      name = fields[i + 1]
-    elseif field == 'data' then
-      data = fields[i + 1]
-    elseif field == BULLMQ_DEFERRED_FAILURE then
-      failing = true
-    end
-  end
-  return reply[2], name == JOB_NAME and not failing and data or nil
+  local jobId, name, data, failing = bullmqFetchedJob(reply)
+  return jobId, name == JOB_NAME and not failing and data or nil
 end
 
 
@@ -60,6 +49,6 @@ local function claimFetched(reply, root, A)
   local jobId, data = fetchedJob(reply)
   if not data then return jobId, false end
   local ok, claimed = pcall(claimFetchedKey, root, data, A)
-  reply[5] = ok and claimed or {0, type(claimed) == 'table' and claimed.err or tostring(claimed)}
+  bullmqCarry(reply, ok and claimed or {0, type(claimed) == 'table' and claimed.err or tostring(claimed)})
   return jobId, true
 end

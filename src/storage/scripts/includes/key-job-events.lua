@@ -5,13 +5,14 @@
 -- writes (bullmq/scripts.ts bullmqEventsInclude) and release them with one of these.
 --- @include "keyspace"
 --- @include "bullmq-events"
+--- @include "bullmq-job"
 
 -- Keeps the events of jobs not ours: `known` maps the ids of the jobs this call knows to whether
--- they are ours; any other job's name is read (BullMQ's hash of it, the queue prefix and its id).
+-- they are ours; any other job's name is read (bullmqJobName).
 local function keepNotOurs(known)
   return function(prefix, jobId)
     local ours = known[jobId]
-    if ours == nil then ours = redis.call('HGET', prefix .. jobId, 'name') == JOB_NAME end
+    if ours == nil then ours = bullmqJobName(prefix, jobId) == JOB_NAME end
     return not ours
   end
 end

@@ -9,8 +9,8 @@
 -- (forget-pointers.lua).
 --- @include "keyspace"
 --- @include "clock"
---- @include "queue-keys"
---- @include "bullmq-change-delay"
+--- @include "bullmq-job"
+--- @include "bullmq-reschedule"
 
 -- Whether a key job's data (KeyJobData, JSON) names `key`: after `queue.obliterate()` BullMQ's
 -- job ids start again, and a pointer left behind names another key's new job. A job's data is
@@ -22,35 +22,25 @@ end
 
 -- The state of the job `jobId` names (a pointer's value) on the queue whose prefix is `queue`:
 -- false when it is no job of `key`'s (no id, or its job is gone, ended, not ours or another
--- key's), else 'active', 'delayed' (and its delayed set's score) or 'waiting'. A job that is
--- neither active nor delayed is 'waiting' only where BullMQ fetches it (its wait list, its
--- prioritized set, a paused queue's list) with `verify`: a job whose hash outlived its place (an
--- eviction, an operator's DEL) would otherwise cover the key for ever. That check scans the wait
--- list, so a push (which lists its key for the recovery sweep whenever a job covers it, see
--- push.lua) trusts the hash, and an add (add-job.lua: the sweep's, a hand-on, a resume)
--- verifies. One HMGET, then one LPOS and one ZSCORE; with `verify` one ZSCORE and two LPOS more.
+-- key's), else BULLMQ_ACTIVE, BULLMQ_DELAYED (and its delayed set's score) or BULLMQ_WAITING. A
+-- job that is neither active nor delayed is waiting only where BullMQ fetches it with `verify`
+-- (bullmqJobPlace): a job whose hash outlived its place (an eviction, an operator's DEL) would
+-- otherwise cover the key for ever. That check scans the wait list, so a push (which lists its
+-- key for the recovery sweep whenever a job covers it, see push.lua) trusts the hash, and an add
+-- (add-job.lua: the sweep's, a hand-on, a resume) verifies. One HMGET, then bullmqJobPlace's reads.
 local function pointedJob(queue, jobId, key, verify)
   if not jobId then return false end
-  local job = redis.call('HMGET', queue .. jobId, 'name', 'finishedOn', 'data')
-  if job[1] ~= JOB_NAME or job[2] or not jobOfKey(job[3], key) then return false end
-  if redis.call('LPOS', queue .. BULLMQ_JOB_LISTS.active, jobId) then return 'active' end
-  local score = redis.call('ZSCORE', queue .. BULLMQ_JOB_LISTS.delayed, jobId)
-  if score then return 'delayed', score end
-  if not verify
-    or redis.call('ZSCORE', queue .. BULLMQ_JOB_LISTS.prioritized, jobId)
-    or redis.call('LPOS', queue .. BULLMQ_JOB_LISTS.wait, jobId)
-    or redis.call('LPOS', queue .. BULLMQ_JOB_LISTS.paused, jobId) then
-    return 'waiting'
-  end
-  return false
+  local name, ended, data = bullmqJob(queue, jobId)
+  if name ~= JOB_NAME or ended or not jobOfKey(data, key) then return false end
+  return bullmqJobPlace(queue, jobId, verify)
 end
 
 -- Moves the key's delayed job `jobId` to start in `delayMs` (from the Redis server's now): a push's
 -- new ids may be due sooner than the job (backing off, waiting for a zset time or to fill), as
--- BullMQ's deduplication `reschedule` moved it. BullMQ's own changeDelay, inlined. Returns the
+-- BullMQ's deduplication `reschedule` moved it. BullMQ's own reschedule, inlined. Returns the
 -- job's id, as an add that went to it replies.
 local function rescheduleJob(queue, jobId, delayMs)
-  bullmqChangeDelay(queueKeys(queue, BULLMQ_CHANGE_DELAY_KEYS), {delayMs, clockMs(), jobId, queue .. jobId})
+  bullmqReschedule(queue, jobId, delayMs, clockMs())
   return jobId
 end
 
@@ -61,8 +51,8 @@ end
 -- ids, so a new job is added and the pointer names it: the active one ends as it would have.
 -- `add()` makes BullMQ's add and returns its reply (the new job's id). Returns the key's job id.
 local function ensureKeyJob(queue, pointer, jobId, state, delayMs, add)
-  if state == 'waiting' then return jobId end
-  if state == 'delayed' then return rescheduleJob(queue, jobId, delayMs) end
+  if state == BULLMQ_WAITING then return jobId end
+  if state == BULLMQ_DELAYED then return rescheduleJob(queue, jobId, delayMs) end
   local added = add()
   redis.call('SET', pointer, added)
   return added
