@@ -1,7 +1,7 @@
 import type { Job, RedisQueueBackend } from 'bullmq';
 import { answerCompletions, backendProblem, completionCall, nextJobData, routeCommands } from './backend';
 import { bullmqScript } from './scripts';
-import { BULLMQ_FINISH_KEYS } from './layout';
+import { BULLMQ_FINISH_ARGS, BULLMQ_FINISH_KEYS } from './layout';
 
 /**
  * BullMQ's side of a worker whose runs are fused into BullMQ's own calls (see engine/claims): which
@@ -19,9 +19,6 @@ export interface SplitCall<A> {
 /** Splits BullMQ's flat list of a script call (its `keys` keys, then its arguments) as the caller sends it. */
 export type Split<A> = (flat: readonly unknown[], keys: number) => SplitCall<A>;
 
-/** Where BullMQ's moveToFinished arguments hold what changes from one completion to the next (bullmq `moveToFinished-14.lua`, `Scripts.moveToFinishedArgs`). */
-const FINISH_ARG = { jobId: 0, timestamp: 1, fetchNext: 5, prefix: 6 } as const;
-
 /** Completion templates kept at most: far more than a worker's concurrency. */
 const MAX_TEMPLATES = 10_000;
 
@@ -36,12 +33,12 @@ const FETCH = 'moveToActive';
  */
 export function derivable(call: SplitCall<unknown>, jobId: string, fetchNext: boolean): boolean {
   const { keys, args } = call;
-  const prefix = args[FINISH_ARG.prefix];
+  const prefix = args[BULLMQ_FINISH_ARGS.prefix];
   return (
     typeof prefix === 'string' &&
-    args[FINISH_ARG.jobId] === jobId &&
-    typeof args[FINISH_ARG.timestamp] === 'number' &&
-    args[FINISH_ARG.fetchNext] === (fetchNext ? 1 : 0) &&
+    args[BULLMQ_FINISH_ARGS.jobId] === jobId &&
+    typeof args[BULLMQ_FINISH_ARGS.timestamp] === 'number' &&
+    args[BULLMQ_FINISH_ARGS.fetchNext] === (fetchNext ? 1 : 0) &&
     keys.length === BULLMQ_FINISH_KEYS.length &&
     BULLMQ_FINISH_KEYS.every((name, i) => keys[i] === prefix + (name === '' ? jobId : name))
   );
@@ -86,15 +83,6 @@ export function routeFetches(backend: RedisQueueBackend, route: (flat: unknown[]
 }
 
 /**
- * The job a fetch reply names (its 2nd element) and what a script of ours appended to BullMQ's
- * reply (its 5th, after BullMQ's four), or undefined when it appended nothing.
- */
-export function appendedToFetch(reply: unknown): { jobId: string; appended: unknown } | undefined {
-  if (!Array.isArray(reply) || reply[4] === undefined) return undefined;
-  return { jobId: String(reply[1]), appended: reply[4] };
-}
-
-/**
  * BullMQ's completions (moveToFinished) of a worker's jobs that a script of ours makes in its
  * stead: the call that completes a job, and, once it did, BullMQ's own completion of that job
  * answered with its reply (BullMQ reads it as its own: the next job, or an error code, and
@@ -127,9 +115,9 @@ export class FinishCalls<A> {
     const template = this.templates.get(token);
     if (template && template.removeOnComplete === job.opts.removeOnComplete && template.attempts === job.opts.attempts) {
       const args: (A | string | number)[] = template.args.slice();
-      args[FINISH_ARG.jobId] = jobId;
-      args[FINISH_ARG.timestamp] = Date.now();
-      args[FINISH_ARG.fetchNext] = fetchNext ? 1 : 0;
+      args[BULLMQ_FINISH_ARGS.jobId] = jobId;
+      args[BULLMQ_FINISH_ARGS.timestamp] = Date.now();
+      args[BULLMQ_FINISH_ARGS.fetchNext] = fetchNext ? 1 : 0;
       return { call: { keys: [], args }, derived: true };
     }
     const { flat, keys } = completionCall(this.backend, job, job.opts.removeOnComplete, token, fetchNext);
@@ -146,6 +134,6 @@ export class FinishCalls<A> {
   /** `call` (from `callFor`) completed `jobId` with `reply`: BullMQ's completion of that job gets it, and sends nothing. */
   completed(jobId: string, call: SplitCall<unknown>, reply: unknown): void {
     // The completion's timestamp is BullMQ's `finishedOn`.
-    this.replies.set(jobId, { reply, finishedOn: Number(call.args[FINISH_ARG.timestamp]) });
+    this.replies.set(jobId, { reply, finishedOn: Number(call.args[BULLMQ_FINISH_ARGS.timestamp]) });
   }
 }

@@ -88,15 +88,6 @@ export function queuePrefix(queue: Queue): string {
 }
 
 /**
- * BullMQ's names of a queue's wait, active, delayed and prioritized structures (bullmq
- * `src/classes/queue-keys.ts`), and the prefix of a job's hash.
- */
-export function jobLists(queue: Queue): { wait: string; active: string; delayed: string; prioritized: string; jobPrefix: string } {
-  const keys = queue.keys;
-  return { wait: keys.wait!, active: keys.active!, delayed: keys.delayed!, prioritized: keys.prioritized!, jobPrefix: queuePrefix(queue) };
-}
-
-/**
  * The queue's prefix where BullMQ names each of `lists` (a field of bullmq's `QueueKeys`, the
  * suffix a script of ours derives for it) the prefix followed by that suffix; undefined where the
  * installed BullMQ names one otherwise.

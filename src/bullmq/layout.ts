@@ -112,7 +112,7 @@ export interface QueueLists {
 }
 
 /** A queue's `QueueLists`. */
-export function queueListsOf(queue: Queue<unknown, unknown, string>): QueueLists {
+export function queueListsOf(queue: Pick<Queue, 'keys' | 'toKey'>): QueueLists {
   const keys = queue.keys;
   return { wait: keys.wait!, active: keys.active!, delayed: keys.delayed!, prioritized: keys.prioritized!, jobPrefix: queue.toKey('') };
 }

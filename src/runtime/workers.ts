@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis';
-import type { Worker } from '../bullmq';
+import { queueListsOf, type QueueLists, type Worker } from '../bullmq';
 import { InvalidOptionError, MissingHandlerError } from '../core/errors';
 import { log } from '../core/logger';
 import { AttachedWorkers } from '../engine/attach';
@@ -13,7 +13,7 @@ import { ShardWorker, type ShardRef } from '../engine/shard-worker';
 import { SlotBudget } from '../engine/slots';
 import { HistorySampler } from '../ops/history';
 import { listForRecovery } from '../storage/batcher-protocol';
-import { bullKeysOf, prioritizedLevels } from '../storage/job';
+import { prioritizedLevels } from '../storage/job';
 import { KeyJobs } from '../storage/key-job';
 import { WORKER_DEFAULTS } from '../options';
 import { bullConnection, type BatcherRuntime } from './runtime';
@@ -185,10 +185,10 @@ export class Workers {
       );
     }
     // Built once per change of the counts served, not per run.
-    let lists: { of: readonly number[]; lists: ReturnType<typeof bullKeysOf>[] } | undefined;
+    let lists: { of: readonly number[]; lists: QueueLists[] } | undefined;
     const queueLists = () => {
       const served = runtime.shardCounts.served();
-      if (lists?.of !== served) lists = { of: served, lists: runtime.shards.all(served).map(bullKeysOf) };
+      if (lists?.of !== served) lists = { of: served, lists: runtime.shards.all(served).map(queueListsOf) };
       return lists.lists;
     };
     return (this.env = new RunEnv({

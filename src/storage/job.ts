@@ -1,4 +1,4 @@
-import { jobLists, type Queue } from '../bullmq';
+import type { Queue } from '../bullmq';
 import { JOB_NAME } from './keys';
 import { isHighKey } from '../core/priority';
 import type { Key, KeyJobData, Logger, Priority } from '../core/types';
@@ -53,14 +53,6 @@ export type KeyLevel = (key: Key, level: LevelName) => Level;
 export function keyLevels(priority: ((key: Key) => Priority) | undefined, logger: Logger): KeyLevel {
   const levels = levelsOf(priority);
   return (key, level) => (isHighKey(key, priority, logger) ? WAIT_LIST : levels[level]);
-}
-
-/**
- * BullMQ's key names fair scheduling reads (queue-load.lua), as BullMQ names them (src/bullmq
- * `jobLists`): its wait, active, delayed and prioritized structures, and the prefix of a job's hash.
- */
-export function bullKeysOf(queue: KeyQueue): ReturnType<typeof jobLists> {
-  return jobLists(queue);
 }
 
 /** The states a key's job is in until it ends (a paused queue's jobs count as waiting). */

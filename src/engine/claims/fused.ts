@@ -1,4 +1,4 @@
-import { appendedToFetch, fetchKeyCount, FinishCalls, routeFetches, type RedisQueueBackend } from '../../bullmq';
+import { fetchKeyCount, fetchReplyOf, FinishCalls, routeFetches, type RedisQueueBackend } from '../../bullmq';
 import { sharedFill } from '../../core/fill';
 import type { KeySession } from '../../storage/key-session';
 import { bullmqCall, claimResult, fetch, type ClaimArgs, type ClaimResult, type FirstClaimConfig } from '../../storage/protocol';
@@ -125,11 +125,11 @@ export class FusedClaims implements ClaimTransport {
 
   /** Keeps the first claim a fetch reply carries for the fetched job's run. */
   private keep(reply: unknown, lock: string, sentAt: number): void {
-    const fetched = appendedToFetch(reply);
+    const fetched = fetchReplyOf(reply);
     if (!fetched) return;
     // Every fetched job is run, which takes its claim; a bound keeps a bug from growing this.
     if (this.firsts.size >= MAX_FIRSTS) this.firsts.delete(this.firsts.keys().next().value!);
-    const claimed = fetched.appended as unknown[];
+    const claimed = fetched.carried as unknown[];
     this.firsts.set(fetched.jobId, { lock, sentAt, ...(claimed[0] !== 0 && { claimed: claimResult(claimed) }) });
   }
 }
