@@ -1,4 +1,5 @@
 import { UnrecoverableError } from 'bullmq';
+import { queueLoadKeys } from '../src/bullmq';
 import { describe, expect, it } from 'vitest';
 import { defineScripts, runScript } from '../src/storage/scripts';
 import { PermanentError } from '../src';
@@ -164,8 +165,7 @@ describe('preemption', () => {
       intervalMs: 10,
       what: 'the run to yield to the key back from its wait',
     });
-    const load = () =>
-      runScript(redis, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix, lists.prioritized], [Date.now(), 20, 0]);
+    const load = () => runScript(redis, 'queue-load', queueLoadKeys(lists), [Date.now(), 20, 0]);
     expect(await load()).toEqual([1, 1, 0]);
     await redis.zrem(lists.delayed, 'back-from-a-wait');
     expect(await load()).toEqual([0, 1, 0]);
@@ -186,8 +186,7 @@ describe('preemption', () => {
     await redis.rpush(lists.active, 'run');
     // BullMQ scores a prioritized job by its priority * 2^32 plus a counter: two light newcomers, one job that had its turn.
     await redis.zadd(lists.prioritized, 0x100000000 + 1, 'light-1', 0x100000000 + 2, 'light-2', 3 * 0x100000000 + 3, 'had-its-turn');
-    const load = () =>
-      runScript(redis, 'queue-load', [lists.wait, lists.active, lists.delayed, lists.jobPrefix, lists.prioritized], [Date.now(), 20, 1]);
+    const load = () => runScript(redis, 'queue-load', queueLoadKeys(lists), [Date.now(), 20, 1]);
     expect(await load()).toEqual([0, 1, 2]);
     const always = () => 0;
     const full = { full: true };
