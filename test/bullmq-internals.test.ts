@@ -60,10 +60,10 @@ describe('the BullMQ internals batch-by-key relies on', () => {
     }
   });
 
-  it('exports the Redis backend the worker hooks, with the methods engine/finisher.ts wraps and calls', async () => {
+  it('exports the Redis backend the worker hooks, with the methods engine/claims and bullmq/fused-path.ts wrap and call', async () => {
     expect(
       typeof bullmq.createRedisBackend,
-      'bullmq exports createRedisBackend (engine/finisher.ts builds the worker backend with it)',
+      'bullmq exports createRedisBackend (engine/claims/backend.ts builds the worker backend with it)',
     ).toBe('function');
     expect(typeof bullmq.raw2NextJobData, 'bullmq exports raw2NextJobData (a claim-completed job hands BullMQ its next job)').toBe(
       'function',

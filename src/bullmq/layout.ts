@@ -7,7 +7,7 @@ import { PUSH_ADD_KEYS, type PushAddKind } from './job-add';
  * `src/classes/redis-queue-backend.ts` `moveToFinishedKeys` and the `KEYS` of
  * `src/commands/moveToFinished-14.lua`. A claim that completes a job derives them in Lua from
  * that prefix (see lua.ts `bullmq-complete`) once the worker has checked they match what its
- * BullMQ builds (engine/finisher.ts); else it sends them.
+ * BullMQ builds (engine/claims/backend.ts); else it sends them.
  */
 export const BULLMQ_FINISH_KEYS = [
   'wait',

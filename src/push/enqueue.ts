@@ -8,7 +8,7 @@ import type { KeyQueue } from '../storage/job';
 import type { KeyNames } from '../storage/keys';
 import { planPush, type PlanDeps, type StoreHow } from './plan';
 import { checkBacklog, type PushCall } from '../storage/protocol';
-import type { Committer } from './committer';
+import type { Committer } from '../storage/committer';
 import { jobAddFailed, outcomeOf } from './outcomes';
 import { backlogFullError } from './backlog';
 import { settledTicket } from './tickets';

@@ -1,6 +1,6 @@
 import { ClosedError, PushOutcomeUnknownError, TicketSealedError, UnknownTicketError, WrongTypeError } from '../core/errors';
 import { backlogFullError } from './backlog';
-import type { Committed } from './committer';
+import type { Committed } from '../storage/committer';
 import type { PushRefusal, PushResult } from '../storage/protocol';
 import type { Key } from '../core/types';
 

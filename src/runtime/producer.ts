@@ -1,7 +1,7 @@
 import { describe, InvalidOptionError } from '../core/errors';
 import { validateKey } from '../core/input';
 import { performBatchLater, type EnqueueDeps } from '../push/enqueue';
-import { Committer } from '../push/committer';
+import { Committer } from '../storage/committer';
 import { progress, waitFor } from '../push/progress';
 import { openTicket, sealTicket } from '../push/tickets';
 import { keyLevels } from '../storage/job';

@@ -1,6 +1,5 @@
 import { StoreMismatchError } from '../core/errors';
-import { runScript, type RedisClient } from './scripts';
-import { argv } from './scripts/args';
+import { callScript, runScript, type RedisClient } from './scripts';
 import type { LimitsInForce } from './limits-protocol';
 import type { StoreKind } from '../core/types';
 
@@ -170,22 +169,17 @@ export class StoreAgreement {
 
   private async compare(side: 'push' | 'worker'): Promise<void> {
     const defaults = limitValues(this.limits?.defaults ?? {});
-    const [recorded, paused, rate, concurrency] = (await runScript(
-      this.client(),
-      'agree',
-      [this.configKey],
-      argv('agree', {
-        storeField: STORE_FIELD,
-        store: this.store,
-        shardsField: `${SHARDS_FIELD}${this.shards}`,
-        validForMs: this.recheckMs + this.pushTimeoutMs,
-        pausedAllField: PAUSED_ALL_FIELD,
-        rateField: LIMIT_FIELDS.rate,
-        rateDefault: defaults.rate,
-        concurrencyField: LIMIT_FIELDS.concurrency,
-        concurrencyDefault: defaults.concurrency,
-      }),
-    )) as [string, number, string | null, string | null];
+    const [recorded, paused, rate, concurrency] = (await callScript(this.client(), 'agree', [this.configKey], {
+      storeField: STORE_FIELD,
+      store: this.store,
+      shardsField: `${SHARDS_FIELD}${this.shards}`,
+      validForMs: this.recheckMs + this.pushTimeoutMs,
+      pausedAllField: PAUSED_ALL_FIELD,
+      rateField: LIMIT_FIELDS.rate,
+      rateDefault: defaults.rate,
+      concurrencyField: LIMIT_FIELDS.concurrency,
+      concurrencyDefault: defaults.concurrency,
+    })) as [string, number, string | null, string | null];
     if (recorded !== this.store) {
       throw new StoreMismatchError(
         `this batcher ${side === 'push' ? 'pushes' : 'runs'} with store '${this.store}', but the batcher's producers and workers use ` +

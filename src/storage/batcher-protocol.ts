@@ -7,8 +7,7 @@
 import { queueLoadKeys, type QueueLists } from '../bullmq';
 import type { Key } from '../core/types';
 import type { DeadNames, HistoryNames } from './keys';
-import { runScript, type RedisClient } from './scripts';
-import { argv } from './scripts/args';
+import { callScript, runScript, type RedisClient } from './scripts';
 
 /** dead-add.lua's answer: per id, its field, the letter it replaced ('' for none) and the letter it wrote. */
 export type WrittenLetters = readonly string[];
@@ -42,12 +41,7 @@ export async function addDeadLetters(client: RedisClient, names: DeadNames, c: D
     error: c.error,
     count: c.ids.length,
   };
-  return (await runScript(
-    client,
-    'dead-add',
-    deadKeys(names),
-    argv('dead-add', named, [...c.ids, ...c.payloads, ...(c.errors ?? [])]),
-  )) as WrittenLetters;
+  return (await callScript(client, 'dead-add', deadKeys(names), named, [...c.ids, ...c.payloads, ...(c.errors ?? [])])) as WrittenLetters;
 }
 
 /** Takes back what `addDeadLetters` wrote, where it is still what was written (see dead-undo.lua). */
@@ -142,12 +136,11 @@ export async function historyTick(
   intervalMs: number,
   retentionMs: number,
 ): Promise<{ claimed: boolean; at: number; processed: number }> {
-  const [claimed, at, processed] = (await runScript(
-    client,
-    'history-tick',
-    [names.claim, names.processed],
-    argv('history-tick', { processedHere, intervalMs, retentionMs }),
-  )) as [number, number, number];
+  const [claimed, at, processed] = (await callScript(client, 'history-tick', [names.claim, names.processed], {
+    processedHere,
+    intervalMs,
+    retentionMs,
+  })) as [number, number, number];
   return { claimed: claimed === 1, at, processed };
 }
 
@@ -160,7 +153,5 @@ export async function historyAppend(
   kept: number,
   retentionMs: number,
 ): Promise<boolean> {
-  return (
-    (await runScript(client, 'history-append', [names.series], argv('history-append', { sample, intervalMs, kept, retentionMs }))) === 1
-  );
+  return (await callScript(client, 'history-append', [names.series], { sample, intervalMs, kept, retentionMs })) === 1;
 }

@@ -1,7 +1,6 @@
 import { addKeysDerivable, BULLMQ_JOB_LISTS, captureAdd, Job, prefixNaming, queuePrefix, type JobsOptions } from '../bullmq';
 import { bullmqCall, dueIn, type PushAdd, type PushResult } from './protocol';
-import { runScript, type RedisClient } from './scripts';
-import { argv } from './scripts/args';
+import { callScript, type RedisClient } from './scripts';
 import { JOB_NAME, type KeyNames } from './keys';
 import { WAIT_LIST, type KeyQueue, type Level } from './job';
 import type { Fill } from '../core/fill';
@@ -54,8 +53,8 @@ export class KeyJobs {
   async ensure(key: Key, delayMs: number, level: Level, queue: KeyQueue = this.queueOf(key)): Promise<string> {
     const add = capturedAdd(queue, key, delayMs, level);
     if (!add) throw new Error(`the installed BullMQ builds no add of a job that batch-by-key knows`);
-    const args = argv('add-job', { add: add.kind, queuePrefix: queuePrefix(queue), key, delayMs }, add.call.args);
-    const reply = await runScript(this.client, 'add-job', add.call.keys, args);
+    const values = { add: add.kind, queuePrefix: queuePrefix(queue), key, delayMs };
+    const reply = await callScript(this.client, 'add-job', add.call.keys, values, add.call.args);
     await add.done(reply);
     return String(reply);
   }

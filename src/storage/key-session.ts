@@ -48,7 +48,7 @@ export class KeySession {
     return claimed;
   }
 
-  /** A claim made for this run elsewhere (the fetch of its job, see engine/finisher.ts): what it settled is handed as a claim's. */
+  /** A claim made for this run elsewhere (the fetch of its job, see engine/claims/fused.ts): what it settled is handed as a claim's. */
   async adopt(claimed: ClaimResult): Promise<ClaimResult> {
     if (claimed.held && claimed.settled) await this.env.outbox.hand(this.key, claimed.settled);
     return claimed;

@@ -7,8 +7,7 @@
 import type { RateLimit } from '../core/types';
 import type { LimitNames } from './keys';
 import { enforcedWindowMs } from './protocol';
-import { runScript, type RedisClient } from './scripts';
-import { argv } from './scripts/args';
+import { callScript, runScript, type RedisClient } from './scripts';
 
 /** The names in the order includes/global-limits.lua `limitNames` reads them. */
 export function limitKeys(n: LimitNames): string[] {
@@ -54,24 +53,19 @@ export type Entered =
 
 /** A lane's pass through the limits before it claims (see limits-enter.lua). */
 export async function enterLimits(client: RedisClient, names: LimitNames, limits: LimitsInForce, c: EnterCall): Promise<Entered> {
-  const reply = (await runScript(
-    client,
-    'limits-enter',
-    limitKeys(names),
-    argv('limits-enter', {
-      lease: c.lease,
-      waiter: c.waiter,
-      level: c.level,
-      cap: limits.concurrency ?? 0,
-      leaseTtlMs: c.leaseTtlMs,
-      waitBoundMs: c.waitBoundMs,
-      need: c.need,
-      rateMax: limits.rate?.max ?? 0,
-      rateWindowMs: windowOf(limits),
-      settleAt: c.settle?.at ?? 0,
-      settleCount: c.settle?.count ?? 0,
-    }),
-  )) as [string, number, number, number, ...string[]];
+  const reply = (await callScript(client, 'limits-enter', limitKeys(names), {
+    lease: c.lease,
+    waiter: c.waiter,
+    level: c.level,
+    cap: limits.concurrency ?? 0,
+    leaseTtlMs: c.leaseTtlMs,
+    waitBoundMs: c.waitBoundMs,
+    need: c.need,
+    rateMax: limits.rate?.max ?? 0,
+    rateWindowMs: windowOf(limits),
+    settleAt: c.settle?.at ?? 0,
+    settleCount: c.settle?.count ?? 0,
+  })) as [string, number, number, number, ...string[]];
   const [code, granted, waitMs, stamp, ...wake] = reply;
   if (code === 'ok') return { code, granted: Number(granted), stamp: Number(stamp), wake };
   return { code: code as 'held' | 'rate' | 'full' | 'yield', waitMs: Number(waitMs), wake };
@@ -87,8 +81,10 @@ export interface LeaveCall {
 /** Gives back a run's leases and settles its reservations (see limits-leave.lua): the waiters to wake. */
 export async function leaveLimits(client: RedisClient, names: LimitNames, limits: LimitsInForce, c: LeaveCall): Promise<string[]> {
   const pairs = c.settle.map((s) => `${s.at} ${s.count}`).join(' ');
-  const args = argv(
+  const wake = await callScript(
+    client,
     'limits-leave',
+    limitKeys(names),
     {
       cap: limits.concurrency ?? 0,
       rateMax: limits.rate?.max ?? 0,
@@ -98,7 +94,7 @@ export async function leaveLimits(client: RedisClient, names: LimitNames, limits
     },
     c.leases,
   );
-  return (await runScript(client, 'limits-leave', limitKeys(names), args)) as string[];
+  return wake as string[];
 }
 
 /**

@@ -2,7 +2,7 @@ import { MAX_TIMER_MS } from '../core/limits';
 import type { PushAddKind } from '../bullmq';
 import type { KeyNames } from './keys';
 import { CLAIM_REPLY_HEAD, REPLY } from './replies';
-import { lostFunction, queueScript, runScript, type RedisClient, type ScriptArg } from './scripts';
+import { callScript, lostFunction, queueScript, runScript, type RedisClient, type ScriptArg } from './scripts';
 import { argv } from './scripts/args';
 import type { Fill } from '../core/fill';
 import type { Id, RateLimit, StoreKind } from '../core/types';
@@ -321,8 +321,7 @@ export async function checkBacklog(
   ids: readonly Id[],
   high: boolean,
 ): Promise<BacklogFull | undefined> {
-  const args = argv('backlog-check', { store, maxPending, high }, ids);
-  const [status, pending, adding] = (await runScript(client, 'backlog-check', [names.base], args)) as number[];
+  const [status, pending, adding] = (await callScript(client, 'backlog-check', [names.base], { store, maxPending, high }, ids)) as number[];
   return status === REPLY.backlogFull ? backlogFull(maxPending, pending, adding) : undefined;
 }
 
@@ -380,7 +379,7 @@ export interface ClaimCall {
   /**
    * With `releaseIfEmpty`: complete the run's BullMQ job in the same call when the run ends
    * (nothing claimed, nothing due later), and with `next`, make the first claim of the next key
-   * job BullMQ's completion fetches, with `next.lock`. Standalone Redis only; see engine/finisher.ts.
+   * job BullMQ's completion fetches, with `next.lock`. Standalone Redis only; see engine/claims/fused.ts.
    */
   finish?: {
     call: BullmqCall;
@@ -467,7 +466,7 @@ export async function claimWith(client: RedisClient, store: StoreKind, names: Ke
     ...fillArgs(c.fill),
   };
   const finish = c.finish;
-  if (!finish) return claimResult(await runScript(client, 'claim', [names.base], argv('claim', args)));
+  if (!finish) return claimResult(await callScript(client, 'claim', [names.base], args));
   const finishArgs = {
     ...args,
     finishKeys: finish.derived ? -1 : finish.call.keys.length,
@@ -475,7 +474,7 @@ export async function claimWith(client: RedisClient, store: StoreKind, names: Ke
     root: finish.next?.root ?? '',
   };
   const keys = finish.derived ? [names.base] : [names.base, ...finish.call.keys];
-  return claimResult(await runScript(client, 'claim-and-finish', keys, argv('claim-and-finish', finishArgs, finish.call.args)));
+  return claimResult(await callScript(client, 'claim-and-finish', keys, finishArgs, finish.call.args));
 }
 
 /** A claim's reply (claim-key.lua's), as a ClaimResult. */
@@ -522,8 +521,10 @@ export interface FirstClaimConfig {
  * `claimResult`) when it fetched a key job.
  */
 export async function fetch(client: RedisClient, config: FirstClaimConfig, lock: string, bullmq: BullmqCall): Promise<unknown[]> {
-  const args = argv(
+  const reply = await callScript(
+    client,
     'fetch-and-claim',
+    bullmq.keys,
     {
       store: config.store,
       root: config.root,
@@ -537,7 +538,7 @@ export async function fetch(client: RedisClient, config: FirstClaimConfig, lock:
     },
     bullmq.args,
   );
-  return (await runScript(client, 'fetch-and-claim', bullmq.keys, args)) as unknown[];
+  return reply as unknown[];
 }
 
 /**
@@ -617,12 +618,13 @@ export async function failSlice(
   maxTicketErrors: number,
   settleId: string,
 ): Promise<string[] | undefined> {
-  const [status, settled] = (await runScript(
-    client,
-    'fail-slice',
-    [names.base],
-    argv('fail-slice', { lock, plan: JSON.stringify(plan), maxTicketErrors, settleId, lane }),
-  )) as [number, string];
+  const [status, settled] = (await callScript(client, 'fail-slice', [names.base], {
+    lock,
+    plan: JSON.stringify(plan),
+    maxTicketErrors,
+    settleId,
+    lane,
+  })) as [number, string];
   if (status === REPLY.lockNotHeld) return undefined;
   return settled ? settled.split(' ') : [];
 }
@@ -644,7 +646,7 @@ export async function sealTicket(client: RedisClient, names: KeyNames, ticketId:
 
 /** Ms until the key has something to claim, as its claim would judge it (waiting `fill`, if given); -1 for nothing at all. */
 export async function dueIn(client: RedisClient, store: StoreKind, names: KeyNames, fill?: Fill): Promise<number> {
-  return Number(await runScript(client, 'due-in', [names.base], argv('due-in', { store, ...fillArgs(fill) })));
+  return Number(await callScript(client, 'due-in', [names.base], { store, ...fillArgs(fill) }));
 }
 
 /**

@@ -1,4 +1,5 @@
-import type { ScriptArg } from './index';
+/** A script argument as ioredis sends it (BullMQ's packed options are a Buffer). */
+export type ScriptArg = string | number | Buffer;
 
 /**
  * A script's arguments by name, in ARGV order: the one place their positions are written. The

@@ -2,7 +2,7 @@
   BullMQ's moveToActive (the installed version's, inlined), and, when the job it fetches is a
   key job, that key's first claim in the same call (see includes/fused-claim.lua): the lock is
   taken, what a dead run left is recovered, and the first slice is claimed. Standalone Redis
-  only (BullMQ's keys and the key's are in different slots on a Cluster); see engine/finisher.ts.
+  only (BullMQ's keys and the key's are in different slots on a Cluster); see engine/claims/fused.ts.
 
   KEYS    BullMQ's moveToActive keys, as its backend builds them
   ARGV    by name, generated from storage/scripts/args.ts (`fetch-and-claim`): what the first

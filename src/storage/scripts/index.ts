@@ -7,12 +7,12 @@ import { VERSION } from '../../core/version';
 import { MAX_CONCURRENCY_PER_KEY, MAX_RETRYING_SLICES, RETRY_AFTER_FLOOR_MS, RETRY_AFTER_MAX_BACKOFF_MS } from '../../core/limits';
 import { JOB_POINTER, JOB_NAME, KEY_SUFFIXES, LANE_NAMES, TICKET_ERRORS_SUFFIX, TICKET_CHANNEL_SUFFIX } from '../keys';
 import { CLAIM_REPLY_HEAD, REPLY } from '../replies';
-import { argsInclude } from './args';
+import { argsInclude, argv, type ArgsScript, type ArgValues, type ScriptArg, type ScriptFields } from './args';
 
 import { bullmqInclude } from '../../bullmq';
 import type { RedisClient } from '../../core/connection';
 
-export type { RedisClient };
+export type { RedisClient, ScriptArg };
 
 /** One name per `.lua` file beside this module. */
 const NAMES = [
@@ -181,7 +181,7 @@ export function keyspaceInclude(): string {
 /**
  * The scripts of the fast path, which inline BullMQ's fetch and completion (moveToActive,
  * moveToFinished): the only ones a worker can do without (it then runs BullMQ's own, see
- * engine/finisher.ts). When the installed BullMQ has not the scripts they inline, they are left
+ * engine/claims/fused.ts). When the installed BullMQ has not the scripts they inline, they are left
  * out of the library and the commands, so every other script still runs, and `fastScriptsProblem`
  * says why for the worker's self-check.
  */
@@ -404,9 +404,6 @@ function command(target: object, name: ScriptName): (...args: ScriptArg[]) => un
   return fn;
 }
 
-/** A script argument as ioredis sends it (BullMQ's packed options are a Buffer). */
-export type ScriptArg = string | number | Buffer;
-
 /**
  * Runs a script. Keys are given by the caller (built by `Keyspace`); a script builds a name only
  * from a prefix it was given (a lane's keys, a ticket's hash, a key's dead letters), which shares
@@ -427,6 +424,17 @@ export function runScript(client: RedisClient, name: ScriptName, keys: readonly 
   if (state.mode === 'evalsha' || Date.now() < state.evalshaUntil) return evalsha(client, name, keys, args);
   state.pending ??= decide(client, state).finally(() => (state.pending = undefined));
   return state.pending.then(() => runScript(client, name, keys, args));
+}
+
+/** Runs a script whose arguments have names (args.ts `SCRIPT_ARGS`): `values` by name, then `rest`. */
+export function callScript<S extends ArgsScript & ScriptName>(
+  client: RedisClient,
+  name: S,
+  keys: readonly string[],
+  values: ArgValues<ScriptFields<S>>,
+  rest: readonly ScriptArg[] = [],
+): Promise<unknown> {
+  return runScript(client, name, keys, argv(name, values, rest));
 }
 
 function evalsha(client: RedisClient, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {

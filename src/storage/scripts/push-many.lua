@@ -1,5 +1,5 @@
 --[[
-  Stores several pushes in one call (group commit, see push/committer.ts): each as push.lua
+  Stores several pushes in one call (group commit, see storage/committer.ts): each as push.lua
   stores it, in the order sent, each with its own outcome. A push that push.lua refuses (a key of
   the wrong type among them, checked before its first write or its ids taken back) or that Redis refuses (an error of
   one of its commands, OOM) wrote nothing, as push.lua writes its ids before anything else, and

@@ -5,7 +5,7 @@
 -- Standalone Redis only: BullMQ's keys live in other slots than the key's on a Cluster.
 -- BullMQ's arguments start at ARGV[firstArg]; its keys follow KEYS[firstKey], `nKeys` of them,
 -- or, with nKeys -1, are derived here from its arguments (bullmqCompletionKeys; the caller's
--- worker checked that this gives the keys BullMQ's backend builds: see engine/finisher.ts), which
+-- worker checked that this gives the keys BullMQ's backend builds: see engine/claims/backend.ts), which
 -- spares the call 14 key names. The worker takes the reply as its completion's; the job's id
 -- comes second. The key's job pointer (keys.ts JOB_POINTER, under the queue prefix), when it
 -- names this job, goes with it: one left behind would be no job (includes/key-job.lua), but would

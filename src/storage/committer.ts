@@ -2,8 +2,8 @@ import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import { connectionCloses } from '../core/connection';
 import { isReplyError } from '../core/redis-errors';
-import { isBulk, push, pushMany, type PushOfMany, type PushResult } from '../storage/protocol';
-import type { RedisClient } from '../storage/scripts';
+import { isBulk, push, pushMany, type PushOfMany, type PushResult } from './protocol';
+import type { RedisClient } from './scripts';
 
 /**
  * What came of one push of a shared call: `reply`, Redis's answer for it (its result, which may be
