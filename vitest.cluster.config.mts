@@ -45,6 +45,7 @@ export default defineConfig({
         'metrics',
         'nestjs',
         'one-job-per-key',
+        'key-jobs',
         'per-id-outcome',
         'plain-path',
         'push',

@@ -8,7 +8,7 @@ export { DelayedError, Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 export type { ConnectionOptions, JobsOptions, Processor, WorkerOptions } from 'bullmq';
 export { bullmqEventsInclude, bullmqScript, type BullmqScript } from './scripts';
 export { redisBackend, type BackendFactory, type QueueBaseOptions, type RedisQueueBackend } from './backend';
-export { captureAdd, prefixNaming, PUSH_ADD_KEYS, queuePrefix, type PushAddKind } from './job-add';
+export { captureAdd, jobKey, prefixNaming, PUSH_ADD_KEYS, queuePrefix, type PushAddKind } from './job-add';
 export {
   addKeysDerivable,
   BULLMQ_DEFERRED_FAILURE,

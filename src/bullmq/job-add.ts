@@ -87,6 +87,11 @@ export function queuePrefix(queue: Queue): string {
   return queue.toKey('');
 }
 
+/** The name of the hash of the job `jobId` on `queue` (bullmq `QueueKeys.toKey`): a key in the queue's slot. */
+export function jobKey(queue: Queue, jobId: string): string {
+  return queue.toKey(jobId);
+}
+
 /**
  * The queue's prefix where BullMQ names each of `lists` (a field of bullmq's `QueueKeys`, the
  * suffix a script of ours derives for it) the prefix followed by that suffix; undefined where the

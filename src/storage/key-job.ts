@@ -1,4 +1,4 @@
-import { addKeysDerivable, BULLMQ_JOB_LISTS, captureAdd, Job, prefixNaming, queuePrefix, type JobsOptions } from '../bullmq';
+import { addKeysDerivable, BULLMQ_JOB_LISTS, captureAdd, Job, jobKey, prefixNaming, queuePrefix, type JobsOptions } from '../bullmq';
 import { bullmqCall, dueIn, type PushAdd, type PushResult } from './protocol';
 import { callScript, type RedisClient } from './scripts';
 import { JOB_NAME, type KeyNames } from './keys';
@@ -52,11 +52,26 @@ export class KeyJobs {
    */
   async ensure(key: Key, delayMs: number, level: Level, queue: KeyQueue = this.queueOf(key)): Promise<string> {
     const add = capturedAdd(queue, key, delayMs, level);
-    if (!add) throw new Error(`the installed BullMQ builds no add of a job that batch-by-key knows`);
+    if (!add) return this.addThroughQueue(queue, key, delayMs, level);
     const values = { add: add.kind, queuePrefix: queuePrefix(queue), key, delayMs };
     const reply = await callScript(this.client, 'add-job', add.call.keys, values, add.call.args);
     await add.done(reply);
     return String(reply);
+  }
+
+  /**
+   * `ensure` where the installed BullMQ builds an add this library does not know (so no script of
+   * ours can make it inside its own call): BullMQ's public `Queue.add` adds the job, then
+   * add-job.lua repoints the key at it unless the key has a job already, which it treats as
+   * `ensure` does (a waiting one left, a delayed one moved to `delayMs`). Two calls, not one, so a
+   * key may get a job more than it needs: that job finds the key's ids taken (or runs the ones
+   * pushed since), under the key's lock as any run. Returns the id of the key's job.
+   */
+  async addThroughQueue(queue: KeyQueue, key: Key, delayMs: number, level: Level): Promise<string> {
+    const job = await queue.add(JOB_NAME, { key }, jobOptions(delayMs, level));
+    const added = job.id!;
+    const values = { add: ADDED_BY_QUEUE, queuePrefix: queuePrefix(queue), key, delayMs };
+    return String(await callScript(this.client, 'add-job', [jobKey(queue, added)], values, [added]));
   }
 
   /**
@@ -157,6 +172,9 @@ const PROMPT_WAKE_MS = 1_000;
 function wakeWhenDue(job: KeyJob, delayMs: number): void {
   setTimeout(() => void job.promote().catch(() => undefined), delayMs + 1).unref();
 }
+
+/** add-job.lua's `add` for a job `Queue.add` added already (its id the only argument after the named ones). */
+const ADDED_BY_QUEUE = 'added';
 
 /** A zset key's job is correct to within this much; closer readings are clock noise. */
 const RESCHEDULE_TOLERANCE_MS = 20;
