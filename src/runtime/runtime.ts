@@ -10,6 +10,7 @@ import { TicketOutbox } from '../storage/ticket-outbox';
 import { limitsRecord, StoreAgreement } from '../storage/agreement';
 import { GlobalLimits } from '../engine/global-limits';
 import type { KeyQueue } from '../storage/job';
+import { KeyJobs } from '../storage/key-job';
 import { Keyspace } from '../storage/keys';
 import { defineScripts, type RedisClient } from '../storage/scripts';
 import { ShardQueues } from '../storage/shard-queues';
@@ -159,7 +160,7 @@ export class BatcherRuntime {
     const bar = waiter.indexOf('|');
     const queue = this.shards.all(this.shardCounts.served()).find((q) => q.qualifiedName === waiter.slice(0, bar));
     // A job no longer delayed refuses the promote (the caller logs it at debug).
-    await (await queue?.getJob(waiter.slice(bar + 1)))?.promote();
+    if (queue) await KeyJobs.wake(queue, waiter.slice(bar + 1));
   }
 
   /** Aborted once the batcher is marked closed. */

@@ -98,6 +98,15 @@ export class KeyJobs {
   }
 
   /**
+   * Promotes the job `jobId` that a run requeued to wait for the batcher-wide limits, now that
+   * they have room (global-limits.ts wakes waiters by their job). A job no longer delayed refuses
+   * the promote: the caller hears it.
+   */
+  static async wake(queue: KeyQueue, jobId: string): Promise<void> {
+    await (await queue.getJob(jobId))?.promote();
+  }
+
+  /**
    * BullMQ's add of the key's job for a push to carry into its own call (push.lua makes it there,
    * if the key needs one): its standard add where the job may start now (`waitsToFillMs`
    * undefined), at the wait list's level only, or its delayed add of `waitsToFillMs` for a key
