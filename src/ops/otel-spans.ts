@@ -48,7 +48,7 @@ export function pushSpansWith(api: Api, spanName: string): OpenPushSpan {
       },
       traceparent: () => traceparentOf(span.spanContext()),
       stored: (covered) => {
-        span.setAttribute('batch_by_key.outcome', covered ? 'covered' : 'added');
+        span.setAttribute('batch_by_key.outcome', covered ? 'covered' : 'ensured');
       },
       end: () => succeeded(api, span),
       fail: (error) => failed(api, span, error),

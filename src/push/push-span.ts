@@ -12,7 +12,11 @@ export interface PushSpan {
   planned(key: Key, ids: number, store: StoreKind): void;
   /** The W3C traceparent the push's ids carry: this span's, when its trace is sampled. */
   traceparent(): string | undefined;
-  /** The ids are stored; `covered`: a run, or the key's waiting job, claims them (else the push saw to the key's job). */
+  /**
+   * The ids are stored; `covered`: the push's call found a run, or the key's waiting job, that
+   * claims them; else the push saw to the key's job after its call (always on a Cluster, where
+   * the call cannot see it; see storage/key-job.ts `afterPush`).
+   */
   stored(covered: boolean): void;
   /** The push resolved. */
   end(): void;
