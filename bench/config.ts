@@ -39,6 +39,8 @@ export interface Config {
   cycleCost: { keys: number; ratePerSec: number; concurrency: number; idleMs: number; timeoutMs: number };
   /** Each hot script called `calls` times in a row, then its prelude and `return 0` as many times (see scenarios/script-micro.ts). */
   scriptMicro: { calls: number; timeoutMs: number };
+  /** `pushes` pushes of `idsPerPush` ids over `keys` keys from `callers` callers, per tracePushes variant (see scenarios/push-tracing.ts). */
+  pushTracing: { keys: number; pushes: number; idsPerPush: number; callers: number; repeats: number; timeoutMs: number };
   /** A controller that pushes, under open-loop HTTP load: warm at `lowRate` requests/s, then a jump to `highRate`. */
   controllerJump: { lowRate: number; highRate: number; warmMs: number; jumpMs: number; steadyMs: number };
   rateLimit: FlowPlan;
@@ -212,6 +214,8 @@ interface Sizes {
   cycleIdleMs: number;
   /** Calls per script of script-micro. */
   scriptCalls: number;
+  /** Pushes per variant of push-tracing, and its runs per variant. */
+  pushTracing: { pushes: number; repeats: number };
   controllerJump: { warmMs: number; jumpMs: number; steadyMs: number };
   rateLimit: {
     limitedIds: number;
@@ -282,6 +286,7 @@ function configFor(mode: Mode, s: Sizes): Config {
     },
     cycleCost: { keys: s.cycleKeys, ratePerSec: 500, concurrency: 16, idleMs: s.cycleIdleMs, timeoutMs: s.timeoutMs },
     scriptMicro: { calls: s.scriptCalls, timeoutMs: s.timeoutMs },
+    pushTracing: { ...s.pushTracing, keys: 100, idsPerPush: 10, callers: 16, timeoutMs: s.timeoutMs },
     controllerJump: { lowRate: 300, highRate: 3_000, ...s.controllerJump },
     rateLimit: flowPlan(s.rateLimit),
     // Intervals far shorter than the default 10 s, so the run takes seconds, not hours.
@@ -371,6 +376,7 @@ export const CONFIGS: Record<Mode, Config> = {
     cycleKeys: 2_000,
     cycleIdleMs: 1_000,
     scriptCalls: 5_000,
+    pushTracing: { pushes: 50_000, repeats: 3 },
     controllerJump: { warmMs: 4_000, jumpMs: 4_000, steadyMs: 4_000 },
     rateLimit: {
       limitedIds: 500_000,
@@ -414,6 +420,7 @@ export const CONFIGS: Record<Mode, Config> = {
     cycleKeys: 300,
     cycleIdleMs: 250,
     scriptCalls: 500,
+    pushTracing: { pushes: 2_000, repeats: 1 },
     controllerJump: { warmMs: 1_000, jumpMs: 1_500, steadyMs: 1_000 },
     rateLimit: {
       limitedIds: 50_000,

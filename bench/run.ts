@@ -26,6 +26,7 @@ import { noisyNeighbour, TARGET_P99_MS } from './scenarios/noisy-neighbour';
 import { oneIdKeys } from './scenarios/one-id-keys';
 import { oversubscribed } from './scenarios/oversubscribed';
 import { profile } from './scenarios/profile';
+import { pushTracing } from './scenarios/push-tracing';
 import { rateLimit } from './scenarios/rate-limit';
 import { scaleOut } from './scenarios/scale-out';
 import { scriptMicro } from './scenarios/script-micro';
@@ -56,6 +57,8 @@ const SCENARIOS: readonly Scenario[] = [
   cycleCost,
   // The hot scripts one at a time: µs per call, and what each pays before its first statement of work.
   scriptMicro,
+  // What tracePushes costs a push: off, on without a provider, unsampled and sampled.
+  pushTracing,
   // A controller that pushes, under a sudden jump in load.
   controllerJump,
   // Flow control: rateLimit and retryAfter.

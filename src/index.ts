@@ -23,7 +23,7 @@ export {
   type KeyJobView,
 } from './ops/bull-board';
 export { prometheusMetrics, type MetricsRegistry, type PrometheusMetrics, type PrometheusOptions } from './ops/metrics';
-export { sliceTracing, SLICE_SPAN } from './ops/tracing';
+export { sliceTracing, SLICE_SPAN, PUSH_SPAN } from './ops/tracing';
 export { pinoLogger, type PinoLike } from './core/logger';
 export { withKey, currentKey } from './push/context';
 export { TICKET_JOB_NAME } from './storage/ticket-outbox';

@@ -12,6 +12,8 @@ import { boolean, duration, integer, oneOf, onlyKnownOptions, optionalFunction, 
 import { HISTORY_DEFAULTS, validateHistoryOption, type ResolvedHistory } from './ops/history-options';
 import { incidentLogger, silentLogger } from './core/logger';
 import { validatePriorityOption } from './core/priority';
+import { pushSpans } from './ops/tracing';
+import type { OpenPushSpan } from './push/push-span';
 import { MAX_SHARDS } from './storage/shards';
 import type {
   Backoff,
@@ -40,6 +42,8 @@ export interface ResolvedOptions extends RunOptions {
   pushTimeoutMs: number;
   pushesPerCall: number;
   pushLingerMs: number;
+  /** `tracePushes`: opens each push's producer span; undefined when off (see ops/tracing.ts). */
+  pushSpans: OpenPushSpan | undefined;
   merge: MergePolicy;
   maxPendingPerKey: MaxPendingPerKey | undefined;
   /** `false`: no sampling. */
@@ -198,6 +202,7 @@ export const BATCH_BY_KEY_OPTIONS = optionNames<BatchByKeyOptions>()([
   'pushTimeoutMs',
   'pushesPerCall',
   'pushLingerMs',
+  'tracePushes',
   'rateLimit',
   'globalRateLimit',
   'globalConcurrency',
@@ -266,6 +271,7 @@ export function resolveOptions(options: BatchByKeyOptions): ResolvedOptions {
     pushTimeoutMs,
     pushesPerCall: integer('options.pushesPerCall', o.pushesPerCall, DEFAULTS.pushesPerCall, 1, MAX_PUSHES_PER_CALL),
     pushLingerMs,
+    pushSpans: pushSpans(boolean('options.tracePushes', o.tracePushes, false)),
     rateLimit: validateRateLimitOption(o.rateLimit),
     globalLimits: validateGlobalLimits(o.globalRateLimit, o.globalConcurrency),
     maxPendingPerKey: validateMaxPendingOption(o.maxPendingPerKey),

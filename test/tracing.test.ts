@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   context,
   ROOT_CONTEXT,
+  SpanKind,
   SpanStatusCode,
   trace,
   TraceFlags,
@@ -11,10 +12,19 @@ import {
 } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PermanentError, SLICE_SPAN, sliceTracing, type Batcher, type StoreKind } from '../src';
+import {
+  InvalidOptionError,
+  KeyBacklogFullError,
+  PermanentError,
+  PUSH_SPAN,
+  SLICE_SPAN,
+  sliceTracing,
+  type Batcher,
+  type StoreKind,
+} from '../src';
 import { spanContextOf } from '../src/core/trace-context';
 import { tracingWith } from '../src/ops/otel-spans';
-import { keyspaceOf, range, redisClient, testBatcher, waitFor } from './helpers/redis';
+import { keyspaceOf, onCluster, range, redisClient, testBatcher, waitFor } from './helpers/redis';
 
 /**
  * A context manager on AsyncLocalStorage (what @opentelemetry/context-async-hooks does), so that
@@ -198,6 +208,8 @@ describe('links from a slice to the pushes of its ids', () => {
     await context.with(trace.setSpan(context.active(), unsampled), () => b.performBatchLater(['b'], { key }));
     // Nothing but the ids and their lag marks: not even the extras mark (a claim reads nothing more).
     expect(await redis.exists(names(key).traces, names(key).extras)).toBe(0);
+    // Without tracePushes a push opens no span of its own.
+    expect(exporter.getFinishedSpans().filter((s) => s.name === PUSH_SPAN && s.attributes['batch_by_key.key'] === key)).toEqual([]);
     b.createWorker();
     await waitFor(() => processed.length === 2 && slicesOf(key).length > 0, { what: 'the slice' });
     expect(slicesOf(key).flatMap(linked)).toEqual([]);
@@ -249,5 +261,115 @@ describe('links from a slice to the pushes of its ids', () => {
     ]) {
       expect(spanContextOf(bad)).toBeUndefined();
     }
+  });
+});
+
+describe('tracePushes: a producer span per push', () => {
+  const tracer = trace.getTracer('test');
+  const pushSpansOf = (key: string): ReadableSpan[] =>
+    exporter.getFinishedSpans().filter((s) => s.name === PUSH_SPAN && s.attributes['batch_by_key.key'] === key);
+  const slicesOf = (key: string): ReadableSpan[] =>
+    exporter.getFinishedSpans().filter((s) => s.name === SLICE_SPAN && s.attributes['batch_by_key.key'] === key);
+  const traceparentOf = (span: ReadableSpan) => `00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`;
+
+  function setup(store: StoreKind, options: { maxPendingPerKey?: number } = {}) {
+    const processed: string[] = [];
+    const b = testBatcher({
+      store,
+      sliceSize: 10,
+      tracePushes: true,
+      around: sliceTracing(),
+      eachIteration: (ids) => {
+        processed.push(...ids);
+      },
+      ...options,
+    });
+    return { b, processed, redis: redisClient(), names: (key: string) => keyspaceOf(b).forKey(key) };
+  }
+
+  it.each(['list', 'set', 'zset'] as const)(
+    '%s: each push emits one PRODUCER span, its ids carry its context, and the slice that runs them links to it',
+    async (store) => {
+      const key = `produced-${store}`;
+      const { b, processed, redis, names } = setup(store);
+      await b.performBatchLater(['a', 'b'], { key });
+      // The key's job waits: this push is covered by it, but on a Cluster its call cannot see the
+      // job (another slot), and the push makes sure of it after its call.
+      await b.performBatchLater(['c'], { key });
+      const pushes = pushSpansOf(key);
+      expect(
+        pushes.map((s) => ({ kind: s.kind, attributes: s.attributes, status: s.status.code, parent: s.parentSpanContext?.spanId })),
+      ).toEqual([
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: { 'batch_by_key.key': key, 'batch_by_key.ids': 2, 'batch_by_key.store': store, 'batch_by_key.outcome': 'ensured' },
+          status: SpanStatusCode.OK,
+          parent: undefined,
+        },
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: {
+            'batch_by_key.key': key,
+            'batch_by_key.ids': 1,
+            'batch_by_key.store': store,
+            'batch_by_key.outcome': onCluster() ? 'ensured' : 'covered',
+          },
+          status: SpanStatusCode.OK,
+          parent: undefined,
+        },
+      ]);
+      const [first, second] = pushes as [ReadableSpan, ReadableSpan];
+      expect(await redis.hgetall(names(key).traces)).toEqual({
+        a: traceparentOf(first),
+        b: traceparentOf(first),
+        c: traceparentOf(second),
+      });
+      b.createWorker();
+      await waitFor(() => processed.length === 3 && slicesOf(key).length === 1, { what: 'the slice span' });
+      const links = slicesOf(key)[0]!
+        .links.map((l) => l.context.spanId)
+        .sort();
+      expect(links).toEqual([first.spanContext().spanId, second.spanContext().spanId].sort());
+    },
+  );
+
+  it("a push inside the caller's sampled span: the producer span is its child, and the ids carry the producer span's context", async () => {
+    const key = 'produced-in-request';
+    const { b, redis, names } = setup('list');
+    const request = await tracer.startActiveSpan('request', async (span) => {
+      await b.performBatchLater(['a'], { key });
+      span.end();
+      return span.spanContext();
+    });
+    const [produced] = pushSpansOf(key);
+    expect(produced?.spanContext().traceId).toBe(request.traceId);
+    expect(produced?.parentSpanContext?.spanId).toBe(request.spanId);
+    expect(await redis.hgetall(names(key).traces)).toEqual({ a: traceparentOf(produced!) });
+  });
+
+  it('a push in an unsampled trace: its span is not sampled either, and its ids carry no context', async () => {
+    const key = 'produced-unsampled';
+    const { b, redis, names } = setup('list');
+    const unsampled = trace.wrapSpanContext({ traceId: '3'.repeat(32), spanId: '4'.repeat(16), traceFlags: TraceFlags.NONE });
+    await context.with(trace.setSpan(context.active(), unsampled), () => b.performBatchLater(['a'], { key }));
+    expect(pushSpansOf(key)).toEqual([]);
+    expect(await redis.exists(names(key).traces, names(key).extras)).toBe(0);
+  });
+
+  it('a push that rejects records its error on its span', async () => {
+    const key = 'produced-refused';
+    const { b } = setup('list', { maxPendingPerKey: 1 });
+    await expect(b.performBatchLater(['a', 'b'], { key })).rejects.toBeInstanceOf(KeyBacklogFullError);
+    const [refused] = pushSpansOf(key);
+    expect(refused?.attributes).toEqual({ 'batch_by_key.key': key, 'batch_by_key.ids': 2, 'batch_by_key.store': 'list' });
+    expect(refused?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(refused?.events.map((e) => e.name)).toEqual(['exception']);
+  });
+
+  it('tracePushes must be a boolean', () => {
+    expect(() => testBatcher({ tracePushes: 'yes' as never, eachIteration: () => undefined })).toThrow(InvalidOptionError);
+    expect(() => testBatcher({ tracePushes: 'yes' as never, eachIteration: () => undefined })).toThrow(
+      /options.tracePushes must be a boolean, got "yes"/,
+    );
   });
 });

@@ -26,7 +26,11 @@ const INVALID_SPAN_ID = '0'.repeat(16);
 const SAMPLED = 1;
 
 function traceparentIn(api: Api): string | undefined {
-  const span = api.trace.getSpanContext(api.context.active());
+  return traceparentOf(api.trace.getSpanContext(api.context.active()));
+}
+
+/** A span's W3C traceparent, for ids to carry: undefined for none, or an unsampled or invalid one. */
+export function traceparentOf(span: OtelApi.SpanContext | undefined): string | undefined {
   if (!span || (span.traceFlags & SAMPLED) === 0 || !validIds(span.traceId, span.spanId)) return undefined;
   // Only sampled spans get here, so the flags are always `sampled` alone.
   return `00-${span.traceId}-${span.spanId}-01`;

@@ -356,6 +356,15 @@ export interface BatchByKeyOptions<Data = unknown> {
    */
   pushLingerMs?: number;
   /**
+   * OpenTelemetry: each `performBatchLater` emits a PRODUCER span `batch-by-key push` (`PUSH_SPAN`),
+   * a child of the span active where it is called (or a root), with its key, ids count, store and
+   * outcome, and its error when it rejects; its ids carry that span's context, so the slices that
+   * run them under `sliceTracing()` link to it. Needs `@opentelemetry/api` (else a
+   * MissingDependencyError). Off, a push opens no span and costs nothing more.
+   * @default false
+   */
+  tracePushes?: boolean;
+  /**
    * Per-key rate limit: at most `max` ids claimed in any `durationMs` per key, across every
    * worker (see `RateLimit`); or a function giving each key its own (undefined: unlimited),
    * called once per run. Every worker of a batcher should be given the same limits.

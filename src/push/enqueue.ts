@@ -7,11 +7,12 @@ import { queuePrefixOf, type KeyJobs } from '../storage/key-job';
 import type { KeyQueue } from '../storage/job';
 import type { KeyNames } from '../storage/keys';
 import { planPush, type PlanDeps, type StoreHow } from './plan';
-import { checkBacklog, type PushCall } from '../storage/protocol';
+import { checkBacklog, type PushCall, type PushResult } from '../storage/protocol';
 import type { Committer } from '../storage/committer';
 import { jobAddFailed, outcomeOf } from './outcomes';
 import { backlogFullError } from './backlog';
 import { settledTicket } from './tickets';
+import type { OpenPushSpan, PushSpan } from './push-span';
 import type { TicketOutbox } from '../storage/ticket-outbox';
 import type { RedisClient } from '../storage/scripts';
 import type { Key, MergePolicy, PerformOptions, PerformResult, PushItem, StoreKind } from '../core/types';
@@ -31,6 +32,8 @@ export interface EnqueueDeps {
   client: RedisClient;
   /** The longest a push waits for Redis. */
   timeoutMs: number;
+  /** `tracePushes`: opens each push's producer span (ops/tracing.ts); undefined when off. */
+  spans?: OpenPushSpan;
 }
 
 /** What storing a push needs (see `store`). */
@@ -57,16 +60,36 @@ export interface StoreDeps {
  * at most `timeoutMs` for Redis. Once the script call may have gone out, a failure that is not
  * Redis's own answer rejects with a PushOutcomeUnknownError (see outcomes.ts): only then may a
  * rejected push have stored its ids.
+ *
+ * With `tracePushes`, the push runs in a producer span whose context its ids carry. Off, the push
+ * is the same function called directly: no span, no closure, no await more.
  */
-export async function performBatchLater(
+export function performBatchLater(deps: EnqueueDeps, items: ReadonlyArray<PushItem>, options: PerformOptions = {}): Promise<PerformResult> {
+  return deps.spans ? traced(deps, deps.spans(), items, options) : enqueue(deps, items, options, undefined);
+}
+
+async function traced(deps: EnqueueDeps, span: PushSpan, items: ReadonlyArray<PushItem>, options: PerformOptions): Promise<PerformResult> {
+  try {
+    const result = await enqueue(deps, items, options, span);
+    span.end();
+    return result;
+  } catch (error) {
+    span.fail(error);
+    throw error;
+  }
+}
+
+async function enqueue(
   deps: EnqueueDeps,
   items: ReadonlyArray<PushItem>,
-  options: PerformOptions = {},
+  options: PerformOptions,
+  span: PushSpan | undefined,
 ): Promise<PerformResult> {
   const startedAt = Date.now();
   watchErrors(deps.client);
   const plan = await planPush(deps.plan, items, options);
   const { key } = plan;
+  span?.planned(key, plan.result.pushed, deps.store.store);
   // Set once the push's script call is handed to the committer: from then on a deadline cannot
   // tell what Redis did with it, and says so.
   const progress = { sent: false };
@@ -76,7 +99,12 @@ export async function performBatchLater(
       pushTimedOut(key, deps.timeoutMs, progress.sent, deps.client),
     );
   if (!plan.emptyTicket) {
-    if (plan.store) await within(store(deps.store, key, plan.store.names, plan.store.push, plan.store.how, progress));
+    if (plan.store) {
+      // The producer span's context when there is one, else the caller's active span's (see trace-context.ts).
+      const traceparent = span ? span.traceparent() : activeTraceparent();
+      const pushed = await within(store(deps.store, key, plan.store.names, plan.store.push, plan.store.how, traceparent, progress));
+      span?.stored(pushed.covered);
+    }
     return plan.result;
   }
   // Nothing to wait for: a ticket that is settled at once (and so calls back, if asked).
@@ -91,10 +119,10 @@ async function store(
   names: KeyNames,
   { ids, payloads }: NormalizedPush,
   { delayMs, ticket, maxPending, fill, high, level }: StoreHow,
+  traceparent: string | undefined,
   progress: { sent: boolean },
-): Promise<void> {
+): Promise<PushResult> {
   const { client, store: kind } = deps;
-  const traceparent = activeTraceparent();
   await deps.agree();
   // On a Cluster the index and BullMQ's keys sit in other slots than the key's data: the index is
   // written first (so stored ids are always findable by recovery) and the job is always added.
@@ -140,6 +168,7 @@ async function store(
   await deps.keyJobs.afterPush(pushedKey, add, pushed).catch((err: unknown) => {
     throw jobAddFailed(key, err);
   });
+  return pushed;
 }
 
 /**

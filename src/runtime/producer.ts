@@ -78,6 +78,7 @@ export class Producer {
       tickets: runtime.ticketOutbox(),
       client,
       timeoutMs: opts.pushTimeoutMs,
+      ...(opts.pushSpans && { spans: opts.pushSpans }),
     });
   }
 }
