@@ -262,8 +262,6 @@ function setCursor(cursor: unknown, levels: 'both' | 'high' | 'normal'): string 
   if (cursor === undefined) return '';
   const level = typeof cursor === 'string' ? /^(high|normal) \d+ \d+$/.exec(cursor)?.[1] : undefined;
   if (typeof cursor !== 'string' || level === undefined || (levels !== 'both' && level !== levels))
-    throw new InvalidOptionError(
-      `pending cursor must be a next.cursor a pending call of the same level returned, got ${describe(cursor)}`,
-    );
+    throw new InvalidOptionError(`pending cursor must be a next.cursor a pending call of the same level returned, got ${describe(cursor)}`);
   return cursor;
 }

@@ -81,7 +81,13 @@ export async function keyInFlight(client: RedisClient, store: Store, names: KeyN
     // Both are written in one call (fail-slice.lua, claim-key.lua): a missing entry is skipped, not thrown on.
     if (json === undefined) continue;
     const slice = JSON.parse(json) as RetrySlice;
-    retrying.push({ sliceId: due[i]!, ids: slice.ids, attempts: slice.attempts, dueAt: Number(due[i + 1]), firstFailedAt: slice.firstFailedAt });
+    retrying.push({
+      sliceId: due[i]!,
+      ids: slice.ids,
+      attempts: slice.attempts,
+      dueAt: Number(due[i + 1]),
+      firstFailedAt: slice.firstFailedAt,
+    });
   }
   return { running, retrying };
 }
