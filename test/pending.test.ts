@@ -168,7 +168,7 @@ describe('inFlight(key)', () => {
       const { retrying } = await waitFor(
         async () => {
           const now = await b.inFlight('k');
-          return now.retrying.length === 2 && now;
+          return now.retrying.length === 2 ? now : undefined;
         },
         { what: 'the failed slices' },
       );
