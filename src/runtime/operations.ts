@@ -234,7 +234,7 @@ function recoverOptions(options: RecoverOptions = {}): { full: boolean } {
 }
 
 /** Ids at most in one page of `pending` (the reply of one script call). */
-export const MAX_PENDING_PAGE = 1000;
+const MAX_PENDING_PAGE = 1000;
 
 /** `pending`'s options, checked before anything reaches Redis: a set pages by cursor, the others by offset. */
 function pageRequest(store: StoreKind, options: PendingOptions = {}): PageRequest {
