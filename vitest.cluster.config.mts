@@ -27,6 +27,7 @@ export default defineConfig({
         'data',
         'dead-letters',
         'priority',
+        'pending',
         'tickets',
         'ticket-events',
         'errors',

@@ -21,6 +21,8 @@ const METHODS = {
   processor: true,
   attach: true,
   backlog: true,
+  pending: true,
+  inFlight: true,
   stats: true,
   history: true,
   progress: true,

@@ -12,7 +12,19 @@ import { VERSION } from './core/version';
 import { DEFAULTS, resolveOptions, STORES } from './options';
 import { recordedShardCounts, recordedStore } from './storage/agreement';
 import { Keyspace } from './storage/keys';
-import type { Batcher, DeadLetter, DeadLetterQuery, KeyStats, PausedKey, RateLimit, Stats, StoreKind } from './core/types';
+import type {
+  Batcher,
+  DeadLetter,
+  DeadLetterQuery,
+  KeyInFlight,
+  KeyStats,
+  PausedKey,
+  PendingOptions,
+  PendingPage,
+  RateLimit,
+  Stats,
+  StoreKind,
+} from './core/types';
 
 /** Exit codes: scripts can tell a bad command line from a failure at run time. */
 const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
@@ -45,6 +57,11 @@ interface Global {
 const positive = (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+};
+const nonNegative = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be an integer >= 0');
   return n;
 };
 const list = (value: string): string[] => value.split(',').filter((id) => id !== '');
@@ -221,6 +238,33 @@ function formatStats(s: Stats): string {
   return `${lines.join('\n')}\n`;
 }
 
+const idList = (ids: readonly string[]): string => ids.map(shellQuote).join(' ');
+
+/** `keys show`: the key's counts, its running and retrying slices, and a page of its pending ids, each id quoted. */
+function formatKey(key: string, page: PendingPage, held: KeyInFlight): string {
+  const inFlight = held.running.reduce((n, slice) => n + slice.ids.length, 0);
+  const retrying = held.retrying.reduce((n, slice) => n + slice.ids.length, 0);
+  const lines = [
+    `${shellQuote(key)}: pending ${page.high + page.normal} (high ${page.high}, normal ${page.normal}), in flight ${inFlight}, retrying ${retrying}`,
+  ];
+  if (held.running.length > 0)
+    lines.push('running:', ...held.running.map((r) => `  lane ${r.lane}	attempt ${r.attempt}${r.high ? '	high' : ''}	${idList(r.ids)}`));
+  if (held.retrying.length > 0)
+    lines.push(
+      'retrying:',
+      ...held.retrying.map((r) => `  ${shellQuote(r.sliceId)}	attempts ${r.attempts}	due ${new Date(r.dueAt).toISOString()}	${idList(r.ids)}`),
+    );
+  lines.push(`pending (${page.ids.length} listed, in the order they will run):`);
+  for (const p of page.ids) {
+    const ready = p.readyAt === undefined ? '' : `	ready ${new Date(p.readyAt).toISOString()}`;
+    const data = p.payloads.length === 0 ? '' : `	${printable(JSON.stringify(p.payloads))}`;
+    lines.push(`  ${shellQuote(p.id)}	${p.level}${ready}${data}`);
+  }
+  if (page.next)
+    lines.push('offset' in page.next ? `more: --offset ${page.next.offset}` : `more: --cursor ${shellQuote(page.next.cursor)}`);
+  return `${lines.join('\n')}\n`;
+}
+
 /**
  * Calls `onLine` with each line of the input as it is, as the library takes ids: a line ends at
  * `\n`, a `\r` just before it goes too (CRLF files), and nothing else is stripped (spaces, tabs,
@@ -356,6 +400,22 @@ function program(io: Io): Command {
         throw new UsageError('dead purge without --key or --ids deletes every dead letter: add --yes');
       const n = await withBatcher(global(), (b) => b.deadLetters.purge(query(o)), notice);
       out(`purged ${n}\n`);
+    });
+
+  cli
+    .command('keys')
+    .description('one key at a time')
+    .command('show <key>')
+    .description("a key's counts, the slices it runs and retries, and a page of its pending ids in the order they will run")
+    .addOption(new Option('--level <level>', 'only this level (default: both, high first)').choices(['high', 'normal']))
+    .option('--offset <n>', 'list and zset stores: start at this position', nonNegative)
+    .option('--cursor <cursor>', "set store: continue where the last page stopped (its 'more: --cursor')")
+    .option('--limit <n>', 'pending ids listed at most (up to 1000)', positive, 100)
+    .option('--json', 'print JSON')
+    .action(async (key: string, o: PendingOptions & { json?: boolean }) => {
+      const { json, ...options } = o;
+      const [page, held] = await withBatcher(global(), async (b) => Promise.all([b.pending(key, options), b.inFlight(key)]), notice);
+      out(json ? `${JSON.stringify({ key, pending: page, ...held })}\n` : formatKey(key, page, held));
     });
 
   cli

@@ -342,6 +342,35 @@ describe('the batch-by-key CLI', () => {
     expect((await cli([...on(b), 'resume', '--key', '  lead'])).code).toBe(0);
   });
 
+  it('keys show prints the counts and a page of pending ids in run order, quoted, with their data and the next offset', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    const key = 'acct\tone';
+    await b.performBatchLater(['a', { id: 'line\nbreak', data: { n: 1 } }, 'c'], { key });
+    await b.performBatchLater(['h'], { key, priority: 'high' });
+    const shown = await cli([...on(b), 'keys', 'show', key, '--limit', '3']);
+    expect(shown).toMatchObject({ code: 0, stderr: '' });
+    expect(shown.stdout.split('\n')).toEqual([
+      "$'acct\\tone': pending 4 (high 1, normal 3), in flight 0, retrying 0",
+      'pending (3 listed, in the order they will run):',
+      '  h\thigh',
+      '  a\tnormal',
+      `  $'line\\nbreak'\tnormal\t[{"n":1}]`,
+      'more: --offset 3',
+      '',
+    ]);
+    const rest = await cli([...on(b), 'keys', 'show', key, '--offset', '3', '--level', 'normal', '--json']);
+    expect(JSON.parse(rest.stdout)).toEqual({
+      key,
+      pending: { high: 1, normal: 3, ids: [] },
+      running: [],
+      retrying: [],
+    });
+    const level = await cli([...on(b), 'keys', 'show', key, '--level', 'normal', '--offset', '2']);
+    expect(level.stdout).toContain('\n  c\tnormal\n');
+    expect((await cli([...on(b), 'keys', 'show', key, '--limit', '1001'])).code).toBe(2);
+    expect((await cli([...on(b), 'keys', 'show', key, '--cursor', 'normal 0 0'])).code).toBe(2);
+  });
+
   it('exits 2 on usage errors and 1 with a one-line message when Redis is unreachable', async () => {
     const noName = await cli(['stats']);
     expect(noName.code).toBe(2);

@@ -74,6 +74,53 @@ describe('dashboard in a browser', () => {
     await waitFor(async () => (await b.stats()).keys === 0, { what: 'drained' });
   });
 
+  it("a key's page, linked from the keys tables: its running slice and its pending ids with their data, escaped, read-only, in pages", async () => {
+    const gate = new Gate();
+    const b = testBatcher({
+      sliceSize: 2,
+      async eachIteration(_ids, ctx) {
+        await Promise.race([gate.opened, new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }))]);
+      },
+    });
+    await b.performBatchLater(['r1', 'r2', { id: '<i>p1</i>', data: { html: '<b>x</b>' } }, ...range(150, 'p')], { key: XSS_KEY });
+    b.createWorker();
+    await waitFor(async () => (await b.inFlight(XSS_KEY)).running.length === 1, { what: 'the slice in flight' });
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
+    const page = await browser.newPage();
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.accept();
+    });
+    try {
+      await page.goto(`${url}/`);
+      await page.locator('table a', { hasText: XSS_KEY }).first().click();
+      await page.waitForSelector('table.pending');
+      const section = page.locator('section');
+      expect(await section.locator('h2').innerText()).toContain(XSS_KEY);
+      expect(await section.locator('table.running').innerText()).toMatch(/0\t1\tnormal\tr1 r2/);
+      const rows = await section.locator('table.pending tr').allInnerTexts();
+      expect(rows[1]).toBe('<i>p1</i>\tnormal\t\t[{"html":"<b>x</b>"}]');
+      expect(rows).toHaveLength(101);
+      expect(await page.locator('main img, main b, main i, form, button').count()).toBe(0);
+      await page.click('a.next');
+      await page.waitForSelector('table.pending');
+      const rest = await page.locator('table.pending tr').allInnerTexts();
+      expect(rest.slice(1).map((r) => r.split('\t')[0])).toEqual(range(150, 'p').slice(99));
+      expect(await page.locator('a.next').count()).toBe(0);
+      expect(dialogs).toEqual([]);
+    } finally {
+      await page.close();
+      gate.open();
+    }
+    const key64 = Buffer.from(XSS_KEY).toString('base64url');
+    expect((await fetch(`${url}/keys?batcher=${b.name}&key64=${key64}&level=low`)).status).toBe(400);
+    expect((await fetch(`${url}/keys?batcher=${b.name}&key64=${key64}&limit=5000`)).status).toBe(400);
+    expect((await fetch(`${url}/keys?batcher=nope&key64=${key64}`)).status).toBe(404);
+    expect((await fetch(`${url}/keys?batcher=${b.name}`)).status).toBe(400);
+    expect((await fetch(`${url}/keys?batcher=${b.name}&key64=${key64}`, { method: 'POST' })).status).toBe(405);
+  });
+
   it('pauses a key from its form and resumes it from the paused keys table', async () => {
     const rec: string[] = [];
     const b = testBatcher({ eachIteration: (ids) => void rec.push(...ids) });

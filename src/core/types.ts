@@ -550,6 +550,67 @@ export interface Backlog {
   retrying: number;
 }
 
+/** Options of `pending(key, options)`. */
+export interface PendingOptions {
+  /** Which level to list: `'high'` (pushes with `priority: 'high'`), `'normal'`, or both, high first. @default both */
+  level?: 'high' | 'normal';
+  /** List and zset stores: the position of the page's first id (pass the last page's `next`). @default 0 */
+  offset?: number;
+  /** Set store: where the last page stopped (its `next.cursor`); none starts at the beginning. */
+  cursor?: string;
+  /** Ids at most in the page, 1 to 1,000. @default 100 */
+  limit?: number;
+}
+
+/** One pending id of `pending()`. */
+export interface PendingId {
+  id: Id;
+  level: 'high' | 'normal';
+  /** The data its claim would hand the handler, as `ctx.payloads(id)` gives it: [] without data. */
+  payloads: unknown[];
+  /** Zset store: when it is ready (ms, Redis clock); a time still to come for an id not ready yet. */
+  readyAt?: number;
+}
+
+/** A page of a key's pending ids, in the order its claims take them. */
+export interface PendingPage {
+  ids: PendingId[];
+  /** Ids pending at each level (whatever `level` lists). */
+  high: number;
+  normal: number;
+  /** Where the next page starts: spread it into the next call's options; absent on the last page. */
+  next?: { offset: number } | { cursor: string };
+}
+
+/** A slice a run of the key holds now (`inFlight()`). */
+export interface RunningSlice {
+  /** The run's lane (0 unless `concurrencyPerKey` > 1). */
+  lane: number;
+  ids: Id[];
+  /** 1 for a first run; more for a failed slice run again. */
+  attempt: number;
+  /** Whether it was claimed from the high level. */
+  high: boolean;
+}
+
+/** A failed slice backing off before its next run (`inFlight()`). */
+export interface RetryingSlice {
+  sliceId: string;
+  ids: Id[];
+  /** Failed runs so far. */
+  attempts: number;
+  /** When it may run again (ms, Redis clock). */
+  dueAt: number;
+  /** When its first run failed (ms). */
+  firstFailedAt: number;
+}
+
+/** What runs of a key hold now and what waits to run again (`inFlight()`). */
+export interface KeyInFlight {
+  running: RunningSlice[];
+  retrying: RetryingSlice[];
+}
+
 /** One key in `stats()`. */
 export interface KeyStats extends Backlog {
   key: Key;
@@ -747,6 +808,10 @@ export interface Batcher<Data = unknown> {
   attach(worker: Worker): void;
   /** How many ids a key has waiting, in flight and backing off. */
   backlog(key: Key): Promise<Backlog>;
+  /** A page of a key's pending ids in the order they will run, with their data (see docs/api.md). */
+  pending(key: Key, options?: PendingOptions): Promise<PendingPage>;
+  /** The slices runs of a key hold now, per lane, and its failed slices waiting to run again. */
+  inFlight(key: Key): Promise<KeyInFlight>;
   /** Totals, lag and the busiest keys, read from the index of keys with recent pushes (bounded by `maxKeys`). */
   stats(options?: StatsOptions): Promise<Stats>;
   /**

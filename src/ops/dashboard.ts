@@ -3,9 +3,20 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, InvalidIdsError, InvalidKeyError, InvalidOptionError, NotPausedError } from '../core/errors';
 import { CHART_STYLE, historyCharts } from './charts';
 import { esc, formatMs } from './html';
+import { keyHref, keySection } from './key-page';
 import { boolean, integer, isArray, onlyKnownOptions, optionNames } from '../core/validate';
 import { describeLimits, parseConcurrencyInput, parseRateInput } from './limits';
-import type { Batcher, DeadLetter, GlobalLimitsStats, History, KeyStats, PausedKey, Stats, StatsOptions } from '../core/types';
+import type {
+  Batcher,
+  DeadLetter,
+  GlobalLimitsStats,
+  History,
+  KeyStats,
+  PausedKey,
+  PendingOptions,
+  Stats,
+  StatsOptions,
+} from '../core/types';
 
 /** The CLI formats lag as the page does. */
 
@@ -112,13 +123,21 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
           history: await b.history(),
         })),
       );
-      const nonce = randomBytes(16).toString('base64');
-      res.setHeader(
-        'Content-Security-Policy',
-        `default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-${nonce}'; connect-src 'self'; form-action 'self'; ` +
-          `frame-ancestors 'self'`,
-      );
-      return send(res, 200, 'text/html; charset=utf-8', page(views, { base, readOnly: opts.readOnly, token, nonce }));
+      const ctx = { base, readOnly: opts.readOnly, token, nonce: pageNonce(res) };
+      return send(res, 200, 'text/html; charset=utf-8', page(views.map((v) => section(ctx, v)).join(''), ctx));
+    }
+    if (path === '/keys') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'use GET');
+      const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+      const batcher = byName.get(query.get('batcher') ?? '');
+      if (!batcher) throw new HttpError(404, 'unknown batcher');
+      const key = fromBase64url('key64', query.get('key64') ?? '');
+      if (key === undefined) throw new HttpError(400, 'the key page needs key64');
+      const options = pendingQuery(query);
+      const [pending, held] = await Promise.all([batcher.pending(key, options), batcher.inFlight(key)]);
+      const ctx = { base, readOnly: true, token: '', nonce: pageNonce(res) };
+      const view = { base, batcher: batcher.name, key, level: options.level, page: pending, held };
+      return send(res, 200, 'text/html; charset=utf-8', page(keySection(view), ctx));
     }
     const action = /^\/actions\/(requeue|purge|pause|resume|limits)$/.exec(path)?.[1] as Action | undefined;
     if (action) {
@@ -251,12 +270,7 @@ async function readForm(req: IncomingMessage): Promise<Record<string, string | u
   }
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
   // The page's forms send keys and ids encoded (see ENCODED_FIELDS); API clients may send them as text.
-  const decoded = (name: string, v: unknown) => {
-    const text = str(v);
-    if (text === undefined) return undefined;
-    if (!/^[A-Za-z0-9_-]*$/.test(text)) throw new HttpError(400, `${name} must be base64url`);
-    return Buffer.from(text, 'base64url').toString('utf8');
-  };
+  const decoded = (name: string, v: unknown) => fromBase64url(name, str(v) ?? '');
   return {
     batcher: str(fields.batcher),
     key: str(fields.key) ?? decoded('key64', fields.key64),
@@ -265,6 +279,39 @@ async function readForm(req: IncomingMessage): Promise<Record<string, string | u
     rate: limitField('rate', fields.rate),
     concurrency: limitField('concurrency', fields.concurrency),
   };
+}
+
+/** A key or id sent as base64url (see ENCODED_FIELDS); undefined for none. */
+function fromBase64url(name: string, text: string): string | undefined {
+  if (text === '') return undefined;
+  if (!/^[A-Za-z0-9_-]*$/.test(text)) throw new HttpError(400, `${name} must be base64url`);
+  return Buffer.from(text, 'base64url').toString('utf8');
+}
+
+/** The key page's paging, from its query (the library checks the values: a bad one is a 400). */
+function pendingQuery(query: URLSearchParams): PendingOptions {
+  const number = (name: string) => (query.has(name) ? Number(query.get(name)) : undefined);
+  const options: PendingOptions = {};
+  const level = query.get('level');
+  if (level !== null) options.level = level as PendingOptions['level'];
+  const offset = number('offset');
+  if (offset !== undefined) options.offset = offset;
+  const cursor = query.get('cursor');
+  if (cursor !== null) options.cursor = cursor;
+  const limit = number('limit');
+  if (limit !== undefined) options.limit = limit;
+  return options;
+}
+
+/** A fresh nonce for the page's one script, and the policy that allows it alone. */
+function pageNonce(res: ServerResponse): string {
+  const nonce = randomBytes(16).toString('base64');
+  res.setHeader(
+    'Content-Security-Policy',
+    `default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-${nonce}'; connect-src 'self'; form-action 'self'; ` +
+      `frame-ancestors 'self'`,
+  );
+  return nonce;
 }
 
 /**
@@ -318,12 +365,17 @@ function actionForm(ctx: PageContext, action: Action, fields: Record<string, str
   );
 }
 
-function keyTable(caption: string, keys: KeyStats[]): string {
+/** A key, linked to its page. */
+function keyLink(ctx: PageContext, name: string, key: string): string {
+  return `<a href="${esc(keyHref(ctx.base, name, key))}">${esc(key)}</a>`;
+}
+
+function keyTable(ctx: PageContext, name: string, caption: string, keys: KeyStats[]): string {
   if (keys.length === 0) return `<p class="empty">${esc(caption)}: none</p>`;
   const rows = keys
     .map(
       (k) =>
-        `<tr><td class="key">${esc(k.key)}</td><td>${k.pending}</td><td>${k.inFlight}</td><td>${k.retrying}</td><td>` +
+        `<tr><td class="key">${keyLink(ctx, name, k.key)}</td><td>${k.pending}</td><td>${k.inFlight}</td><td>${k.retrying}</td><td>` +
         `${esc(formatMs(k.oldestPendingAgeMs))}</td></tr>`,
     )
     .join('');
@@ -361,7 +413,7 @@ function pausedTable(ctx: PageContext, name: string, paused: PausedKey[]): strin
     .map((p) => {
       const until = p.untilMs === undefined ? 'until resumed' : new Date(p.untilMs).toISOString();
       const resume = ctx.readOnly ? '' : `<td class="actions">${actionForm(ctx, 'resume', { batcher: name, key: p.key }, 'resume')}</td>`;
-      return `<tr><td class="key">${esc(p.key)}</td><td>${esc(until)}</td>${resume}</tr>`;
+      return `<tr><td class="key">${keyLink(ctx, name, p.key)}</td><td>${esc(until)}</td>${resume}</tr>`;
     })
     .join('');
   return (
@@ -381,7 +433,7 @@ function deadTable(ctx: PageContext, name: string, letters: DeadLetter[], total:
         : `<td class="actions">${actionForm(ctx, 'requeue', { batcher: name, key: l.key, id: l.id }, 'requeue')}` +
           `${actionForm(ctx, 'purge', { batcher: name, key: l.key, id: l.id }, 'purge')}</td>`;
       return (
-        `<tr><td class="key">${esc(l.key)}</td><td>${esc(l.id)}</td><td>${l.attempts}</td><td class="error">` +
+        `<tr><td class="key">${keyLink(ctx, name, l.key)}</td><td>${esc(l.id)}</td><td>${l.attempts}</td><td class="error">` +
         `${esc(`${l.error.name}: ${l.error.message}`)}</td><td>${esc(new Date(l.lastFailedAt).toISOString())}</td>${actions}</tr>`
       );
     })
@@ -420,7 +472,7 @@ function section(ctx: PageContext, { stats: s, letters, history }: View): string
   return (
     `<section data-batcher="${esc(s.name)}"><h2>${esc(s.name)}</h2><div class="cards">${cards}</div>` +
     `${note}${historyCharts(history)}<div class="grid">` +
-    `${keyTable('Top keys by backlog', s.topKeys)}${keyTable('Top keys by lag', s.laggingKeys)}</div>` +
+    `${keyTable(ctx, s.name, 'Top keys by backlog', s.topKeys)}${keyTable(ctx, s.name, 'Top keys by lag', s.laggingKeys)}</div>` +
     `${limitsLine(ctx, s.name, s.limits)}${pausedTable(ctx, s.name, s.paused)}${deadTable(ctx, s.name, letters, s.dead)}</section>`
   );
 }
@@ -437,7 +489,8 @@ const STYLE =
   `form.pause,form.limits{margin-top:8px}.bulk{margin-top:8px}button{cursor:pointer;border:1px solid #8a94a8;background:#fff;border-radius:4px;` +
   `padding:2px 8px;margin-right:4px}button.purge{color:#a4262c}.empty{color:#5a6478}.warn{color:#8a5a00}`;
 
-function page(views: View[], ctx: PageContext): string {
+/** The page around its sections (the batchers', or a key's). */
+function page(body: string, ctx: PageContext): string {
   const script =
     `document.querySelectorAll('form[data-confirm]').forEach(function(f){f.addEventListener('submit',` +
     `function(e){if(!confirm(f.dataset.confirm))e.preventDefault();});});`;
@@ -446,6 +499,6 @@ function page(views: View[], ctx: PageContext): string {
     `initial-scale=1"><title>batch-by-key</title><style>${STYLE}${CHART_STYLE}</style></head><body><header><strong>` +
     `batch-by-key</strong><span>${ctx.readOnly ? 'read-only · ' : ''}<a href="${esc(`${ctx.base}/api/v1/stats`)}">/api/v1/stats</a> · ` +
     `<a href="${esc(`${ctx.base}/api/v1/history`)}">/api/v1/history</a> · <a href="${esc(`${ctx.base}/`)}">refresh</a></span></header>` +
-    `<main>${views.map((v) => section(ctx, v)).join('')}</main><script nonce="${esc(ctx.nonce)}">${script}</script></body></html>`
+    `<main>${body}</main><script nonce="${esc(ctx.nonce)}">${script}</script></body></html>`
   );
 }

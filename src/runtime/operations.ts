@@ -2,7 +2,7 @@ import { globalLimitsStats, setGlobalConcurrency, setGlobalRateLimit } from '../
 import { recordedLimits } from '../storage/agreement';
 import { describe, InvalidOptionError, ShardsInUseError } from '../core/errors';
 import { validateKey } from '../core/input';
-import { boolean, onlyKnownOptions, optionNames, requiredInteger } from '../core/validate';
+import { boolean, integer, oneOf, onlyKnownOptions, optionNames, requiredInteger } from '../core/validate';
 import { fillOf } from '../core/fill';
 import { DeadLetterBox } from '../engine/dead-letters';
 import { KeyspaceWalk, listEveryKey, recoverStrandedKeys, type RecoveryDeps } from '../engine/recovery';
@@ -15,12 +15,16 @@ import { keyLevels } from '../storage/job';
 import { MAX_SHARDS } from '../storage/shards';
 import { liveJobKeys } from '../storage/job';
 import { backlog } from '../storage/store';
+import { keyInFlight, pendingPage, type PageRequest } from '../storage/key-reads';
 import type { Producer } from './producer';
 import type { BatcherRuntime } from './runtime';
 import type {
   Backlog,
   History,
   Key,
+  KeyInFlight,
+  PendingOptions,
+  PendingPage,
   KeyStats,
   PausedKey,
   PauseOptions,
@@ -29,6 +33,7 @@ import type {
   Stats,
   StatsOptions,
   RateLimit,
+  StoreKind,
 } from '../core/types';
 
 /** What an operator reads and does: stats, history, backlogs, pauses, dead letters, shard counts, recovery. */
@@ -87,6 +92,17 @@ export class Operations {
 
   async backlog(key: Key): Promise<Backlog> {
     return backlog(this.runtime.client(), this.runtime.store, this.runtime.keyspace.forKey(validateKey(key, 'key')));
+  }
+
+  async pending(key: Key, options?: PendingOptions): Promise<PendingPage> {
+    const { runtime } = this;
+    const names = runtime.keyspace.forKey(validateKey(key, 'key'));
+    return pendingPage(runtime.client(), runtime.store.kind, names, pageRequest(runtime.store.kind, options));
+  }
+
+  async inFlight(key: Key): Promise<KeyInFlight> {
+    const { runtime } = this;
+    return keyInFlight(runtime.client(), runtime.store, runtime.keyspace.forKey(validateKey(key, 'key')));
   }
 
   /**
@@ -215,4 +231,37 @@ function recoverOptions(options: RecoverOptions = {}): { full: boolean } {
     throw new InvalidOptionError(`recover options must be an object, got ${describe(options)}`);
   onlyKnownOptions('recover options', options, optionNames<RecoverOptions>()(['full']));
   return { full: boolean('recover full', options.full, false) };
+}
+
+/** Ids at most in one page of `pending` (the reply of one script call). */
+const MAX_PENDING_PAGE = 1000;
+
+/** `pending`'s options, checked before anything reaches Redis: a set pages by cursor, the others by offset. */
+function pageRequest(store: StoreKind, options: PendingOptions = {}): PageRequest {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`pending options must be an object, got ${describe(options)}`);
+  onlyKnownOptions('pending options', options, optionNames<PendingOptions>()(['level', 'offset', 'cursor', 'limit']));
+  const level = oneOf<PageRequest['levels']>('pending level', options.level, ['high', 'normal'], 'both');
+  const limit = integer('pending limit', options.limit, 100, 1, MAX_PENDING_PAGE);
+  if (store === 'set') {
+    if (options.offset !== undefined)
+      throw new InvalidOptionError(
+        `pending offset is for the list and zset stores; this batcher's set store pages by cursor (pass the last page's next.cursor), got offset ${describe(options.offset)}`,
+      );
+    return { levels: level, offset: 0, cursor: setCursor(options.cursor, level), limit };
+  }
+  if (options.cursor !== undefined)
+    throw new InvalidOptionError(
+      `pending cursor is for the set store; this batcher's ${store} store pages by offset (pass the last page's next.offset), got cursor ${describe(options.cursor)}`,
+    );
+  return { levels: level, offset: integer('pending offset', options.offset, 0, 0), cursor: '', limit };
+}
+
+/** A set's cursor as `pending` returned it (see pending-page.lua), of a level the call lists. */
+function setCursor(cursor: unknown, levels: 'both' | 'high' | 'normal'): string {
+  if (cursor === undefined) return '';
+  const level = typeof cursor === 'string' ? /^(high|normal) \d+ \d+$/.exec(cursor)?.[1] : undefined;
+  if (typeof cursor !== 'string' || level === undefined || (levels !== 'both' && level !== levels))
+    throw new InvalidOptionError(`pending cursor must be a next.cursor a pending call of the same level returned, got ${describe(cursor)}`);
+  return cursor;
 }

@@ -112,6 +112,7 @@ export const SCRIPT_ARGS = {
     true,
   ),
   'due-in': schema('dueInArgs', { store: 'str', fillMin: 'int', fillMaxWaitMs: 'int' } as const),
+  'pending-page': schema('pendingPageArgs', { store: 'str', levels: 'str', offset: 'int', cursor: 'str', limit: 'int' } as const),
   'backlog-check': schema('locals', { store: 'str', maxPending: 'int', high: 'flag' } as const, true),
   claim: schema('claimArgs', CLAIM),
   'claim-and-finish': schema(

@@ -37,6 +37,7 @@ const NAMES = [
   'history-tick',
   'history-append',
   'reads',
+  'pending-page',
   'pause-key',
   'resume-key',
   'agree',
@@ -251,7 +252,7 @@ const COMMAND_NAMES = new Map(NAMES.map((name) => [name, commandName(name)]));
  * out of memory (as it ran them by EVALSHA), where it refuses a function that may write before it
  * starts.
  */
-const READ_ONLY: ReadonlySet<ScriptName> = new Set(['due-in', 'queue-load', 'reads', 'backlog-check', 'limits-read']);
+const READ_ONLY: ReadonlySet<ScriptName> = new Set(['due-in', 'queue-load', 'reads', 'pending-page', 'backlog-check', 'limits-read']);
 
 /**
  * A line of an include that resets state of its own that lives for one call (the clock, read once

@@ -4,6 +4,7 @@ import type { Store } from './store';
 export const setStore: Store = {
   kind: 'set',
   size: (key) => ({ command: 'SCARD', keys: [key] }),
+  members: (key) => ({ command: 'SMEMBERS', keys: [key] }),
   oldest: (names) => ({ command: 'GET', keys: [names.pushMarks] }),
   pendingSince: (reply) => (typeof reply === 'string' ? Number(reply) : undefined),
 };

@@ -3,7 +3,7 @@ import type { StoreKind } from '../../core/types';
 
 /** One read-only command: its name, the keys it names and its other arguments. */
 export interface Read {
-  command: 'LLEN' | 'SCARD' | 'ZCARD' | 'LINDEX' | 'GET' | 'ZRANGE' | 'HVALS' | 'EXISTS';
+  command: 'LLEN' | 'SCARD' | 'ZCARD' | 'LINDEX' | 'GET' | 'ZRANGE' | 'HVALS' | 'EXISTS' | 'LRANGE' | 'SMEMBERS';
   keys: readonly string[];
   args?: readonly (string | number)[];
 }
@@ -17,6 +17,8 @@ export interface Store {
   readonly kind: StoreKind;
   /** The read that counts the ids of one of its structures (pending, or a lane's in-flight). */
   size(key: string): Read;
+  /** The read of every id of one of its structures: a lane's in-flight ids, at most a slice. */
+  members(key: string): Read;
   /** A read whose reply `pendingSince` reads. */
   oldest(names: KeyNames): Read;
   /** When the oldest pending id was ready (zset), or no later than when it was pushed (list: at most one claim interval earlier; set); undefined when unknown. */
