@@ -49,6 +49,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     stats: async (statsOptions) => track(operations.stats(statsOptions)),
     history: async () => track(operations.history()),
     backlog: async (key) => track(operations.backlog(key)),
+    drop: async (key, dropOptions) => track(operations.drop(key, dropOptions)),
     recover: async (recoverOptions) => track(operations.recover(0, recoverOptions)),
     shardCounts: async () => track(operations.shardCounts()),
     retireShardCount: async (count) => track(operations.retireShardCount(count)),

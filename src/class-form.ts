@@ -21,6 +21,7 @@ const METHODS = {
   processor: true,
   attach: true,
   backlog: true,
+  drop: true,
   stats: true,
   history: true,
   progress: true,

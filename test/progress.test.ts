@@ -18,6 +18,7 @@ describe('bulk progress', () => {
           total: 95,
           done: done.length,
           failed: failed.length,
+          dropped: 0,
           pending: 95 - done.length - failed.length,
           errors: seen.errors,
           sealed: true,

@@ -15,10 +15,15 @@ import { keyLevels } from '../storage/job';
 import { MAX_SHARDS } from '../storage/shards';
 import { liveJobKeys } from '../storage/job';
 import { backlog } from '../storage/store';
+import { dropKey } from '../storage/drop';
+import { KeyJobs } from '../storage/key-job';
+import { log } from '../core/logger';
 import type { Producer } from './producer';
 import type { BatcherRuntime } from './runtime';
 import type {
   Backlog,
+  Dropped,
+  DropOptions,
   History,
   Key,
   KeyStats,
@@ -87,6 +92,33 @@ export class Operations {
 
   async backlog(key: Key): Promise<Backlog> {
     return backlog(this.runtime.client(), this.runtime.store, this.runtime.keyspace.forKey(validateKey(key, 'key')));
+  }
+
+  /**
+   * Drops the key's backlog (storage/drop.ts, one call in its slot), then what lives elsewhere:
+   * its job, if it still waits (a push since found no pointer and added its own, so removing this
+   * one strands nothing), the callbacks of the tickets it settled (left in the key's outbox for
+   * the recovery sweep if this fails), and with `deadLetters` its dead letters (their own slot:
+   * a second call).
+   */
+  async drop(rawKey: Key, options?: DropOptions): Promise<Dropped> {
+    const key = validateKey(rawKey, 'key');
+    const { deadLetters } = dropOptions(options);
+    const { runtime } = this;
+    const client = runtime.client();
+    const removed = await dropKey(client, runtime.opts.store, runtime.keyspace.forKey(key), key, runtime.shards.forKey(key));
+    if (removed.jobId !== undefined) await new KeyJobs(client, (k) => runtime.queueOf(k)).remove(key, removed.jobId);
+    await runtime
+      .ticketOutbox()
+      .hand(key, removed.settled)
+      .catch((err: unknown) =>
+        log(runtime.opts.logger, 'warn', 'batch-by-key: could not add ticket callbacks after a drop; the recovery sweep will', {
+          err,
+          key,
+        }),
+      );
+    const { pending, inFlight, retrying, tickets } = removed;
+    return { pending, inFlight, retrying, tickets, deadLetters: deadLetters ? await this.deadLetters.purge({ key }) : 0 };
   }
 
   /**
@@ -215,4 +247,12 @@ function recoverOptions(options: RecoverOptions = {}): { full: boolean } {
     throw new InvalidOptionError(`recover options must be an object, got ${describe(options)}`);
   onlyKnownOptions('recover options', options, optionNames<RecoverOptions>()(['full']));
   return { full: boolean('recover full', options.full, false) };
+}
+
+/** `drop`'s options, checked before anything reaches Redis. */
+function dropOptions(options: DropOptions = {}): { deadLetters: boolean } {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`drop options must be an object, got ${describe(options)}`);
+  onlyKnownOptions('drop options', options, optionNames<DropOptions>()(['deadLetters']));
+  return { deadLetters: boolean('drop deadLetters', options.deadLetters, false) };
 }

@@ -39,6 +39,7 @@ const NAMES = [
   'reads',
   'pause-key',
   'resume-key',
+  'drop',
   'agree',
   'forget-shard-count',
   'limits-enter',
