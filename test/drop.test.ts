@@ -130,6 +130,30 @@ describe('drop(key, options?)', () => {
     });
   });
 
+  it('with lanes (concurrencyPerKey 2): the slices in flight in every lane are counted and abandoned', async () => {
+    const gate = new Gate();
+    const rec = new Recorder();
+    const lost: string[] = [];
+    const b = testBatcher({
+      sliceSize: 2,
+      concurrencyPerKey: 2,
+      async eachIteration(ids, ctx) {
+        rec.handler(ids, ctx);
+        await gate.opened;
+      },
+    });
+    b.on('interrupted', ({ reason }) => lost.push(reason));
+    await b.performBatchLater(range(10), { key: 'k' });
+    b.createWorker();
+    await waitFor(() => rec.calls.length === 2, { what: 'both lanes running' });
+    expect(await b.drop('k')).toEqual({ pending: 6, inFlight: 4, retrying: 0, tickets: 0, deadLetters: 0 });
+    gate.open();
+    await waitFor(() => lost.includes('lock_lost'), { what: 'the run to find its lock lost' });
+    await waitFor(async () => (await leftOf(b, 'k')).length === 0, { what: 'nothing of the key left' });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(rec.calls).toHaveLength(2);
+  });
+
   it('counts failed slices backing off as retrying, and settles their tickets as dropped (with a callback)', async () => {
     const settled: { dropped: number; success: boolean }[] = [];
     const b = testBatcher({
