@@ -26,6 +26,7 @@ export default defineConfig({
         'context',
         'data',
         'dead-letters',
+        'drop',
         'priority',
         'pending',
         'tickets',

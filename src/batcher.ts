@@ -51,6 +51,7 @@ export function createBatcher(options: BatchByKeyOptions, handler: (() => EachIt
     backlog: async (key) => track(operations.backlog(key)),
     pending: async (key, pendingOptions) => track(operations.pending(key, pendingOptions)),
     inFlight: async (key) => track(operations.inFlight(key)),
+    drop: async (key, dropOptions) => track(operations.drop(key, dropOptions)),
     recover: async (recoverOptions) => track(operations.recover(0, recoverOptions)),
     shardCounts: async () => track(operations.shardCounts()),
     retireShardCount: async (count) => track(operations.retireShardCount(count)),

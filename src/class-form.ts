@@ -23,6 +23,7 @@ const METHODS = {
   backlog: true,
   pending: true,
   inFlight: true,
+  drop: true,
   stats: true,
   history: true,
   progress: true,

@@ -436,6 +436,35 @@ function program(io: Io): Command {
       out(`resumed ${o.key}\n`);
     });
   cli
+    .command('drop')
+    .description("delete a key's whole backlog (pending, in flight, retrying): its tickets count the ids as dropped")
+    .requiredOption('--key <key>', 'the key to drop')
+    .option('--dead-letters', "also delete the key's dead letters")
+    .option('--yes', 'needed: without it, only says what would be dropped')
+    .option('--json', 'print JSON')
+    .action(async (o: { key: string; deadLetters?: boolean; yes?: boolean; json?: boolean }) => {
+      const dropped = await withBatcher(
+        global(),
+        async (b) => {
+          if (!o.yes) {
+            const { pending, inFlight, retrying } = await b.backlog(o.key);
+            const letters = o.deadLetters ? `, ${await b.deadLetters.count({ key: o.key })} dead letters` : '';
+            throw new UsageError(
+              `drop would delete from key ${shellQuote(o.key)} ${pending} pending, ${inFlight} in flight and ${retrying} retrying ids${letters}: add --yes`,
+            );
+          }
+          return b.drop(o.key, { deadLetters: o.deadLetters === true });
+        },
+        notice,
+      );
+      out(
+        o.json
+          ? `${JSON.stringify(dropped)}\n`
+          : `dropped ${shellQuote(o.key)}: ${dropped.pending} pending, ${dropped.inFlight} in flight, ${dropped.retrying} retrying, ` +
+              `${dropped.tickets} tickets, ${dropped.deadLetters} dead letters\n`,
+      );
+    });
+  cli
     .command('paused')
     .description('list the keys paused now')
     .option('--json', 'print JSON lines')

@@ -274,6 +274,27 @@ describe('the batch-by-key CLI', () => {
     expect(await redisClient().hget(config, 'globalConcurrency')).toBe('3');
   });
 
+  it('drop refuses without --yes (exit 2), saying what it would drop; with it, drops and prints the counts', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(range(3), { key: 'an account' });
+    await b.performBatchLater(['h'], { key: 'an account', priority: 'high' });
+    const refused = await cli([...on(b), 'drop', '--key', 'an account']);
+    expect(refused).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: "batch-by-key: drop would delete from key 'an account' 4 pending, 0 in flight and 0 retrying ids: add --yes\n",
+    });
+    expect(await b.backlog('an account')).toMatchObject({ pending: 4 });
+    expect(await cli([...on(b), 'drop', '--key', 'an account', '--yes'])).toEqual({
+      code: 0,
+      stdout: "dropped 'an account': 4 pending, 0 in flight, 0 retrying, 0 tickets, 0 dead letters\n",
+      stderr: '',
+    });
+    expect(await b.backlog('an account')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+    const json = await cli([...on(b), 'drop', '--key', 'an account', '--yes', '--dead-letters', '--json']);
+    expect(JSON.parse(json.stdout)).toEqual({ pending: 0, inFlight: 0, retrying: 0, tickets: 0, deadLetters: 0 });
+  });
+
   it('limits set wakes the keys waiting for a limit though the CLI exits at once: the workers hear the change', async () => {
     const { b, ran } = await keysRefusedByTheWindow();
     expect(await cli([...on(b), 'limits', 'set', '--rate', '1000/1000'])).toMatchObject({ code: 0 });

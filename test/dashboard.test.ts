@@ -300,6 +300,29 @@ describe('dashboard over HTTP', () => {
     expect(await b.deadLetters.count()).toBe(0);
   });
 
+  it('the drop action drops a key behind the token and answers the counts; refused without the token or a key', async () => {
+    const b = testBatcher({ eachIteration: () => {} });
+    await b.performBatchLater(range(3), { key: 'an account' });
+    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
+    const token = /name="token" value="([0-9a-f]+)"/.exec(await (await fetch(`${url}/`)).text())![1]!;
+    const drop = (fields: Record<string, unknown>, csrf = token) =>
+      fetch(`${url}/actions/drop`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-csrf-token': csrf },
+        body: JSON.stringify({ batcher: b.name, ...fields }),
+      });
+    expect((await drop({ key: 'an account' }, 'f'.repeat(48))).status).toBe(403);
+    expect((await drop({})).status).toBe(400);
+    expect((await drop({ key: 'an account', deadLetters: 'maybe' })).status).toBe(400);
+    expect(await b.backlog('an account')).toMatchObject({ pending: 3 });
+    const ok = await drop({ key: 'an account', deadLetters: true });
+    expect(await ok.json()).toEqual({
+      key: 'an account',
+      dropped: { pending: 3, inFlight: 0, retrying: 0, tickets: 0, deadLetters: 0 },
+    });
+    expect(await b.backlog('an account')).toEqual({ pending: 0, inFlight: 0, retrying: 0 });
+  });
+
   it('a proxy that terminates TLS says so with X-Forwarded-Proto: its https origin passes; http does not', async () => {
     const { b } = await workload();
     const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));

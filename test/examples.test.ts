@@ -24,7 +24,9 @@ describe('examples/quickstart.mts', () => {
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code).toBe(0);
-    expect(stdout).toBe('acct-42: refreshing s1, s2, s3\n{ total: 3, done: 3, failed: 0, pending: 0, errors: [], sealed: true }\n');
+    expect(stdout).toBe(
+      'acct-42: refreshing s1, s2, s3\n{\n  total: 3,\n  done: 3,\n  failed: 0,\n  dropped: 0,\n  pending: 0,\n  errors: [],\n  sealed: true\n}\n',
+    );
   });
 });
 

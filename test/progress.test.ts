@@ -18,6 +18,7 @@ describe('bulk progress', () => {
           total: 95,
           done: done.length,
           failed: failed.length,
+          dropped: 0,
           pending: 95 - done.length - failed.length,
           errors: seen.errors,
           sealed: true,
@@ -32,7 +33,7 @@ describe('bulk progress', () => {
       },
     });
     ({ ticket } = (await b.performBatchLater(range(95), { key: 'k', track: true })) as { ticket: string });
-    expect(await b.progress(ticket)).toEqual({ total: 95, done: 0, failed: 0, pending: 95, errors: [], sealed: true });
+    expect(await b.progress(ticket)).toEqual({ total: 95, done: 0, failed: 0, dropped: 0, pending: 95, errors: [], sealed: true });
     b.createWorker();
     const final = await b.waitFor(ticket);
     expect(mismatches).toEqual([]);
@@ -86,6 +87,7 @@ describe('bulk progress', () => {
       total: 40,
       done: 39,
       failed: 1,
+      dropped: 0,
       pending: 0,
       errors: [{ id: '13', message: '13 is unlucky' }],
       sealed: true,
@@ -95,7 +97,7 @@ describe('bulk progress', () => {
   it('a push of no ids has a ticket with nothing pending; untracked pushes have none', async () => {
     const b = testBatcher({ eachIteration: () => {} });
     const empty = await b.performBatchLater([], { key: 'k', track: true });
-    expect(await b.waitFor(empty.ticket)).toEqual({ total: 0, done: 0, failed: 0, pending: 0, errors: [], sealed: true });
+    expect(await b.waitFor(empty.ticket)).toEqual({ total: 0, done: 0, failed: 0, dropped: 0, pending: 0, errors: [], sealed: true });
     expect((await b.performBatchLater(['1'], { key: 'k' })).ticket).toBeUndefined();
   });
 

@@ -485,7 +485,7 @@ export type Priority = 'normal' | 'high';
 /** What `onTicketSettled` gets: the ticket's final progress. */
 export interface TicketOutcome extends Progress {
   ticket: Ticket;
-  /** Every id succeeded (`failed` is 0); otherwise it is only complete: every id ran and is done or dead. */
+  /** Every id succeeded (`failed` and `dropped` are 0); otherwise it is only complete: every id is done, dead or dropped. */
   success: boolean;
 }
 
@@ -517,7 +517,9 @@ export interface Progress {
   done: number;
   /** Dead-lettered. */
   failed: number;
-  /** total - done - failed: waiting, in flight or backing off. */
+  /** Removed by an operator's `drop` of the key before they ran (0 for a ticket no drop touched). */
+  dropped: number;
+  /** total - done - failed - dropped: waiting, in flight or backing off. */
   pending: number;
   /** The first errors of dead ids (at most 100). */
   errors: { id: Id; message: string }[];
@@ -609,6 +611,26 @@ export interface RetryingSlice {
 export interface KeyInFlight {
   running: RunningSlice[];
   retrying: RetryingSlice[];
+}
+
+/** Options of `drop`. */
+export interface DropOptions {
+  /** Also remove the key's dead letters. @default false */
+  deadLetters?: boolean;
+}
+
+/** What `drop` removed from a key, by kind (ids count once per entry, as `backlog` counts them). */
+export interface Dropped {
+  /** Ids that were waiting, at both levels (normal and `priority: 'high'`). */
+  pending: number;
+  /** Ids of slices a running run held, in every lane: abandoned (their handler may still run; they are not run again). */
+  inFlight: number;
+  /** Ids of failed slices that were backing off. */
+  retrying: number;
+  /** Tickets that counted some of those ids as `dropped`. */
+  tickets: number;
+  /** Dead letters of the key removed (only with `deadLetters: true`). */
+  deadLetters: number;
 }
 
 /** One key in `stats()`. */
@@ -812,6 +834,12 @@ export interface Batcher<Data = unknown> {
   pending(key: Key, options?: PendingOptions): Promise<PendingPage>;
   /** The slices runs of a key hold now, per lane, and its failed slices waiting to run again. */
   inFlight(key: Key): Promise<KeyInFlight>;
+  /**
+   * Removes a key's whole backlog in one step (pending at both levels, in flight, backing off, its
+   * data, tickets' ids counted as dropped, its waiting job) and fences off a run holding it: its
+   * slice in flight is abandoned, nothing of it comes back. A pause is kept. Returns what went, by kind.
+   */
+  drop(key: Key, options?: DropOptions): Promise<Dropped>;
   /** Totals, lag and the busiest keys, read from the index of keys with recent pushes (bounded by `maxKeys`). */
   stats(options?: StatsOptions): Promise<Stats>;
   /**

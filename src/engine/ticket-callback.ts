@@ -38,7 +38,7 @@ export async function runTicketCallback(
     else signal.addEventListener('abort', onAbort, { once: true });
   });
   const call = Promise.resolve()
-    .then(() => callback({ ...p, ticket, success: p.failed === 0 }, ticket, signal))
+    .then(() => callback({ ...p, ticket, success: p.failed === 0 && p.dropped === 0 }, ticket, signal))
     .catch((thrown: unknown) => {
       // BullMQ's failure handling reads the error's fields: a bare `undefined` would break it.
       throw thrown instanceof Error

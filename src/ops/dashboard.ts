@@ -93,7 +93,7 @@ function validateOrigins(origins: unknown): string[] {
 
 /**
  * The operator's page and `/api/v1/stats`. It authenticates nobody: mount it behind the app's
- * own auth. Actions (requeue, purge, pause, resume, limits) exist only with `readOnly: false`, and need a same-origin
+ * own auth. Actions (requeue, purge, pause, resume, limits, drop) exist only with `readOnly: false`, and need a same-origin
  * request carrying this handler's token, so another site cannot post them with the operator's cookies.
  */
 export function dashboard(options: DashboardOptions): DashboardHandler {
@@ -139,7 +139,7 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
       const view = { base, batcher: batcher.name, key, level: options.level, page: pending, held };
       return send(res, 200, 'text/html; charset=utf-8', page(keySection(view), ctx));
     }
-    const action = /^\/actions\/(requeue|purge|pause|resume|limits)$/.exec(path)?.[1] as Action | undefined;
+    const action = /^\/actions\/(requeue|purge|pause|resume|limits|drop)$/.exec(path)?.[1] as Action | undefined;
     if (action) {
       if (req.method !== 'POST') throw new HttpError(405, 'use POST');
       if (opts.readOnly) throw new HttpError(403, 'this dashboard is read-only');
@@ -170,7 +170,7 @@ export function dashboard(options: DashboardOptions): DashboardHandler {
   };
 }
 
-type Action = 'requeue' | 'purge' | 'pause' | 'resume' | 'limits';
+type Action = 'requeue' | 'purge' | 'pause' | 'resume' | 'limits' | 'drop';
 
 /** Runs a posted action; its JSON reply. */
 async function act(batcher: Batcher, action: Action, form: Record<string, string | undefined>): Promise<Record<string, unknown>> {
@@ -183,6 +183,10 @@ async function act(batcher: Batcher, action: Action, form: Record<string, string
     if (rate !== undefined) await batcher.setGlobalRateLimit(rate);
     if (concurrency !== undefined) await batcher.setGlobalConcurrency(concurrency);
     return { limits: (await batcher.stats({ maxKeys: 1, top: 1 })).limits };
+  }
+  if (action === 'drop') {
+    if (form.key === undefined) throw new HttpError(400, 'drop needs a key');
+    return { key: form.key, dropped: await batcher.drop(form.key, { deadLetters: form.deadLetters === 'true' }) };
   }
   if (action === 'pause' || action === 'resume') {
     if (form.key === undefined) throw new HttpError(400, `${action} needs a key`);
@@ -278,6 +282,7 @@ async function readForm(req: IncomingMessage): Promise<Record<string, string | u
     token: str(fields.token) ?? headerToken,
     rate: limitField('rate', fields.rate),
     concurrency: limitField('concurrency', fields.concurrency),
+    deadLetters: flagField('deadLetters', fields.deadLetters),
   };
 }
 
@@ -326,6 +331,13 @@ function limitField(name: 'rate' | 'concurrency', v: unknown): string | undefine
   if (name === 'concurrency' && typeof v === 'number') return String(v);
   const taken = name === 'rate' ? "text: max/durationMs (600/60000, say) or 'off'" : "a number, or text: a number or 'off'";
   throw new HttpError(400, `${name} must be ${taken}, got ${JSON.stringify(v)}`);
+}
+
+/** A yes/no field (drop's `deadLetters`): a JSON boolean, or text 'true' or 'false'; absent is 'false'. */
+function flagField(name: string, v: unknown): 'true' | 'false' {
+  if (v === undefined || v === '' || v === false || v === 'false') return 'false';
+  if (v === true || v === 'true') return 'true';
+  throw new HttpError(400, `${name} must be true or false, got ${JSON.stringify(v)}`);
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string): void {

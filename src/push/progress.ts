@@ -43,11 +43,13 @@ export async function progress(client: RedisClient, keyspace: Keyspace, ticket: 
   const total = Number(counts.total);
   const done = Number(counts.done ?? 0);
   const failed = Number(counts.failed ?? 0);
+  const dropped = Number(counts.dropped ?? 0);
   return {
     total,
     done,
     failed,
-    pending: total - done - failed,
+    dropped,
+    pending: total - done - failed - dropped,
     errors: errors.map((json) => JSON.parse(json) as { id: Id; message: string }),
     sealed: counts.sealed !== '0',
   };
@@ -57,7 +59,7 @@ export async function progress(client: RedisClient, keyspace: Keyspace, ticket: 
 const WAIT_FOR_OPTIONS = optionNames<WaitForOptions>()(['timeoutMs', 'pollMs', 'onProgress']);
 
 const sameCounts = (a: Progress | undefined, b: Progress): boolean =>
-  a !== undefined && a.total === b.total && a.done === b.done && a.failed === b.failed && a.sealed === b.sealed;
+  a !== undefined && a.total === b.total && a.done === b.done && a.failed === b.failed && a.dropped === b.dropped && a.sealed === b.sealed;
 
 /**
  * Reads progress() until nothing is pending, each time the scripts announce a change of the

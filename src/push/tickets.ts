@@ -34,7 +34,7 @@ async function open(outbox: TicketOutbox, key: Key, callback: boolean): Promise<
   const hash = ticketHash(deps.keyspace.forKey(key), id);
   await deps.client
     .multi()
-    .hset(hash, { total: 0, done: 0, failed: 0, sealed: '0', ttl: deps.ticketTtlMs, cb: callback ? '1' : '0' })
+    .hset(hash, { total: 0, done: 0, failed: 0, dropped: 0, sealed: '0', ttl: deps.ticketTtlMs, cb: callback ? '1' : '0' })
     .pexpire(hash, deps.ticketTtlMs)
     .exec();
   return id;

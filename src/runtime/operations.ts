@@ -16,10 +16,15 @@ import { MAX_SHARDS } from '../storage/shards';
 import { liveJobKeys } from '../storage/job';
 import { backlog } from '../storage/store';
 import { keyInFlight, pendingPage, type PageRequest } from '../storage/key-reads';
+import { dropKey } from '../storage/drop';
+import { KeyJobs } from '../storage/key-job';
+import { log } from '../core/logger';
 import type { Producer } from './producer';
 import type { BatcherRuntime } from './runtime';
 import type {
   Backlog,
+  Dropped,
+  DropOptions,
   History,
   Key,
   KeyInFlight,
@@ -103,6 +108,33 @@ export class Operations {
   async inFlight(key: Key): Promise<KeyInFlight> {
     const { runtime } = this;
     return keyInFlight(runtime.client(), runtime.store, runtime.keyspace.forKey(validateKey(key, 'key')));
+  }
+
+  /**
+   * Drops the key's backlog (storage/drop.ts, one call in its slot), then what lives elsewhere:
+   * its job, if it still waits (a push since found no pointer and added its own, so removing this
+   * one strands nothing), the callbacks of the tickets it settled (left in the key's outbox for
+   * the recovery sweep if this fails), and with `deadLetters` its dead letters (their own slot:
+   * a second call).
+   */
+  async drop(rawKey: Key, options?: DropOptions): Promise<Dropped> {
+    const key = validateKey(rawKey, 'key');
+    const { deadLetters } = dropOptions(options);
+    const { runtime } = this;
+    const client = runtime.client();
+    const removed = await dropKey(client, runtime.opts.store, runtime.keyspace.forKey(key), key, runtime.shards.forKey(key));
+    if (removed.jobId !== undefined) await new KeyJobs(client, (k) => runtime.queueOf(k)).remove(key, removed.jobId);
+    await runtime
+      .ticketOutbox()
+      .hand(key, removed.settled)
+      .catch((err: unknown) =>
+        log(runtime.opts.logger, 'warn', 'batch-by-key: could not add ticket callbacks after a drop; the recovery sweep will', {
+          err,
+          key,
+        }),
+      );
+    const { pending, inFlight, retrying, tickets } = removed;
+    return { pending, inFlight, retrying, tickets, deadLetters: deadLetters ? await this.deadLetters.purge({ key }) : 0 };
   }
 
   /**
@@ -264,4 +296,12 @@ function setCursor(cursor: unknown, levels: 'both' | 'high' | 'normal'): string 
   if (typeof cursor !== 'string' || level === undefined || (levels !== 'both' && level !== levels))
     throw new InvalidOptionError(`pending cursor must be a next.cursor a pending call of the same level returned, got ${describe(cursor)}`);
   return cursor;
+}
+
+/** `drop`'s options, checked before anything reaches Redis. */
+function dropOptions(options: DropOptions = {}): { deadLetters: boolean } {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidOptionError(`drop options must be an object, got ${describe(options)}`);
+  onlyKnownOptions('drop options', options, optionNames<DropOptions>()(['deadLetters']));
+  return { deadLetters: boolean('drop deadLetters', options.deadLetters, false) };
 }

@@ -143,6 +143,18 @@ export class KeyJobs {
     }
   }
 
+  /**
+   * Removes the key's job `jobId` (its pointer's, read by an operator's drop) if it is still
+   * this key's and has not ended, through BullMQ's public remove, which refuses an active job: its
+   * run lost the key's lock to the drop and ends by itself. Whether it went.
+   */
+  async remove(key: Key, jobId: string): Promise<boolean> {
+    const queue = this.queueOf(key);
+    const job = await queue.getJob(jobId);
+    if (job?.name !== JOB_NAME || job.data?.key !== key || job.finishedOn !== undefined) return false;
+    return (await queue.remove(jobId)) === 1;
+  }
+
   /** Remembers what a push to a key that may wait to fill found (see `FillingKeys`). */
   private saw(push: PushedKey, pushed: PushResult): void {
     if (push.mayFill) this.filling.saw(push.key, pushed.waitMs);

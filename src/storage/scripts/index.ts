@@ -40,6 +40,7 @@ const NAMES = [
   'pending-page',
   'pause-key',
   'resume-key',
+  'drop',
   'agree',
   'forget-shard-count',
   'limits-enter',

@@ -50,15 +50,16 @@ local function announceTicket(log, ticketPrefix, ticket)
   redis.pcall('PUBLISH', ticketPrefix .. TICKET_CHANNEL_SUFFIX, ticket)
 end
 
--- A ticket settles when its every id is done or failed, once it is sealed (an open ticket is
--- not, until sealTicket): exactly once (HSETNX `settled`), whichever call counts its last id.
+-- A ticket settles when its every id is done, failed or dropped (an operator's `drop`), once it
+-- is sealed (an open ticket is not, until sealTicket): exactly once (HSETNX `settled`), whichever
+-- call counts its last id.
 -- A ticket that asked for a callback (`cb`) goes to the key's outbox in that same call, for a
 -- worker to turn into the callback's BullMQ job (see tickets.ts): a crash after this call
 -- leaves it in the outbox, never lost. Its status lives `ttl` ms more from now.
 local function settleTicket(log, hash, ticket, outbox)
-  local t = redis.call('HMGET', hash, 'total', 'done', 'failed', 'sealed', 'ttl', 'cb')
+  local t = redis.call('HMGET', hash, 'total', 'done', 'failed', 'sealed', 'ttl', 'cb', 'dropped')
   if not t[1] or t[4] == '0' then return false end
-  if tonumber(t[1]) ~= tonumber(t[2] or 0) + tonumber(t[3] or 0) then return false end
+  if tonumber(t[1]) ~= tonumber(t[2] or 0) + tonumber(t[3] or 0) + tonumber(t[7] or 0) then return false end
   if redis.call('HSETNX', hash, 'settled', '1') == 0 then return false end
   if t[6] == '1' then
     redis.call('RPUSH', outbox, ticket)
@@ -97,4 +98,24 @@ end
 local function creditAll(log, trackedInFlight, ticketPrefix, outbox, field)
   if redis.call('EXISTS', trackedInFlight) == 0 then return end
   for _, id in ipairs(redis.call('HKEYS', trackedInFlight)) do creditOne(log, trackedInFlight, ticketPrefix, outbox, id, field) end
+end
+
+-- Counts every id a tracked hash (`tracked`: waiting, `trackedInFlight`: in flight) holds as
+-- dropped on each of its tickets that has not expired, once per push of the id as an ack counts it
+-- done, and deletes the hash: an operator's `drop` of the key (drop.lua). `touched` collects the
+-- tickets counted, for the caller to settle once every hash of the key is counted (a ticket with
+-- ids in several of them settles once, on its last count).
+local function dropTracked(log, tracked, ticketPrefix, touched)
+  if redis.call('EXISTS', tracked) == 0 then return end
+  for _, tickets in ipairs(redis.call('HVALS', tracked)) do
+    for ticket in string.gmatch(tickets, '%S+') do
+      local hash = ticketPrefix .. ticket
+      if redis.call('EXISTS', hash) == 1 then
+        redis.call('HINCRBY', hash, 'dropped', 1)
+        announceTicket(log, ticketPrefix, ticket)
+        touched[ticket] = true
+      end
+    end
+  end
+  redis.call('DEL', tracked)
 end
