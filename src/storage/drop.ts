@@ -1,6 +1,5 @@
 import { Cluster } from 'ioredis';
 import { queuePrefix } from '../bullmq';
-import { forgetKey } from './batcher-protocol';
 import { jobPointerOf, type KeyNames } from './keys';
 import { runScript, type RedisClient } from './scripts';
 import type { KeyQueue } from './job';
@@ -21,10 +20,12 @@ export interface DroppedKey {
 /**
  * Drops a key's backlog in one call in its slot (see drop.lua). On a standalone server that call
  * also deletes the key's job pointer and its recovery index entry. On a Cluster both live in
- * other slots: the pointer and the entry's score are read before the call, and the entry is
- * removed after it only if its score is still the one read (forget-key.lua): a push after the
- * drop lists its key again, and keeps its entry. The pointer is left (a pointer to a job that is
- * gone names no job; the recovery sweep's walk deletes it).
+ * other slots, so the pointer is read before the call (the job it names is removed after, if it
+ * still waits) and the index entry is left for the recovery sweep, which forgets an entry whose
+ * key has nothing (recovery.ts). Removing it here could not be made safe: a push that listed the
+ * key before the drop, stored its ids after it and found the old job waiting would be left with
+ * neither a job nor an entry once that job is removed. Left listed, it gets a job within one
+ * `recoveryIntervalMs`.
  */
 export async function dropKey(
   client: RedisClient,
@@ -35,9 +36,8 @@ export async function dropKey(
 ): Promise<DroppedKey> {
   const pointer = jobPointerOf(queuePrefix(shard.queue), key);
   if (!(client instanceof Cluster)) return dropped(await runScript(client, 'drop', [names.base, pointer, shard.index], [store, key]));
-  const [jobId, score] = await Promise.all([client.get(pointer), client.zscore(shard.index, key)]);
+  const jobId = await client.get(pointer);
   const reply = dropped(await runScript(client, 'drop', [names.base], [store, key]));
-  if (score !== null) await forgetKey(client, shard.index, key, score);
   return { ...reply, jobId: jobId ?? undefined };
 }
 
