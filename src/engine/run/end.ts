@@ -44,7 +44,12 @@ export class RunEnd {
     if (outcome.kind === 'drained' && outcome.pausedUntilResumed) await this.listForRecovery();
     if (c.interrupted) {
       if (c.interrupted === 'lock_lost') {
-        log(options.logger, 'warn', 'batch-by-key: lost the key lock; the slice will be retried by the next run', { key });
+        log(
+          options.logger,
+          'warn',
+          'batch-by-key: lost the key lock (it expired, or the key was dropped); a slice not dropped is retried by the next run',
+          { key },
+        );
       } else {
         log(options.logger, 'debug', 'batch-by-key: interrupted, requeued behind waiting keys', { key, reason: c.interrupted });
       }
