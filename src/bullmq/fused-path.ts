@@ -1,5 +1,6 @@
 import type { Job, RedisQueueBackend } from 'bullmq';
 import { answerCompletions, backendProblem, completionCall, nextJobData, routeCommands } from './backend';
+import { splitCall, type BullmqCall, type SentArg } from './calls';
 import { bullmqScript } from './scripts';
 import { BULLMQ_FINISH_ARGS, BULLMQ_FINISH_KEYS } from './layout';
 
@@ -9,15 +10,6 @@ import { BULLMQ_FINISH_ARGS, BULLMQ_FINISH_KEYS } from './layout';
  * how its completion of a job completed elsewhere is answered. Generic: what a fetch or a
  * completion carries besides BullMQ's own is the caller's.
  */
-
-/** One of BullMQ's script calls, split: its keys, then its arguments (as `split` of the caller sends them). */
-export interface SplitCall<A> {
-  keys: readonly string[];
-  args: readonly A[];
-}
-
-/** Splits BullMQ's flat list of a script call (its `keys` keys, then its arguments) as the caller sends it. */
-export type Split<A> = (flat: readonly unknown[], keys: number) => SplitCall<A>;
 
 /** Completion templates kept at most: far more than a worker's concurrency. */
 const MAX_TEMPLATES = 10_000;
@@ -31,7 +23,7 @@ const FETCH = 'moveToActive';
  * `FinishCalls` sets them: true for the BullMQ this was written against; a BullMQ that builds them
  * otherwise gets its keys sent, as built.
  */
-export function derivable(call: SplitCall<unknown>, jobId: string, fetchNext: boolean): boolean {
+export function derivable(call: BullmqCall, jobId: string, fetchNext: boolean): boolean {
   const { keys, args } = call;
   const prefix = args[BULLMQ_FINISH_ARGS.prefix];
   return (
@@ -88,16 +80,13 @@ export function routeFetches(backend: RedisQueueBackend, route: (flat: unknown[]
  * answered with its reply (BullMQ reads it as its own: the next job, or an error code, and
  * emits its events as usual).
  */
-export class FinishCalls<A> {
+export class FinishCalls {
   /** moveToFinished replies of jobs completed elsewhere, by job id, until BullMQ's completion asks. */
   private readonly replies = new Map<string, { reply: unknown; finishedOn: number }>();
   /** BullMQ's moveToFinished arguments of a completion, by worker token (see `callFor`). */
-  private readonly templates = new Map<string, { args: readonly A[]; removeOnComplete: unknown; attempts: unknown }>();
+  private readonly templates = new Map<string, { args: readonly SentArg[]; removeOnComplete: unknown; attempts: unknown }>();
 
-  constructor(
-    private readonly backend: RedisQueueBackend,
-    private readonly split: Split<A>,
-  ) {
+  constructor(private readonly backend: RedisQueueBackend) {
     answerCompletions(backend, (job) => {
       const done = job.id === undefined ? undefined : this.replies.get(job.id);
       if (!done) return undefined;
@@ -110,18 +99,18 @@ export class FinishCalls<A> {
    * BullMQ's moveToFinished call that completes `job` under `token`, fetching the next job when
    * `fetchNext`; `derived` when its keys are left out, for the script to derive (see `derivable`).
    */
-  callFor(job: Job, token: string, fetchNext: boolean): { call: SplitCall<A | string | number>; derived: boolean } {
+  callFor(job: Job, token: string, fetchNext: boolean): { call: BullmqCall; derived: boolean } {
     const jobId = job.id!;
     const template = this.templates.get(token);
     if (template && template.removeOnComplete === job.opts.removeOnComplete && template.attempts === job.opts.attempts) {
-      const args: (A | string | number)[] = template.args.slice();
+      const args: SentArg[] = template.args.slice();
       args[BULLMQ_FINISH_ARGS.jobId] = jobId;
       args[BULLMQ_FINISH_ARGS.timestamp] = Date.now();
       args[BULLMQ_FINISH_ARGS.fetchNext] = fetchNext ? 1 : 0;
       return { call: { keys: [], args }, derived: true };
     }
     const { flat, keys } = completionCall(this.backend, job, job.opts.removeOnComplete, token, fetchNext);
-    const call = this.split(flat, keys);
+    const call = splitCall(flat, keys);
     if (!derivable(call, jobId, fetchNext)) return { call, derived: false };
     // BullMQ packs its options (the token among them) per call; they are the same for every job
     // this token completes with the same removeOnComplete and attempts, so later calls copy these
@@ -132,7 +121,7 @@ export class FinishCalls<A> {
   }
 
   /** `call` (from `callFor`) completed `jobId` with `reply`: BullMQ's completion of that job gets it, and sends nothing. */
-  completed(jobId: string, call: SplitCall<unknown>, reply: unknown): void {
+  completed(jobId: string, call: BullmqCall, reply: unknown): void {
     // The completion's timestamp is BullMQ's `finishedOn`.
     this.replies.set(jobId, { reply, finishedOn: Number(call.args[BULLMQ_FINISH_ARGS.timestamp]) });
   }

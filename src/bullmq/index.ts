@@ -6,6 +6,7 @@
  */
 export { DelayedError, Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 export type { ConnectionOptions, JobsOptions, Processor, WorkerOptions } from 'bullmq';
+export { splitCall, type BullmqCall, type SentArg } from './calls';
 export { bullmqEventsInclude, bullmqScript, type BullmqScript } from './scripts';
 export { redisBackend, type BackendFactory, type QueueBaseOptions, type RedisQueueBackend } from './backend';
 export { captureAdd, jobKey, prefixNaming, PUSH_ADD_KEYS, queuePrefix, type PushAddKind } from './job-add';

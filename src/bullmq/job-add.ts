@@ -1,4 +1,5 @@
 import { Job, type JobsOptions, type Queue } from 'bullmq';
+import { splitCall, type BullmqCall } from './calls';
 import { bullmqScript } from './scripts';
 
 /** Which of BullMQ's adds of a job with no parent BullMQ chose: its standard, delayed or prioritized add. */
@@ -24,8 +25,7 @@ const ADD_ARGS = 3;
  */
 export interface CapturedAdd {
   kind: AddKind;
-  keys: number;
-  flat: unknown[];
+  call: BullmqCall;
   /** Takes the reply of the script that made the add as BullMQ's, and resolves when BullMQ has read it. */
   done: (reply: unknown) => Promise<void>;
 }
@@ -44,12 +44,12 @@ export function captureAdd<Data, Name extends string>(
   data: Data,
   opts: JobsOptions,
 ): CapturedAdd | undefined {
-  let captured: { kind: AddKind; keys: number; flat: unknown[] } | undefined;
+  let captured: { kind: AddKind; call: BullmqCall } | undefined;
   let answer!: (reply: unknown) => void;
   const reply = new Promise<unknown>((resolve) => (answer = resolve));
   const runCommand = (command: string, flat: unknown[]): Promise<unknown> => {
     const add = ADDS.get(command.slice(0, command.indexOf(':')));
-    if (add && flat.length === add.keys + ADD_ARGS) captured = { ...add, flat };
+    if (add && flat.length === add.keys + ADD_ARGS) captured = { kind: add.kind, call: splitCall(flat, add.keys) };
     return reply;
   };
   const job = new Job(queue, name, data, opts);

@@ -1,5 +1,5 @@
 import { addKeysDerivable, BULLMQ_JOB_LISTS, captureAdd, Job, jobKey, prefixNaming, queuePrefix, type JobsOptions } from '../bullmq';
-import { bullmqCall, dueIn, type PushAdd, type PushResult } from './protocol';
+import { dueIn, type PushAdd, type PushResult } from './protocol';
 import { callScript, type RedisClient } from './scripts';
 import { JOB_NAME, type KeyNames } from './keys';
 import { WAIT_LIST, type KeyQueue, type Level } from './job';
@@ -220,7 +220,7 @@ function jobOptions(delayMs: number, level: Level): JobsOptions {
 /** BullMQ's add of the key's job, built by BullMQ but not sent (src/bullmq `captureAdd`), as our scripts take it. */
 function capturedAdd(queue: KeyQueue, key: Key, delayMs: number, level: Level) {
   const add = captureAdd(queue, JOB_NAME, { key }, jobOptions(delayMs, level));
-  return add && { kind: add.kind, call: bullmqCall(add.flat, add.keys), done: add.done };
+  return add && { kind: add.kind, call: add.call, done: add.done };
 }
 
 /**

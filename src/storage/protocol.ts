@@ -1,5 +1,5 @@
 import { MAX_TIMER_MS } from '../core/limits';
-import type { PushAddKind } from '../bullmq';
+import type { BullmqCall, PushAddKind } from '../bullmq';
 import type { KeyNames } from './keys';
 import { CLAIM_REPLY_HEAD, REPLY } from './replies';
 import { callScript, lostFunction, queueScript, runScript, type RedisClient, type ScriptArg } from './scripts';
@@ -387,23 +387,6 @@ export interface ClaimCall {
     derived?: boolean;
     next?: { lock: string; root: string };
   };
-}
-
-/** One of BullMQ's own script calls, its keys and arguments as BullMQ's backend builds them. */
-export interface BullmqCall {
-  keys: readonly string[];
-  args: readonly ScriptArg[];
-}
-
-/**
- * A BullMQ script call from BullMQ's flat list (its `keys` keys, then its arguments), each value
- * as ioredis would send it when BullMQ runs the script itself (an absent one as '').
- */
-export function bullmqCall(flat: readonly unknown[], keys: number): BullmqCall {
-  const asSent = (value: unknown): ScriptArg =>
-    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- what ioredis itself sends for any other value
-    value === undefined || value === null ? '' : typeof value === 'number' || Buffer.isBuffer(value) ? value : String(value);
-  return { keys: flat.slice(0, keys).map(String), args: flat.slice(keys).map(asSent) };
 }
 
 export type ClaimResult =

@@ -1,8 +1,8 @@
-import { fetchKeyCount, fetchReplyOf, FinishCalls, routeFetches, type RedisQueueBackend } from '../../bullmq';
+import { fetchKeyCount, fetchReplyOf, FinishCalls, routeFetches, splitCall, type RedisQueueBackend } from '../../bullmq';
 import { sharedFill } from '../../core/fill';
 import type { KeySession } from '../../storage/key-session';
-import { bullmqCall, claimResult, fetch, type ClaimArgs, type ClaimResult, type FirstClaimConfig } from '../../storage/protocol';
-import type { RedisClient, ScriptArg } from '../../storage/scripts';
+import { claimResult, fetch, type ClaimArgs, type ClaimResult, type FirstClaimConfig } from '../../storage/protocol';
+import type { RedisClient } from '../../storage/scripts';
 import type { KeyJob } from '../../core/types';
 import { KeyLock } from '../lock';
 import type { RunOptions } from '../run-options';
@@ -59,7 +59,7 @@ export function firstClaimConfig(options: RunOptions, root: string): FirstClaimC
  * agreement holds.
  */
 export class FusedClaims implements ClaimTransport {
-  private finishes: FinishCalls<ScriptArg> | undefined;
+  private finishes: FinishCalls | undefined;
   private worker: { mayFetchNext(token: string): boolean } | undefined;
   /** First claims made by the fetch of their job, by job id, until the job's run opens. */
   private readonly firsts = new Map<string, Opening>();
@@ -73,7 +73,7 @@ export class FusedClaims implements ClaimTransport {
 
   /** Fuses runs into `backend`'s fetches and completions (see the class). */
   fuse(backend: RedisQueueBackend): void {
-    this.finishes = new FinishCalls(backend, bullmqCall);
+    this.finishes = new FinishCalls(backend);
     routeFetches(backend, (flat, send) => this.fetched(flat, send));
   }
 
@@ -118,7 +118,7 @@ export class FusedClaims implements ClaimTransport {
     if (fusion.limited()) return plain();
     const lock = KeyLock.newValue();
     const sentAt = Date.now();
-    const reply = await fetch(fusion.client(), fusion.config, lock, bullmqCall(flat, fetchKeyCount()));
+    const reply = await fetch(fusion.client(), fusion.config, lock, splitCall(flat, fetchKeyCount()));
     this.keep(reply, lock, sentAt);
     return reply;
   }
