@@ -42,16 +42,22 @@ async function workload(): Promise<{ b: Batcher; gate: Gate; poison: Set<string>
   return { b, gate, poison };
 }
 
+/** The dashboard of `b` (not read-only) served locally, a browser page, and the dialogs it accepted. */
+async function openDashboard(b: Parameters<typeof dashboard>[0]['batchers'][number]) {
+  const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
+  const page = await browser.newPage();
+  const dialogs: string[] = [];
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.accept();
+  });
+  return { url, page, dialogs };
+}
+
 describe('dashboard in a browser', () => {
   it('lists the keys of a live workload, escapes user data, and requeues a dead letter', async () => {
     const { b, gate, poison } = await workload();
-    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
-    const page = await browser.newPage();
-    const dialogs: string[] = [];
-    page.on('dialog', (d) => {
-      dialogs.push(d.message());
-      void d.accept();
-    });
+    const { url, page, dialogs } = await openDashboard(b);
     await page.goto(`${url}/`);
     const section = page.locator(`section[data-batcher="${b.name}"]`);
     await expect(section.locator('.key', { hasText: 'busy' }).first().isVisible()).resolves.toBe(true);
@@ -85,13 +91,7 @@ describe('dashboard in a browser', () => {
     await b.performBatchLater(['r1', 'r2', { id: '<i>p1</i>', data: { html: '<b>x</b>' } }, ...range(150, 'p')], { key: XSS_KEY });
     b.createWorker();
     await waitFor(async () => (await b.inFlight(XSS_KEY)).running.length === 1, { what: 'the slice in flight' });
-    const url = await serveLocally(dashboard({ batchers: [b], readOnly: false }));
-    const page = await browser.newPage();
-    const dialogs: string[] = [];
-    page.on('dialog', (d) => {
-      dialogs.push(d.message());
-      void d.accept();
-    });
+    const { url, page, dialogs } = await openDashboard(b);
     try {
       await page.goto(`${url}/`);
       await page.locator('table a', { hasText: XSS_KEY }).first().click();
