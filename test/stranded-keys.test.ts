@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Gate } from './helpers/gate';
 import { keyspaceOf, keysMatching, onCluster, queueOf, range, Recorder, redisClient, testBatcher, waitFor } from './helpers/redis';
-import { BULLMQ_DEFERRED_FAILURE } from '../src/bullmq';
+import { BULLMQ_JOB_FIELDS } from '../src/bullmq';
 import { JOB_NAME, JOB_POINTER, jobPointerOf } from '../src/storage/keys';
 import type { Batcher } from '../src';
 
@@ -81,7 +81,7 @@ describe("keys stranded by what is done to BullMQ's lists", () => {
     const jobId = await jobIdOf(b, 'stalled');
     // What BullMQ's stalled check (moveStalledJobsToWait) writes on a job it gives up on: the
     // worker that fetches it next fails it without calling the processor.
-    await redis.hset(queueOf(b).toKey(jobId), BULLMQ_DEFERRED_FAILURE, 'job stalled more than allowable limit');
+    await redis.hset(queueOf(b).toKey(jobId), BULLMQ_JOB_FIELDS.deferredFailure, 'job stalled more than allowable limit');
     const worker = b.createWorker();
     worker.on('failed', (job) => void failed.push(String(job?.id)));
     await waitFor(() => failed.includes(jobId), { what: 'BullMQ to fail the stalled job' });

@@ -12,8 +12,8 @@ export { redisBackend, type BackendFactory, type QueueBaseOptions, type RedisQue
 export { captureAdd, jobKey, prefixNaming, PUSH_ADD_KEYS, queuePrefix, type PushAddKind } from './job-add';
 export {
   addKeysDerivable,
-  BULLMQ_DEFERRED_FAILURE,
   BULLMQ_FINISH_KEYS,
+  BULLMQ_JOB_FIELDS,
   BULLMQ_JOB_LISTS,
   fetchReplyOf,
   queueListsOf,

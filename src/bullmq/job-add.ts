@@ -83,7 +83,7 @@ export const PUSH_ADD_KEYS = {
 export type PushAddKind = keyof typeof PUSH_ADD_KEYS;
 
 /** A queue's prefix (`prefix:name:`): BullMQ names a job's hash by it and the job's id (bullmq `QueueKeys.toKey`). */
-export function queuePrefix(queue: Queue): string {
+export function queuePrefix(queue: Pick<Queue, 'toKey'>): string {
   return queue.toKey('');
 }
 

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { PUSH_ADD_KEYS, type PushAddKind } from './job-add';
+import { PUSH_ADD_KEYS, queuePrefix, type PushAddKind } from './job-add';
 
 /**
  * BullMQ's moveToFinished keys for a completed job, as its queue prefix (`${prefix}:${queue}:`)
@@ -38,7 +38,7 @@ export const BULLMQ_FINISH_ARGS = { jobId: 0, timestamp: 1, fetchNext: 5, prefix
  * BullMQ's lists a job is in until it ends, as its queue prefix followed by these (a job's own
  * hash is the prefix and its id): bullmq `src/classes/queue-keys.ts`. What a push or an add reads
  * to tell what state the key's job is in (lua.ts `bullmq-job`); derived in Lua only when the
- * installed BullMQ names them so (storage/job.ts `queuePrefixOf` checks `queue.keys`).
+ * installed BullMQ names them so (storage/key-job.ts `queuePrefixOf` checks `queue.keys`).
  */
 export const BULLMQ_JOB_LISTS = {
   active: 'active',
@@ -68,12 +68,6 @@ export const BULLMQ_JOB_FIELDS = {
   priority: 'priority',
   deferredFailure: 'defa',
 } as const;
-
-/**
- * The field of a job's hash where BullMQ's stalled check leaves the failure it defers (see
- * `BULLMQ_JOB_FIELDS`).
- */
-export const BULLMQ_DEFERRED_FAILURE = BULLMQ_JOB_FIELDS.deferredFailure;
 
 /**
  * BullMQ's reply to a fetch (moveToActive's, and a completion's that fetched the next job), from
@@ -114,7 +108,7 @@ export interface QueueLists {
 /** A queue's `QueueLists`. */
 export function queueListsOf(queue: Pick<Queue, 'keys' | 'toKey'>): QueueLists {
   const keys = queue.keys;
-  return { wait: keys.wait!, active: keys.active!, delayed: keys.delayed!, prioritized: keys.prioritized!, jobPrefix: queue.toKey('') };
+  return { wait: keys.wait!, active: keys.active!, delayed: keys.delayed!, prioritized: keys.prioritized!, jobPrefix: queuePrefix(queue) };
 }
 
 /** A queue's lists as a script's KEYS, in the order the `bullmq-load` Lua include reads them (`bullmqLoadLists`). */
@@ -124,7 +118,7 @@ export function queueLoadKeys(lists: QueueLists): string[] {
 
 /**
  * Whether BullMQ's add call (its keys, as its backend built them) uses the keys a push derives
- * in Lua from the queue prefix (`PUSH_ADD_KEYS`, lua.ts `bullmqAddKeys`).
+ * in Lua from the queue prefix (`PUSH_ADD_KEYS`, lua.ts `bullmqKeys`).
  */
 export function addKeysDerivable(add: { kind: PushAddKind; call: { keys: readonly string[] } }, queuePrefix: string): boolean {
   const names = PUSH_ADD_KEYS[add.kind];

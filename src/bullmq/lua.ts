@@ -159,11 +159,6 @@ ${inlinedScript('moveToFinished', 'bullmqComplete', library)}
 local function bullmqCompletedJob(args, at)
   return args[at + ${BULLMQ_FINISH_ARGS.prefix}], args[at + ${BULLMQ_FINISH_ARGS.jobId}]
 end
--- A completion's keys, derived from its arguments \`args\` (from 1).
-local function bullmqCompletionKeys(args)
-  local prefix, jobId = bullmqCompletedJob(args, 1)
-  return bullmqKeys(prefix, 'finish', jobId)
-end
 `,
 
   adds: (
@@ -181,8 +176,6 @@ local function bullmqAdd(kind, keys, args)
   if not add then error('batch-by-key: no BullMQ add ' .. tostring(kind)) end
   return add(keys, args)
 end
--- The keys of BullMQ's add of kind \`kind\` (standard or delayed) on the queue whose prefix is \`prefix\`.
-local function bullmqAddKeys(prefix, kind) return bullmqKeys(prefix, kind) end
 `,
 
   reschedule: (library) => `${requires('events', 'keys')}-- BullMQ's changeDelay, inlined.

@@ -40,7 +40,7 @@ export abstract class HookedWorker<D, R> extends Worker<D, R, string> {
     return job as Job<D, R, string>;
   }
 
-  override async processJob(
+  override processJob(
     job: Job<D, R, string>,
     token: string,
     fetchNextCallback: () => boolean = () => true,

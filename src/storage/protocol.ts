@@ -58,7 +58,7 @@ export interface JobKeys {
   index: string;
   /**
    * BullMQ's queue prefix (`prefix:name:`): push.lua reads and adds the key's job under the names
-   * BullMQ gives them there (the caller checked they are BullMQ's: see job.ts `queuePrefixOf`).
+   * BullMQ gives them there (the caller checked they are BullMQ's: see key-job.ts `queuePrefixOf`).
    */
   queuePrefix: string;
 }

@@ -84,19 +84,35 @@ export class FusedClaims implements ClaimTransport {
     return first;
   }
 
-  async last(session: KeySession, call: ClaimArgs, job: KeyJob, token: string): Promise<ClaimResult | Completed> {
-    const { finishes, worker, fusion } = this;
+  last(session: KeySession, call: ClaimArgs, job: KeyJob, token: string): Promise<ClaimResult | Completed> {
+    const { finishes, worker } = this;
+    // Not fused (yet): the run's own claim, with no promise of ours around it.
     if (!finishes || !worker || !job.id || !token) return session.claim(call);
+    return this.lastCompleting(session, call, job, token, finishes, worker);
+  }
+
+  /** The last claim with BullMQ's completion of `job` (whose id `last` checked) in it. */
+  private async lastCompleting(
+    session: KeySession,
+    call: ClaimArgs,
+    job: KeyJob,
+    token: string,
+    finishes: FinishCalls,
+    worker: { mayFetchNext(token: string): boolean },
+  ): Promise<ClaimResult | Completed> {
+    const { fusion } = this;
     // As BullMQ's own completion would (see ShardWorker.aroundProcess).
     const fetchNext = worker.mayFetchNext(token);
     const { call: finishCall, derived } = finishes.callFor(job, token, fetchNext);
     const next = fetchNext && fusion && !fusion.limited() ? { lock: KeyLock.newValue(), root: fusion.config.root } : undefined;
     const sentAt = Date.now();
-    const claimed = await session.claim({ ...call, finish: next ? { call: finishCall, derived, next } : { call: finishCall, derived } });
+    // The lane builds `call` for this claim alone: the completion is set on it, not on a copy.
+    call.finish = next ? { call: finishCall, derived, next } : { call: finishCall, derived };
+    const claimed = await session.claim(call);
     if (!claimed.held || claimed.finished === undefined) return claimed;
     // The job is complete: BullMQ's completion of it takes this reply, and the next job's first
     // claim, if the reply carries one, waits for its run.
-    finishes.completed(job.id, finishCall, claimed.finished);
+    finishes.completed(job.id!, finishCall, claimed.finished);
     if (next) this.keep(claimed.finished, next.lock, sentAt);
     return { completed: { settled: claimed.settled ?? [] } };
   }

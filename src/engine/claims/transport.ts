@@ -1,3 +1,4 @@
+import type { Finished } from '../decisions';
 import type { KeySession } from '../../storage/key-session';
 import type { ClaimArgs, ClaimResult } from '../../storage/protocol';
 import type { KeyJob } from '../../core/types';
@@ -17,7 +18,7 @@ export interface Opening {
 
 /** A run's last claim that completed its job as well: the tickets its ack settled, to hand once the job is complete. */
 export interface Completed {
-  completed: { settled: readonly string[] };
+  completed: Finished;
 }
 
 /**

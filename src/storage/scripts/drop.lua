@@ -7,7 +7,9 @@
   slice in flight is abandoned (its handler runs on, its ids are not run again). Each dropped id
   counts as `dropped` on its tickets, which settle as an ack settles them (see tracking.lua). A
   pause is kept: it is an operator's decision about the key, not part of its backlog; so are the
-  rate limit's window and the outbox of settled tickets (this call may add to it).
+  rate limit's window and the outbox of settled tickets (this call may add to it). A hold (a
+  rate limit's or a retryAfter's wait) and its retryAfter streak go with the backlog they held:
+  a push after the drop starts at once, within the rate window kept.
 
   KEYS[1] the key's base name: every name of the key is derived from it (see keys.ts)
   KEYS[2] (standalone only) the key's job pointer (keys.ts jobPointerOf): deleted here, so that a

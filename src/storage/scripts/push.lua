@@ -87,7 +87,7 @@ local mode = arg_payloadMode
 
 -- BullMQ's add of the key's job this call was sent (addJob), on this queue's keys, with its arguments.
 local function addSent()
-  return bullmqAdd(arg_addJob, bullmqAddKeys(queue, arg_addJob), {unpack(ARGV, ADD_ARGS, FIRST - 1)})
+  return bullmqAdd(arg_addJob, bullmqKeys(queue, arg_addJob), {unpack(ARGV, ADD_ARGS, FIRST - 1)})
 end
 
 -- Redis does not roll a script back: a command that fails on a key of the wrong type after the
